@@ -1,0 +1,298 @@
+"""The multi-specialist MDT panel with a meta-level Challenger and specialist recruitment.
+
+The paper's multi-specialist backbone (section 3, appendix A): two question-conditioned
+specialists discuss for `rounds` x `turns_per_round` turns. A turn is one cycle in which every
+active agent responds; within a turn agents answer the same state (the posts up to the end of the
+previous turn), so speaking order cannot bias a turn. After each turn but the last:
+
+1. `c: 1` - the Challenger reviews the turn's positions. A material weakness is appended to the
+   shared history (so every agent sees it next turn) before any recruitment decision.
+2. `r: 1` - every active agent is asked whether a perspective is missing: before any critique
+   exists (`c0r1`, self-triggered) or after it (`c1r1`, Challenger-informed). If at least one says
+   yes, a recruiter proposes non-duplicate roles; at most `max_recruit_per_turn` join per turn,
+   `max_recruit_total` per question and the panel never exceeds `max_panel`. Recruits first hear
+   the trajectory so far.
+
+The final answer is the majority of the active agents' last valid letters; a tie goes to the
+moderator model, which may choose only among the tied letters (README: "Tie rule").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field, create_model
+
+from medpanel.agents.challenger import challenge
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
+from medpanel.agents.pipelines.generalist import letters_of
+from medpanel.agents.roles import RoleAgent, agent_name, format_question, render
+from medpanel.agents.schemas import Critique, RecruitCheck, Specialist, TeamChoice
+from medpanel.agents.structured import answer_model, letters_type
+from medpanel.agents.types import Condition, Question, TranscriptEvent
+
+# Used only when the selector's reply is invalid twice: a panel must exist for the debate to run,
+# and the fallback is recorded in the transcript.
+FALLBACK_TEAM = (
+    Specialist(role="Internal medicine physician", expertise="Broad adult medicine and diagnosis."),
+    Specialist(role="Clinical pharmacologist", expertise="Drugs, mechanisms and therapeutics."),
+)
+
+
+class PanelSettings(PipelineSettings):
+    rounds: int = Field(default=3, ge=1)
+    turns_per_round: int = Field(default=3, ge=1)
+    initial_specialists: int = Field(default=2, ge=1, le=5)
+    max_recruit_per_turn: int = Field(default=2, ge=0)
+    max_recruit_total: int = Field(default=3, ge=0)
+    max_panel: int = Field(default=5, ge=1)
+    context_head: int = Field(default=2, ge=1)
+    """Messages kept from the start of each agent's context (the question and its first answer)."""
+    context_tail: int = Field(default=10, ge=2)
+    """Newest messages kept; older middle turns are dropped so small models stay in context."""
+    early_stop: bool = False
+    """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
+
+
+@dataclass
+class Member:
+    agent: RoleAgent
+    spec: Specialist
+    joined_turn: int = 0
+    recruited: bool = False
+    seen: int = 0
+    """How many shared posts this member has already been shown."""
+    last: tuple[str, ...] = ()
+    last_text: str = ""
+
+
+@dataclass
+class Post:
+    source: str
+    text: str
+    turn: int
+
+
+@dataclass
+class PanelState:
+    question: Question
+    session: QuestionSession
+    settings: PanelSettings
+    members: list[Member] = field(default_factory=list)
+    posts: list[Post] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """Every turn's positions, for cumulative support in the tie rule."""
+
+    def taken(self) -> set[str]:
+        return {m.agent.name for m in self.members}
+
+    def roles(self) -> list[str]:
+        return [m.spec.role for m in self.members]
+
+
+def _norm(role: str) -> str:
+    return " ".join(role.lower().replace("-", " ").split()).removesuffix("s")
+
+
+def _unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Specialist]:
+    seen = {_norm(r) for r in existing}
+    out = []
+    for spec in candidates:
+        key = _norm(spec.role)
+        if key and key not in seen:
+            seen.add(key)
+            out.append(spec)
+    return out
+
+
+def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool) -> Member:
+    name = agent_name(spec.role, state.taken())
+    window = (state.settings.context_head, state.settings.context_tail)
+    agent = RoleAgent(state.session, name=name, role="specialist",
+                      system_message=render("specialist", role=spec.role, expertise=spec.expertise),
+                      window=window)
+    agent.label = spec.role
+    member = Member(agent=agent, spec=spec, joined_turn=turn, recruited=recruited)
+    state.members.append(member)
+    return member
+
+
+async def select_team(state: PanelState) -> list[Specialist]:
+    n = state.settings.initial_specialists
+    selector = RoleAgent(state.session, name="selector", role="selector", system_message=render("selector"))
+    choice = await selector.consult(render("select_request", question=format_question(state.question), n=n),
+                                    TeamChoice, step="select_specialists")
+    team = _unique_roles(choice.specialists, []) if isinstance(choice, TeamChoice) else []
+    if len(team) < n:
+        team += _unique_roles(list(FALLBACK_TEAM), [s.role for s in team])
+        state.session.record(TranscriptEvent(kind="note", role="pipeline", agent="selector", step="fallback_team",
+                                             content="Selector gave fewer distinct specialists than needed; "
+                                                     "filled from the fallback team."))
+    return team[:n]
+
+
+def render_posts(posts: list[Post]) -> str:
+    return "\n\n".join(f"[{p.source}] {p.text}" for p in posts)
+
+
+def position_text(member: Member, parsed: Any) -> str:
+    return f"{parsed.reasoning}\nAnswer: {', '.join(letters_of(parsed))}"
+
+
+async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, index: int) -> None:
+    """Every active member answers the same state; their posts are shared after the turn."""
+    new_posts: list[Post] = []
+    for member in list(state.members):
+        unseen = [p for p in state.posts[member.seen :] if p.source != member.agent.name]
+        if index == 1 and not member.recruited:
+            text = format_question(state.question)
+        else:
+            text = render("turn_request", posts=render_posts(unseen) or "(no new posts)", round=rnd, turn=turn)
+        member.seen = len(state.posts)
+        parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn)
+        if parsed is not None:
+            member.last = letters_of(parsed)
+            member.last_text = position_text(member, parsed)
+            new_posts.append(Post(member.agent.name, f"({member.spec.role}) {member.last_text}", index))
+        else:
+            new_posts.append(Post(member.agent.name, f"({member.spec.role}) [no valid answer this turn]", index))
+    state.posts.extend(new_posts)
+    state.history.append({m.agent.name: m.last for m in state.members})
+
+
+async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, turn: int, index: int) -> list[str]:
+    s = state.settings
+    room = min(s.max_recruit_per_turn, s.max_panel - len(state.members),
+               s.max_recruit_total - sum(m.recruited for m in state.members))
+    trigger = "challenger" if critique is not None and critique.material_weakness else "self"
+    if room <= 0:
+        # The panel is full (or the run's recruitment budget is spent): asking would change nothing.
+        state.session.record(TranscriptEvent(
+            kind="note", role="pipeline", agent="recruiter", step="recruitment", round=rnd, turn=turn,
+            content="no recruitment: panel or recruitment limit reached",
+            data={"trigger": trigger, "checks": [], "flagged": 0, "room": 0, "recruited": [],
+                  "panel": state.roles()}))
+        return []
+    checks: list[dict[str, Any]] = []
+    context = (f"The Challenger raised: [{critique.gap_type}] {critique.challenge}\n"
+               if critique is not None and critique.material_weakness else "")
+    for member in list(state.members):
+        check = await member.agent.consult(render("recruit_check", panel=", ".join(state.roles()), context=context),
+                                           RecruitCheck, step="recruit_check", round=rnd, turn=turn)
+        if isinstance(check, RecruitCheck):
+            checks.append({"agent": member.agent.name, "needed": check.needed, "specialty": check.specialty,
+                           "reason": check.reason})
+    flagged = [c for c in checks if c["needed"]]
+    added: list[str] = []
+    if flagged and room > 0:
+        recruiter = RoleAgent(state.session, name="recruiter", role="recruiter", system_message=render("recruiter"))
+        needs = "\n".join(f"- {c['specialty'] or 'unspecified'}: {c['reason']}" for c in flagged)
+        crit = f"The Challenger's critique: {critique.challenge}\n" if context and critique else ""
+        proposal = await recruiter.consult(
+            render("recruit_request", question=format_question(state.question), panel=", ".join(state.roles()),
+                   needs=needs, critique=crit, k=room),
+            TeamChoice, step="recruit", round=rnd, turn=turn)
+        if isinstance(proposal, TeamChoice):
+            trajectory = f"{format_question(state.question)}\n\nThe discussion so far:\n{render_posts(state.posts)}"
+            for spec in _unique_roles(proposal.specialists, state.roles())[:room]:
+                member = add_member(state, spec, turn=index, recruited=True)
+                await member.agent.hear(trajectory, source="moderator")
+                member.seen = len(state.posts)
+                added.append(spec.role)
+    state.session.record(TranscriptEvent(
+        kind="note", role="pipeline", agent="recruiter", step="recruitment", round=rnd, turn=turn,
+        content=f"recruited: {', '.join(added)}" if added else "no recruitment",
+        data={"trigger": trigger, "checks": checks, "flagged": len(flagged),
+              "room": room, "recruited": added, "panel": state.roles()}))
+    return added
+
+
+async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """Majority vote over last valid letters; ties go to the moderator model, then to support."""
+    votes = {m.agent.name: ",".join(m.last) for m in state.members if m.last}
+    record: dict[str, Any] = {"votes": votes, "rule": "majority"}
+    if not votes:
+        return (), {**record, "rule": "no valid votes"}
+    counts = Counter(votes.values())
+    top = max(counts.values())
+    tied = sorted(k for k, v in counts.items() if v == top)
+    record["counts"] = dict(counts)
+    if len(tied) == 1:
+        return tuple(tied[0].split(",")), record
+    record["tied"] = tied
+    q = state.question
+    # The moderator may only pick among the tied positions (a position may be a set of letters
+    # for multi-answer items): the answer type is built from them.
+    model = create_model("TieBreak", reasoning=(str, Field(description="Brief reasoning.")),
+                         answer=(letters_type(tied), Field(description="One of the tied options.")))
+    moderator = RoleAgent(state.session, name="moderator", role="moderator", system_message=render("moderator"))
+    positions = "\n\n".join(f"[{m.spec.role}] {m.last_text}" for m in state.members if m.last)
+    parsed = await moderator.consult(render("tiebreak_request", question=format_question(q),
+                                            tied=" / ".join(tied), positions=positions), model, step="tie_break")
+    if parsed is not None:
+        return tuple(str(parsed.answer).split(",")), {**record, "rule": "moderator"}
+    # The moderator failed twice: the tied position with the most support over all turns wins.
+    support = Counter(",".join(v) for turn in state.history for v in turn.values() if v)
+    ranked = sorted(tied, key=lambda k: -support[k])
+    if support[ranked[0]] > support[ranked[1]]:
+        return tuple(ranked[0].split(",")), {**record, "rule": "cumulative support", "support": dict(support)}
+    return (), {**record, "rule": "unresolved tie"}
+
+
+class PanelPipeline:
+    settings_model = PanelSettings
+    flags = ("c", "r", "k")
+
+    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
+                       settings: Any) -> Outcome:
+        s: PanelSettings = settings
+        state = PanelState(question=question, session=session, settings=s)
+        for spec in await select_team(state):
+            add_member(state, spec, turn=1, recruited=False)
+        answer_type = answer_model(question.letters, multi=question.multi_answer)
+        total = s.rounds * s.turns_per_round
+        recruited: list[str] = []
+        weaknesses = 0
+        stopped_early = False
+        for index in range(1, total + 1):
+            rnd, turn = (index - 1) // s.turns_per_round + 1, (index - 1) % s.turns_per_round + 1
+            await run_turn(state, answer_type, rnd=rnd, turn=turn, index=index)
+            if index == total:
+                break  # an intervention after the last turn could not change any answer
+            critique = None
+            if condition.on("c"):
+                trace = render_posts([p for p in state.posts if p.turn == index])
+                critique = await challenge(session, question, trace, round=rnd, turn=turn)
+                if critique is not None and critique.material_weakness:
+                    weaknesses += 1
+                    state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
+                                            index))
+            if condition.on("r"):
+                recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
+            agreed = len({m.last for m in state.members}) == 1 and all(m.last for m in state.members)
+            if s.early_stop and agreed and not (critique and critique.material_weakness):
+                stopped_early = True
+                session.record(TranscriptEvent(kind="note", role="pipeline", agent="moderator", step="early_stop",
+                                               round=rnd, turn=turn, content="All agents agree; discussion ends."))
+                break
+        answer, vote = await moderate(state)
+        session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final",
+                                       content=",".join(answer) or "invalid", data=vote))
+        summary = {
+            "recruited": len(recruited),
+            "recruited_roles": recruited,
+            "initial_panel": [m.spec.role for m in state.members if not m.recruited],
+            "final_panel_size": len(state.members),
+            "critiques_with_weakness": weaknesses,
+            "stopped_early": stopped_early,
+            "tie": "tied" in vote,
+        }
+        return Outcome(answer=answer, invalid=not answer, summary=summary)
+
+
+@register("panel")
+def _factory() -> PanelPipeline:
+    return PanelPipeline()

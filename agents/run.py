@@ -1,0 +1,56 @@
+"""Run one (condition, question): build the clients, run the pipeline, always close, never raise.
+
+A model failure becomes an error result that keeps every event recorded before it, so the
+transcript shows how far the debate got.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from medpanel.agents.backends import ModelSpec, build_client
+from medpanel.agents.cache import ResponseCache
+from medpanel.agents.client import ModelCallError, QuestionSession
+from medpanel.agents.pipelines.base import get_pipeline
+from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
+
+
+async def run_question(
+    condition: Condition,
+    question: Question,
+    spec: ModelSpec,
+    *,
+    base_url: str | None = None,
+    cache: ResponseCache | None = None,
+    repeat: int = 0,
+    scoring: str = "exact_set",
+    hooks: list[Callable[[TranscriptEvent], Any]] | None = None,
+    client_factory: Callable[[ModelSpec], Any] | None = None,
+) -> QuestionResult:
+    pipeline = get_pipeline(condition.pipeline)
+    settings = pipeline.settings_model.model_validate(condition.settings)
+    if repeat:
+        # Repeats differ by seed only, so a repeat is a fresh sample of the same configuration.
+        spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
+    inner = client_factory(spec) if client_factory else build_client(spec, base_url=base_url)
+    session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []))
+    result = QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
+                            gold=question.gold, repeat=repeat)
+    try:
+        outcome = await pipeline(question, condition, session, settings)
+        result.answer = outcome.answer
+        result.invalid = outcome.invalid
+        result.summary = outcome.summary
+        result.correct = not outcome.invalid and score(outcome.answer, question.gold, scoring)
+    except ModelCallError as exc:
+        result.error, result.error_kind = str(exc), exc.kind
+    except Exception as exc:  # a bug in a pipeline must not take the run down; it is recorded
+        result.error, result.error_kind = f"{type(exc).__name__}: {exc}", "internal"
+        session.record(TranscriptEvent(kind="error", role="pipeline", agent="runner", step="exception",
+                                       content=traceback.format_exc()[-4000:]))
+    finally:
+        await inner.close()
+    result.events = session.events
+    return result

@@ -1,0 +1,110 @@
+"""Structured outputs: pydantic reply models, their prompt text, and a tolerant parser.
+
+The answer field of every model is a `Literal` over the question's own letters, so a reply that
+names a letter outside the options fails validation instead of being scored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+
+def letters_type(letters: list[str]) -> Any:
+    return Literal[tuple(letters)]  # type: ignore[valid-type]
+
+
+def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",
+                 reasoning: bool = True) -> type[BaseModel]:
+    """A reply with (optional) reasoning and an answer constrained to `letters`."""
+    fields: dict[str, Any] = {}
+    if reasoning:
+        # Reasoning comes first so a model that writes fields in order thinks before it answers.
+        fields["reasoning"] = (str, Field(description="Brief reasoning, at most 4 sentences."))
+    if multi:
+        fields["answer"] = (list[letters_type(letters)], Field(min_length=1, description="All correct letters."))  # type: ignore[misc]
+    else:
+        fields["answer"] = (letters_type(letters), Field(description="The single best option letter."))
+    return create_model(name, **fields)
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()
+
+
+def _example_value(prop: dict[str, Any]) -> Any:
+    if "enum" in prop:
+        return "|".join(str(x) for x in prop["enum"])
+    if "const" in prop:
+        return prop["const"]
+    t = prop.get("type")
+    if t == "boolean":
+        return "true|false"
+    if t == "array":
+        return [_example_value(prop.get("items", {}))]
+    if t == "integer":
+        return 0
+    return "..."
+
+
+def format_instructions(model: type[BaseModel]) -> str:
+    """The JSON shape in words, appended to every structured request whatever the API mode.
+
+    Small models follow an example far better than a JSON schema.
+    """
+    schema = model.model_json_schema()
+    defs = schema.get("$defs", {})
+    shape: dict[str, Any] = {}
+    notes = []
+    for key, prop in schema.get("properties", {}).items():
+        if "$ref" in prop:
+            prop = defs.get(prop["$ref"].split("/")[-1], {})
+        if "anyOf" in prop:
+            prop = next((p for p in prop["anyOf"] if p.get("type") != "null"), {})
+        shape[key] = _example_value(prop)
+        if prop.get("description"):
+            notes.append(f"- {key}: {prop['description']}")
+    body = json.dumps(shape, ensure_ascii=False)
+    return "Reply with only a JSON object of this shape:\n" + body + ("\n" + "\n".join(notes) if notes else "")
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_reply(text: str, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """Validate a reply; returns (parsed, None) or (None, reason).
+
+    Accepts a bare object, one inside a code fence, or the first balanced `{...}` in prose, since
+    prompt-mode models wrap JSON in chatter. It never guesses a letter from free text.
+    """
+    candidates = [text.strip()]
+    candidates += [m.strip() for m in _FENCE.findall(text)]
+    start = text.find("{")
+    if start >= 0:
+        depth = 0
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    candidates.append(text[start : i + 1])
+                    break
+    reason = "no JSON object found"
+    for cand in candidates:
+        if not cand.startswith("{"):
+            continue
+        try:
+            return model.model_validate_json(cand), None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            reason = f"{loc or 'reply'}: {first['msg']}" if first["type"] != "json_invalid" else "invalid JSON"
+    return None, reason
+
+
+def reask_message(reason: str, model: type[BaseModel]) -> str:
+    return f"Your reply could not be used ({reason}). {format_instructions(model)}"

@@ -1,0 +1,252 @@
+"""The `medpanel` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table as RichTable
+
+from medpanel.experiments.errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
+# Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
+
+
+def _corpus_app() -> None:
+    try:
+        from medpanel.experiments.corpus_cli import corpus_app
+    except ImportError:  # the retrieval extra's CLI is optional at import time
+        return
+    app.add_typer(corpus_app, name="corpus", help="Ingest, list and search retrieval corpora.")
+
+
+def print_table(t: Any) -> None:
+    table = RichTable(title=t.title, title_justify="left", show_lines=False)
+    for col in t.columns:
+        table.add_column(col, overflow="fold")
+    for row in t.rows:
+        table.add_row(*[f"{v:.2f}" if isinstance(v, float) else str(v) for v in row])
+    console.print(table)
+    if t.note:
+        console.print(f"[dim]{t.note}[/dim]")
+
+
+def summarise(run_dir: Path, *, write: bool = True) -> None:
+    from medpanel.experiments.report import build_tables, load_meta, write_report
+    from medpanel.experiments.store import Store
+
+    meta = load_meta(run_dir)
+    store = Store(_storage_of(run_dir, meta), run_dir)
+    rows = store.rows()
+    store.close()
+    if not rows:
+        console.print("No finished questions yet.")
+        return
+    tables = build_tables(rows, meta)
+    for t in tables:
+        print_table(t)
+    if write:
+        paths = write_report(run_dir, tables)
+        console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
+
+
+def _storage_of(run_dir: Path, meta: dict[str, Any]) -> str:
+    url = meta.get("scenario", {}).get("run", {}).get("storage")
+    return url or f"sqlite:///{run_dir / 'study.db'}"
+
+
+@app.command()
+def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+             limit: Annotated[int | None, typer.Option(help="Questions per subset.")] = None) -> None:
+    """Check a scenario and print its conditions and question count."""
+    from medpanel.experiments.runner import make_plan
+    from medpanel.experiments.scenario import load_scenario
+
+    sc = load_scenario(scenario)
+    plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
+    console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
+                  f"{'/' + sc.model.model_name if sc.model.model_name else ''}")
+    console.print(f"conditions ({len(plan.conditions)}): {', '.join(c.slug for c in plan.conditions)}")
+    by_ds: dict[str, int] = {}
+    for q in plan.questions:
+        by_ds[q.dataset] = by_ds.get(q.dataset, 0) + 1
+    console.print(f"questions ({len(plan.questions)}): " + ", ".join(f"{k} {v}" for k, v in by_ds.items()))
+    console.print(f"pairs: {len(plan.pairs)} (x{plan.repeats} repeats), shard size {plan.shard_size}")
+
+
+@app.command()
+def run(
+    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML file.")] = None,
+    resume: Annotated[Path | None,
+                      typer.Option("--resume", help="Finish the missing pairs of a run directory.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Questions per subset (overrides dataset.limit).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Parallel workers (overrides run.workers).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Directory for this run.")] = None,
+    repeat: Annotated[int | None, typer.Option("--repeat", help="Runs per condition with different seeds.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Run a scenario (or resume a run) and print the summary table."""
+    from medpanel.experiments.runner import Runner, Tally, make_plan
+    from medpanel.experiments.scenario import load_scenario
+
+    if (scenario is None) == (resume is None):
+        raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
+                        "scenarios/quickstart.yaml", field="SCENARIO")
+    if resume is not None:
+        runner = Runner.open(resume)
+        if workers:
+            runner.plan.scenario.run.workers = workers
+    else:
+        assert scenario is not None
+        sc = load_scenario(scenario)
+        plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
+                         file=str(scenario))
+        runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
+    total = len(runner.plan.pairs)
+    console.print(f"run directory: {runner.run_dir}")
+    console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
+                  f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
+                  f"{runner.plan.scenario.run.workers} workers, model {runner.plan.scenario.model.backend}")
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("acc {task.fields[acc]}  invalid {task.fields[invalid]}  errors {task.fields[errors]}  "
+                          "calls {task.fields[calls]} (+{task.fields[hits]} cached)"),
+               TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
+        task = progress.add_task("questions", total=total, acc="-", invalid=0, errors=0, calls=0, hits=0)
+
+        def hook(t: Tally, _total: int) -> None:
+            progress.update(task, completed=t.done, acc=f"{100 * t.correct / max(t.done, 1):.1f}%",
+                            invalid=t.invalid, errors=t.errors, calls=t.calls, hits=t.cache_hits)
+
+        hook(runner.tally, total)
+        status = runner.run(progress=hook)
+    summarise(runner.run_dir)
+    if status["state"] != "complete":
+        console.print(f"[yellow]Run {status['state']}: {status['reason'] or ''} {status['remaining']} pairs left. "
+                      f"Resume with: medpanel run --resume {runner.run_dir}[/yellow]")
+        raise typer.Exit(3)
+    console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
+                  f"Read one with: medpanel show {runner.run_dir} <QID>")
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
+    """Print and write (report/*.csv, report.md) the tables of a run."""
+    if not (run_dir / "run.json").is_file():
+        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
+    summarise(run_dir)
+
+
+@app.command()
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    qid: Annotated[str, typer.Argument(help="Question id, or dataset__qid.")],
+    condition: Annotated[str | None, typer.Option("--condition", help="Only this condition slug.")] = None,
+    full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
+) -> None:
+    """Print a debate turn by turn, with parsed fields and tokens."""
+    base = run_dir / "transcripts"
+    if not base.is_dir():
+        raise UserError(f"{run_dir} has no transcripts/ folder. Is it a run directory?", field="RUN_DIR")
+    matches = sorted(p for p in base.glob("*/*.json")
+                     if (p.stem == qid or p.stem.endswith(f"__{qid}") or p.stem.split("__r")[0].endswith(f"__{qid}"))
+                     and (condition is None or p.parent.name == condition))
+    if not matches:
+        raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
+                        f"List them with: ls {base}/*/", field="QID")
+    for path in matches:
+        print_transcript(json.loads(path.read_text(encoding="utf-8")), full=full)
+
+
+def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
+    q = doc["question"]
+    verdict = "ERROR" if doc.get("error") else "INVALID" if doc["invalid"] else "correct" if doc["correct"] else "wrong"
+    head = (f"[bold]{doc['condition']}[/bold]  {q['dataset']}/{q['qid']}  answer {','.join(doc['answer']) or '-'}  "
+            f"gold {','.join(doc['gold'])}  -> {verdict}   calls {doc['calls']}  tokens {doc['tokens']}")
+    opts = "\n".join(f"  ({k}) {v}" for k, v in q["options"].items())
+    console.print(head)
+    console.print(Panel(f"{q['text']}\n\n{opts}", title="question", title_align="left"))
+    for e in doc["events"]:
+        where = f"r{e['round']}t{e['turn']}" if e.get("round") else ""
+        tag = f"{e['kind']:<8} {e['role']:<11} {e['agent']:<22} {e['step']:<18} {where}"
+        if e["kind"] == "call":
+            usage = e.get("usage", {})
+            meta = (f"tok {usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)}  "
+                    f"{e.get('latency_s', 0):.2f}s{'  cached' if e.get('cache_hit') else ''}"
+                    f"{'  INVALID' if e.get('invalid') else ''}")
+            body = json.dumps(e["parsed"], ensure_ascii=False, indent=1) if e.get("parsed") else e.get("content", "")
+            if e.get("error"):
+                body += f"\n[{e['error']}]"
+            if full:
+                body = "\n".join(f"<{m['role']}{':' + m['name'] if m.get('name') else ''}> {m['content']}"
+                                 for m in e.get("messages", [])) + "\n---\n" + body
+            console.print(Panel(body, title=f"{tag}  {meta}", title_align="left", border_style=_colour(e["role"])),
+                          markup=False)
+        else:
+            data = f"  {json.dumps(e['data'], ensure_ascii=False)}" if e.get("data") else ""
+            console.print(f"[bold]{tag}[/bold] {e.get('content', '')}{data}", markup=False)
+    if doc.get("error"):
+        console.print(f"error: {doc['error']}")
+
+
+def _colour(role: str) -> str:
+    return {"challenger": "red", "moderator": "magenta", "recruiter": "yellow", "selector": "cyan"}.get(role, "blue")
+
+
+@app.command()
+def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
+    """List run directories with their status."""
+    if not runs_dir.is_dir():
+        raise UserError(f"{runs_dir} does not exist. Runs are created by medpanel run", field="RUNS_DIR")
+    table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
+    for col in ("run", "scenario", "model", "pairs", "state", "created"):
+        table.add_column(col)
+    for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
+        meta = json.loads((d / "run.json").read_text(encoding="utf-8"))
+        status_path = d / "status.json"
+        status = json.loads(status_path.read_text()) if status_path.is_file() else {"state": "running or killed"}
+        if (d / "runner.lock").exists() and status_path.is_file():
+            status["state"] = "running"
+        table.add_row(d.name, meta["name"], f"{meta['model']['backend']}/{meta['model']['name']}",
+                      str(meta["n_pairs"]), f"{status['state']}"
+                      + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
+                      meta["created"][:19])
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> None:
+    _corpus_app()
+    try:
+        rc = app(args=argv, standalone_mode=False)
+        if isinstance(rc, int) and rc:
+            sys.exit(rc)
+    except UserError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors: one line, exit 2
+        import click
+
+        if isinstance(exc, click.ClickException):
+            err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
+            sys.exit(exc.exit_code)
+        from medpanel.agents.backends import BackendError
+        from medpanel.agents.local_server import LocalModelError
+
+        if isinstance(exc, BackendError | LocalModelError):
+            err.print(f"error: {exc}", markup=False, highlight=False)
+            sys.exit(2)
+        raise

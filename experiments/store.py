@@ -1,0 +1,245 @@
+"""The record of what is done: result rows and claims beside Optuna's tables, plus transcripts.
+
+The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
+killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
+is committed by inserting its row after its transcript file is in place (written to a temporary
+name, then renamed), so a crash leaves either both or a stray transcript the next attempt
+overwrites, never a row without its transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from medpanel.agents.types import Question, QuestionResult
+
+metadata = sa.MetaData()
+
+results = sa.Table(
+    "mp_results", metadata,
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("answer", sa.String(64), nullable=False),
+    sa.Column("gold", sa.String(64), nullable=False),
+    sa.Column("correct", sa.Boolean, nullable=False),
+    sa.Column("invalid", sa.Boolean, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("error_kind", sa.String(64), nullable=True),
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("logical_calls", sa.Integer, nullable=False),
+    sa.Column("tokens", sa.Integer, nullable=False),
+    sa.Column("latency_s", sa.Float, nullable=False),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("transcript", sa.String(512), nullable=False),
+    sa.Column("worker", sa.String(128), nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=False),
+)
+
+claims = sa.Table(
+    "mp_claims", metadata,
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
+
+executions = sa.Table(
+    "mp_executions", metadata,
+    # One row per time a pair's pipeline actually started: the duplicate-execution audit.
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("condition", sa.String(128), nullable=False),
+    sa.Column("dataset", sa.String(128), nullable=False),
+    sa.Column("qid", sa.String(128), nullable=False),
+    sa.Column("repeat", sa.Integer, nullable=False),
+    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+)
+
+Pair = tuple[str, str, str, int]
+"""(condition slug, dataset, qid, repeat)."""
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL lets readers (progress, report) run beside the writer; the busy timeout makes writers
+    # wait for each other instead of failing with "database is locked".
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.close()
+
+
+def make_engine(url: str) -> sa.Engine:
+    if url.startswith("sqlite"):
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
+                                  poolclass=sa.pool.NullPool)
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True)
+class Row:
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    answer: str
+    gold: str
+    correct: bool
+    invalid: bool
+    error: str | None
+    error_kind: str | None
+    calls: int
+    logical_calls: int
+    tokens: int
+    latency_s: float
+    summary: dict[str, Any]
+    transcript: str
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dataset, self.qid)
+
+    @property
+    def status(self) -> str:
+        return "error" if self.error else "invalid" if self.invalid else "correct" if self.correct else "wrong"
+
+
+class Store:
+    def __init__(self, url: str, run_dir: Path) -> None:
+        self.url = url
+        self.run_dir = run_dir
+        self.engine = make_engine(url)
+        metadata.create_all(self.engine)
+
+    def transcript_path(self, pair: Pair) -> Path:
+        condition, dataset, qid, repeat = pair
+        suffix = f"__r{repeat}" if repeat else ""
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{dataset}__{qid}{suffix}")
+        return self.run_dir / "transcripts" / condition / f"{safe}.json"
+
+    def done(self) -> set[Pair]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(results.c.condition, results.c.dataset, results.c.qid, results.c.repeat))
+            return {(r[0], r[1], r[2], r[3]) for r in rows}
+
+    def is_done(self, pair: Pair) -> bool:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(results.c.qid).where(*_match(results, pair))).first() is not None
+
+    def claim(self, pair: Pair, owner: str) -> bool:
+        """Take a pair before any model call; False if finished or someone else holds it."""
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(sa.select(results.c.qid).where(*_match(results, pair))).first() is not None:
+                    return False
+                conn.execute(claims.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
+                                                    repeat=pair[3], owner=owner, claimed_at=time.time()))
+                conn.execute(executions.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
+                                                        repeat=pair[3], owner=owner, started_at=time.time()))
+            return True
+        except IntegrityError:
+            return False
+
+    def release_stale_claims(self, live_owners: Iterable[str] = ()) -> int:
+        """Drop claims of unfinished pairs whose owner is gone (a killed or interrupted runner)."""
+        with self.engine.begin() as conn:
+            stmt = claims.delete().where(claims.c.owner.not_in(list(live_owners)))
+            return conn.execute(stmt).rowcount or 0
+
+    def release(self, pair: Pair, owner: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(claims.delete().where(*_match(claims, pair), claims.c.owner == owner))
+
+    def commit(self, result: QuestionResult, question: Question, owner: str,
+               extra: dict[str, Any] | None = None) -> Row:
+        pair = (result.condition, result.dataset, result.qid, result.repeat)
+        path = self.transcript_path(pair)
+        doc = {
+            "condition": result.condition,
+            "question": question.model_dump(mode="json"),
+            "repeat": result.repeat,
+            "answer": list(result.answer),
+            "gold": list(result.gold),
+            "correct": result.correct,
+            "invalid": result.invalid,
+            "error": result.error,
+            "error_kind": result.error_kind,
+            "calls": result.calls,
+            "logical_calls": result.logical_calls,
+            "tokens": result.tokens,
+            "latency_s": result.latency_s,
+            "summary": result.summary,
+            **(extra or {}),
+            "events": [e.model_dump(mode="json") for e in result.events],
+        }
+        write_atomic(path, json.dumps(doc, ensure_ascii=False, indent=1))
+        values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
+                      answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
+                      invalid=result.invalid, error=result.error, error_kind=result.error_kind,
+                      calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
+                      latency_s=result.latency_s, summary=json.dumps(result.summary),
+                      transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
+        with self.engine.begin() as conn:
+            conn.execute(results.insert().values(**values))
+            conn.execute(claims.delete().where(*_match(claims, pair)))
+        return _row(values)
+
+    def rows(self) -> list[Row]:
+        with self.engine.connect() as conn:
+            return [_row(dict(r._mapping)) for r in conn.execute(sa.select(results))]
+
+    def executions(self) -> list[Pair]:
+        with self.engine.connect() as conn:
+            q = sa.select(executions.c.condition, executions.c.dataset, executions.c.qid, executions.c.repeat)
+            return [(r[0], r[1], r[2], r[3]) for r in conn.execute(q)]
+
+    def iter_transcripts(self) -> Iterator[dict[str, Any]]:
+        for row in self.rows():
+            yield json.loads((self.run_dir / row.transcript).read_text(encoding="utf-8"))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _match(table: sa.Table, pair: Pair) -> list[Any]:
+    return [table.c.condition == pair[0], table.c.dataset == pair[1], table.c.qid == pair[2],
+            table.c.repeat == pair[3]]
+
+
+def _row(v: dict[str, Any]) -> Row:
+    summary = v["summary"]
+    return Row(condition=v["condition"], dataset=v["dataset"], qid=v["qid"], repeat=int(v["repeat"]),
+               answer=v["answer"], gold=v["gold"], correct=bool(v["correct"]), invalid=bool(v["invalid"]),
+               error=v["error"], error_kind=v["error_kind"], calls=int(v["calls"]),
+               logical_calls=int(v["logical_calls"]), tokens=int(v["tokens"]), latency_s=float(v["latency_s"]),
+               summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"])

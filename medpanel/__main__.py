@@ -1,0 +1,3 @@
+from medpanel.experiments.cli import main
+
+main()

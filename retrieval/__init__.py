@@ -1,0 +1,73 @@
+"""medpanel.retrieval: corpus store (bm25s + ChromaDB), retrievers and fusion, web search
+backends and source-quality scoring. Knows nothing of agents or runners."""
+
+from medpanel.retrieval.corpus import (
+    CorpusInfo,
+    IngestReport,
+    LineProblem,
+    Manifest,
+    corpus_info,
+    ingest,
+    list_corpora,
+)
+from medpanel.retrieval.errors import (
+    CorpusInputError,
+    CorpusNotFoundError,
+    DenseUnavailableError,
+    RetrievalError,
+    SearchBackendError,
+)
+from medpanel.retrieval.evidence import Evidence, QualityTier
+from medpanel.retrieval.fusion import K_RRF, reciprocal_rank_fusion
+from medpanel.retrieval.home import available_corpora, corpora_root, medpanel_home, resolve_corpus
+from medpanel.retrieval.quality import QUALITY_TABLE, assess_quality, assess_source
+from medpanel.retrieval.quickstart import QUICKSTART_NAME, ensure_quickstart_corpus
+from medpanel.retrieval.retrievers import (
+    RETRIEVER_KINDS,
+    BM25Retriever,
+    DenseRetriever,
+    HybridRetriever,
+    Retriever,
+    clear_retriever_cache,
+    open_retriever,
+)
+from medpanel.retrieval.search import SearchBackend, SnapshotSearch, TavilySearch, open_search_backend
+
+__all__ = [
+    "K_RRF",
+    "QUALITY_TABLE",
+    "QUICKSTART_NAME",
+    "RETRIEVER_KINDS",
+    "BM25Retriever",
+    "CorpusInfo",
+    "CorpusInputError",
+    "CorpusNotFoundError",
+    "DenseRetriever",
+    "DenseUnavailableError",
+    "Evidence",
+    "HybridRetriever",
+    "IngestReport",
+    "LineProblem",
+    "Manifest",
+    "QualityTier",
+    "RetrievalError",
+    "Retriever",
+    "SearchBackend",
+    "SearchBackendError",
+    "SnapshotSearch",
+    "TavilySearch",
+    "assess_quality",
+    "assess_source",
+    "available_corpora",
+    "clear_retriever_cache",
+    "corpora_root",
+    "corpus_info",
+    "ensure_quickstart_corpus",
+    "ingest",
+    "list_corpora",
+    "medpanel_home",
+    "open_retriever",
+    "open_search_backend",
+    "reciprocal_rank_fusion",
+    "resolve_corpus",
+]

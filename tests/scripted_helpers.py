@@ -1,0 +1,33 @@
+"""Helpers for scripted-model tests: run one (condition, question) with a responder function."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from medpanel.agents.backends import ModelSpec
+from medpanel.agents.cache import ResponseCache
+from medpanel.agents.run import run_question
+from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.types import Condition, Question, QuestionResult
+
+Q4 = Question(dataset="unit", qid="q1", text="A 30-year-old has chest pain. Best next step?",
+              options={"A": "ECG", "B": "Discharge", "C": "MRI", "D": "Antibiotics"}, gold=("A",))
+QMULTI = Question(dataset="unit", qid="m1", text="Which are beta-lactams?",
+                  options={"A": "Amoxicillin", "B": "Gentamicin", "C": "Ceftriaxone", "D": "Doxycycline"},
+                  gold=("A", "C"), multi_answer=True)
+
+
+def run(condition: Condition, question: Question, responder: Callable[[ScriptedRequest], Any],
+        cache: ResponseCache | None = None, **spec: Any) -> tuple[QuestionResult, ScriptedChatCompletionClient]:
+    client = ScriptedChatCompletionClient(responder)
+    model = ModelSpec(backend="scripted", cache="run" if cache is not None else "off", **spec)
+    result = asyncio.run(run_question(condition, question, model, cache=cache, client_factory=lambda s: client))
+    return result, client
+
+
+def cond(pipeline: str, **flags: int | str) -> Condition:
+    from medpanel.experiments.scenario import slug_for
+
+    return Condition(slug=slug_for(flags) or pipeline, pipeline=pipeline, flags=flags)

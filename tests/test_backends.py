@@ -1,0 +1,129 @@
+"""Model backends over the real OpenAI-compatible HTTP path, the cache key, retries and secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from medpanel.agents.backends import BackendError, ModelSpec, build_client
+from medpanel.agents.cache import ResponseCache, cache_key
+from medpanel.agents.run import run_question
+from medpanel.agents.types import Condition
+
+from .fake_openai import FakeOpenAI, completion
+from .scripted_helpers import Q4, cond, run
+
+ANSWER = json.dumps({"reasoning": "ECG first", "answer": "A"})
+
+
+def _run(spec: ModelSpec, condition: Condition | None = None, cache: ResponseCache | None = None):
+    return asyncio.run(run_question(condition or cond("generalist", c=0), Q4, spec, cache=cache))
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("json_schema", "json_schema"), ("json_object", "json_object")])
+def test_openai_client_smoke(mode: str, expected: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned autogen-ext + openai pair sends each structured-output mode correctly."""
+    monkeypatch.setenv("MP_TEST_KEY", "sk-secret-test-key-123")
+    with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
+        spec = ModelSpec(backend="openai", name="fake-model", base_url=srv.base_url, api_key_env="MP_TEST_KEY",
+                         structured_output=mode, cache="off")
+        result = _run(spec)
+    assert result.answer == ("A",) and result.correct
+    body = srv.requests[0]
+    assert body["response_format"]["type"] == expected
+    schema = body["response_format"].get("json_schema", {}).get("schema") or body["response_format"]["schema"]
+    assert schema["properties"]["answer"]["enum"] == ["A", "B", "C", "D"]
+    assert body["temperature"] == 0 and body["seed"] == 42
+    assert srv.headers[0]["authorization"] == "Bearer sk-secret-test-key-123"
+    event = result.events[0]
+    assert event.usage.prompt_tokens == 10 and event.latency_s > 0
+    assert "sk-secret" not in result.model_dump_json()
+
+
+def test_prompt_mode_sends_no_response_format() -> None:
+    with FakeOpenAI(lambda body, n: (200, {}, completion(f"Sure! ```json\n{ANSWER}\n```"))) as srv:
+        spec = ModelSpec(backend="openai", name="m", base_url=srv.base_url, structured_output="prompt", cache="off")
+        result = _run(spec)
+    assert "response_format" not in srv.requests[0]
+    assert result.answer == ("A",)
+
+
+def test_transient_errors_are_retried_with_backoff_then_succeed() -> None:
+    def handler(body: dict[str, Any], n: int):
+        if n == 1:
+            return 429, {"retry-after": "0"}, {"error": {"message": "slow down"}}
+        if n == 2:
+            return 500, {}, {"error": {"message": "boom"}}
+        return 200, {}, completion(ANSWER)
+
+    with FakeOpenAI(handler) as srv:
+        result = _run(ModelSpec(backend="openai", name="m", base_url=srv.base_url, cache="off"))
+    assert result.answer == ("A",) and len(srv.requests) == 3
+    assert result.events[0].attempts == 3 and result.calls == 3
+
+
+def test_persistent_failure_becomes_an_error_row() -> None:
+    with FakeOpenAI(lambda body, n: (503, {}, {"error": {"message": "down"}})) as srv:
+        result = _run(ModelSpec(backend="openai", name="m", base_url=srv.base_url, max_retries=2, cache="off"))
+    assert result.error_kind == "server_error" and not result.correct and result.answer == ()
+    assert len(srv.requests) == 3
+
+
+def test_truncated_json_body_is_a_bad_response() -> None:
+    with FakeOpenAI(lambda body, n: (200, {}, '{"id": "x", "choices": [')) as srv:
+        result = _run(ModelSpec(backend="openai", name="m", base_url=srv.base_url, max_retries=1, cache="off"))
+    assert result.error and len(srv.requests) == 2
+
+
+def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MP_ABSENT_KEY", raising=False)
+    spec = ModelSpec(backend="openai", name="gpt-4o-mini", api_key_env="MP_ABSENT_KEY")
+    with pytest.raises(BackendError, match="MP_ABSENT_KEY"):
+        build_client(spec)
+
+
+def _key(**over: Any) -> str:
+    base = {"model": "m", "backend": "openai", "base_url": "u", "temperature": 0.0, "seed": 42, "max_tokens": 10,
+            "mode": "json_schema", "schema": None, "messages": [{"role": "user", "content": "hi"}]}
+    return cache_key({**base, **over})
+
+
+def test_cache_key_covers_model_endpoint_and_sampling() -> None:
+    k = _key()
+    assert k == _key()
+    for change in ({"model": "m2"}, {"base_url": "u2"}, {"temperature": 0.7}, {"seed": 1}, {"max_tokens": 11},
+                   {"mode": "prompt"}, {"messages": [{"role": "user", "content": "hi!"}]}):
+        assert _key(**change) != k, change
+
+
+def test_two_models_sharing_a_cache_do_not_share_answers(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
+        a = _run(ModelSpec(backend="openai", name="model-a", base_url=srv.base_url), cache=cache)
+        b = _run(ModelSpec(backend="openai", name="model-b", base_url=srv.base_url), cache=cache)
+        a2 = _run(ModelSpec(backend="openai", name="model-a", base_url=srv.base_url), cache=cache)
+    assert len(srv.requests) == 2
+    assert not a.events[0].cache_hit and not b.events[0].cache_hit and a2.events[0].cache_hit
+    assert a2.calls == 0 and a2.logical_calls == 1 and a2.answer == a.answer
+
+
+def test_concurrent_identical_requests_are_answered_once(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    results = []
+
+    def worker() -> None:
+        results.append(run(cond("generalist", c=0), Q4, lambda r: {"reasoning": "x", "answer": "B"}, cache=cache,
+                           latency_ms=50)[0])
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.calls for r in results) == [0, 0, 0, 1]
+    assert all(r.answer == ("B",) for r in results)

