@@ -4,7 +4,9 @@ Why shards: Optuna's GridSampler re-reads the study's trials on every trial, so 
 trial grows with the grid (82 ms at 100 points, 277 ms at 400 on this machine). A trial here is a
 shard of `shard_size` pairs, which keeps the trial count small and the runner's own cost per pair
 flat. Why claims: every pair is claimed in the store before any model call, so no pair is ever
-executed twice, whatever the sampler re-offers.
+executed twice, whatever the sampler re-offers. Claims also let a worker whose shard is finished
+take over unclaimed pairs of shards still waiting or running, so large shards cost no balance:
+the last minutes of a run keep every worker busy down to the last pair.
 
 Resume opens a new study in the same storage whose grid is exactly the shards the store still
 lacks. A fresh GridSampler study assigns grid points by trial number, so each pending shard runs
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import math
@@ -76,8 +79,12 @@ def git_commit() -> dict[str, Any]:
 
 
 def auto_shard_size(n_pairs: int, workers: int) -> int:
-    """About eight shards per worker: few trials for Optuna, fine enough to balance the tail."""
-    return max(1, min(32, n_pairs // (workers * 8)))
+    """Two shards per worker: a handful of trials whatever the grid size.
+
+    Balance does not depend on shard size, because a worker that finishes its shard goes on with
+    pairs nobody has claimed yet (see `Runner._work`).
+    """
+    return max(1, math.ceil(n_pairs / (workers * 2)))
 
 
 @dataclass
@@ -195,6 +202,11 @@ class Runner:
         self.conditions = {c.slug: c for c in plan.conditions}
         self.client_factory: Callable[[Any], Any] | None = None
         """Tests and benchmarks inject a scripted client factory here."""
+        self._taken: set[Pair] = set()
+        """Pairs this process has finished or claimed: lets stealing skip them without a query."""
+        self._taken_lock = threading.Lock()
+        self._pending_pairs: list[Pair] = []
+        self.timings: dict[str, float] = {}
 
     # -- creation and resume -------------------------------------------------------------------
 
@@ -299,6 +311,9 @@ class Runner:
             for row in store.rows():
                 self.tally.add(row)
             pending = self.pending_shards(store)
+            done = store.done()
+            self._taken = set(done)
+            self._pending_pairs = [p for p in self.plan.pairs if p not in done]
             server: LocalServer | None = None
             cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache == "run" else None
             restore = self._install_signals() if install_signals else None
@@ -310,6 +325,7 @@ class Runner:
                         server = LocalServer(n_ctx=spec.context_window, log_path=self.run_dir / "local_server.log")
                         base_url = server.start()
                     study = self._study(store, pending)
+                    self.timings["startup_s"] = time.time() - started
                     shards = self.plan.shards()
                     total = len(self.plan.pairs)
 
@@ -346,11 +362,17 @@ class Runner:
                     progress: ProgressHook | None, total: int) -> tuple[int, int]:
         scenario = self.plan.scenario
         n = k = 0
-        for pair in shard:
+        # Own shard first, then help: the other shards' pairs from the far end, where their own
+        # workers will arrive last.
+        for pair in itertools.chain(shard, reversed(self._pending_pairs)):
             if self.stop.is_set:
                 break
+            with self._taken_lock:
+                if pair in self._taken:
+                    continue
+                self._taken.add(pair)
             if not store.claim(pair, self.owner):
-                continue  # finished already, or another worker holds it
+                continue  # finished already, or another process holds it
             condition = self.conditions[pair[0]]
             question = self.questions[(pair[1], pair[2])]
             try:

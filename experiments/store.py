@@ -85,8 +85,10 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
 
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
+        # A pool (not a connection per statement): the pragmas run once per connection, and a
+        # claim or commit costs one short transaction.
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
-                                  poolclass=sa.pool.NullPool)
+                                  pool_size=8, max_overflow=32)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return sa.create_engine(url, pool_pre_ping=True)

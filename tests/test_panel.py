@@ -185,3 +185,10 @@ def test_check_calls_do_not_change_the_discussion() -> None:
     t1 = [r.messages for r in c1.requests if r.tag.step == "turn"]
     t2 = [r.messages for r in c2.requests if r.tag.step == "turn"]
     assert t1 == t2
+
+
+def test_self_assessment_asks_once_after_the_first_turn() -> None:
+    result, client = run(panel({"c": 0, "r": 1}, turns_per_round=3, self_assessment=True), Q4, script(need=False))
+    checks = [r for r in client.requests if r.tag.step == "recruit_check"]
+    assert len(checks) == 2 and all(r.tag.turn == 1 for r in checks)
+    assert result.summary["self_assessment"] is True and result.summary["recruited"] == 0

@@ -55,6 +55,9 @@ class PanelSettings(PipelineSettings):
     """Newest messages kept; older middle turns are dropped so small models stay in context."""
     early_stop: bool = False
     """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
+    self_assessment: bool = False
+    """The paper's Table 2B diagnostic: with `r: 1`, ask the initial panel only once (after its
+    first turn) whether another agent is needed, instead of after every turn."""
 
 
 @dataclass
@@ -270,7 +273,7 @@ class PanelPipeline:
                     weaknesses += 1
                     state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
                                             index))
-            if condition.on("r"):
+            if condition.on("r") and (index == 1 or not s.self_assessment):
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
             agreed = len({m.last for m in state.members}) == 1 and all(m.last for m in state.members)
             if s.early_stop and agreed and not (critique and critique.material_weakness):
@@ -290,6 +293,8 @@ class PanelPipeline:
             "stopped_early": stopped_early,
             "tie": "tied" in vote,
         }
+        if s.self_assessment:
+            summary["self_assessment"] = True
         return Outcome(answer=answer, invalid=not answer, summary=summary)
 
 

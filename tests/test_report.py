@@ -1,0 +1,84 @@
+"""Report arithmetic on hand-made result rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from medpanel.experiments.report import (
+    accuracy_table,
+    build_tables,
+    cost_table,
+    default_comparisons,
+    paired_table,
+    recruitment_table,
+    repeats_table,
+)
+from medpanel.experiments.store import Row
+
+
+def row(cond: str, qid: str, correct: bool, *, ds: str = "d", recruited: int = 0, panel: int = 2, rep: int = 0,
+        invalid: bool = False, error: str | None = None, calls: int = 10, logical: int = 10,
+        extra: dict[str, Any] | None = None) -> Row:
+    summary = {"recruited": recruited, "final_panel_size": panel, **(extra or {})}
+    return Row(condition=cond, dataset=ds, qid=qid, repeat=rep, answer="" if invalid else "A", gold="A",
+               correct=correct, invalid=invalid, error=error, error_kind="timeout" if error else None, calls=calls,
+               logical_calls=logical, tokens=100, latency_s=1.0, summary=summary, transcript="t.json")
+
+
+def test_recruitment_rate_arithmetic() -> None:
+    rows = [row("c1r1", "1", True, recruited=2, panel=4), row("c1r1", "2", False, recruited=0, panel=2),
+            row("c1r1", "3", True, recruited=1, panel=3), row("c1r1", "4", True, recruited=0, panel=2)]
+    table = recruitment_table(rows, ["c1r1"])
+    assert table is not None
+    # 2 of 4 questions recruited; 3 recruits over 4 questions; panels 4+2+3+2 = 11 / 4
+    assert table.rows == [["c1r1", 4, 2, 50.0, 0.75, 2.75]]
+
+
+def test_accuracy_counts_invalid_and_errors_as_wrong() -> None:
+    rows = [row("c0", "1", True, ds="a"), row("c0", "2", False, ds="a", invalid=True),
+            row("c0", "3", False, ds="b", error="timeout: x"), row("c0", "4", True, ds="b")]
+    table = accuracy_table(rows, ["c0"])
+    assert table.rows[0] == ["c0", "a", 2, 1, 50.0, 1, 0]
+    assert table.rows[-1] == ["c0", "overall", 4, 2, 50.0, 1, 1]
+
+
+def test_cost_table_reports_calls_saved_by_cache() -> None:
+    rows = [row("c1", "1", True, calls=3, logical=5), row("c1", "2", True, calls=5, logical=5)]
+    assert cost_table(rows, ["c1"]).rows[0][:5] == ["c1", 2, 4.0, 5.0, 2]
+
+
+def test_paired_table_matches_hand_computation() -> None:
+    a_right = {"1", "2", "3", "4"}
+    b_right = {"1", "2", "3", "4", "5", "6", "7"}
+    rows = [row("c1r0", str(i), str(i) in a_right) for i in range(1, 11)]
+    rows += [row("c1r1", str(i), str(i) in b_right) for i in range(1, 11)]
+    t = paired_table(rows, [("c1r0", "c1r1")], n_boot=2000)
+    a, b, rep, n, acc_a, acc_b, diff, ci, b_only, a_only, p, verdict = t.rows[0]
+    assert (n, acc_a, acc_b, diff, b_only, a_only) == (10, 40.0, 70.0, 30.0, 3, 0)
+    assert p == pytest.approx(0.25)
+    assert verdict == "no detectable difference"
+
+
+def test_default_comparisons_differ_in_one_flag() -> None:
+    flags = {"c0r0": {"c": 0, "r": 0}, "c0r1": {"c": 0, "r": 1}, "c1r0": {"c": 1, "r": 0}, "c1r1": {"c": 1, "r": 1}}
+    pairs = default_comparisons(list(flags), flags)
+    assert sorted(pairs) == [("c0r0", "c0r1"), ("c0r0", "c1r0"), ("c0r1", "c1r1"), ("c1r0", "c1r1")]
+
+
+def test_repeats_mean_and_sample_sd() -> None:
+    rows = []
+    for rep, k in enumerate([2, 3, 4]):  # 20%, 30%, 40% of 10 questions
+        rows += [row("c0", str(i), i < k, rep=rep) for i in range(10)]
+    t = repeats_table(rows, ["c0"])
+    assert t is not None and t.rows[0][:4] == ["c0", 3, 30.0, 10.0]
+
+
+def test_self_assessment_table_is_built_when_rows_carry_it() -> None:
+    rows = [row("c0r1", "1", True, recruited=1, panel=3, extra={"self_assessment": True}),
+            row("c0r1", "2", False, recruited=0, panel=2, extra={"self_assessment": True})]
+    meta = {"conditions": [{"slug": "c0r1", "flags": {"c": 0, "r": 1}}], "scenario": {}}
+    titles = {t.title: t for t in build_tables(rows, meta, n_boot=100)}
+    t = titles["Self-assessment diagnostic"]
+    assert t.rows == [["c0r1", 2, 50.0, 50.0, "1/2", 50.0, 2.5]]
