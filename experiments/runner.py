@@ -50,6 +50,7 @@ from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.scenario import Scenario
 from medpanel.experiments.store import Pair, Row, Store, write_atomic
+from medpanel.retrieval.errors import RetrievalError
 
 log = logging.getLogger("medpanel.runner")
 
@@ -123,11 +124,16 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
 
         raise UserError(f"unknown pipeline {scenario.pipeline!r}. Use one of: {', '.join(sorted(PIPELINES))}",
                         file=file, field="pipeline") from None
+    known_variants = tuple(getattr(pipeline, "variants", ()))
     for cond in conditions:
         unknown = set(cond.flags) - set(pipeline.flags) - {"variant"}
         if unknown:
             raise UserError(f"pipeline {scenario.pipeline!r} has no flag {', '.join(sorted(unknown))}. "
                             f"Its flags are: {', '.join(pipeline.flags)}", file=file, field="flags")
+        variant = cond.flags.get("variant")
+        if variant is not None and variant not in known_variants:
+            raise UserError(f"pipeline {scenario.pipeline!r} has no condition variant {variant!r}. "
+                            f"Its variants are: {', '.join(known_variants) or 'none'}", file=file, field="variants")
     try:
         pipeline.settings_model.model_validate(scenario.settings)
     except ValidationError as exc:  # name the first bad key
@@ -297,6 +303,18 @@ class Runner:
         sampler = optuna.samplers.GridSampler({"shard": pending}, seed=0)
         return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize")
 
+    def prepare(self) -> None:
+        """Let the pipeline open what every worker will share (a corpus index) before they start."""
+        pipeline = get_pipeline(self.plan.scenario.pipeline)
+        hook = getattr(pipeline, "prepare", None)
+        if hook is None:
+            return
+        settings = pipeline.settings_model.model_validate(self.plan.scenario.settings)
+        try:
+            hook(self.plan.conditions, settings)
+        except RetrievalError as exc:
+            raise UserError(str(exc), field="settings.corpus") from None
+
     def pending_shards(self, store: Store) -> list[int]:
         done = store.done()
         return [i for i, shard in enumerate(self.plan.shards()) if any(p not in done for p in shard)]
@@ -319,6 +337,7 @@ class Runner:
             restore = self._install_signals() if install_signals else None
             try:
                 if pending:
+                    self.prepare()
                     base_url = None
                     spec = self.plan.scenario.model
                     if spec.backend == "local" and self.client_factory is None:

@@ -121,7 +121,10 @@ def condition_from_slug(slug: str, pipeline: str, settings: dict[str, Any]) -> C
     """Parse `c1r1k1-ind` back into flags plus a `variant` flag."""
     m = re.fullmatch(r"((?:[a-z]\d)+)(?:-([a-z0-9_-]+))?", slug)
     if not m:
-        raise ValueError(f"variant {slug!r} is not a slug like c1r1k1-ind")
+        if re.fullmatch(r"[a-z][a-z0-9_-]*", slug):
+            # A named condition the pipeline defines itself (e.g. `between-gap`, `upfront`).
+            return Condition(slug=slug, pipeline=pipeline, flags={"variant": slug}, settings=settings)
+        raise ValueError(f"variant {slug!r} is not a slug like c1r1k1-ind or a name like between-gap")
     flags: dict[str, int | str] = {p[0]: int(p[1]) for p in re.findall(r"[a-z]\d", m.group(1))}
     if m.group(2):
         flags["variant"] = m.group(2)

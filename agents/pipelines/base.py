@@ -6,16 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from medpanel.agents.client import QuestionSession
+from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Condition, Question
 
-
-class PipelineSettings(BaseModel):
-    """Base of every pipeline's `settings:` block; unknown keys are refused."""
-
-    model_config = ConfigDict(extra="forbid")
+__all__ = ["PIPELINES", "Outcome", "Pipeline", "PipelineSettings", "get_pipeline", "register"]
 
 
 @dataclass

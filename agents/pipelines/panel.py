@@ -13,6 +13,16 @@ previous turn), so speaking order cannot bias a turn. After each turn but the la
    `max_recruit_total` per question and the panel never exceeds `max_panel`. Recruits first hear
    the trajectory so far.
 
+3. `k: 1` - knowledge recruitment between turns: the Knowledge Gate sees the turn's positions
+   and (with `c: 1`) the critique, and may retrieve; the curator's brief is posted to the shared
+   history, after the critique and before the recruitment decision. `timing: upfront` instead
+   retrieves once before the first turn with the question as the query.
+
+Channel coordination when both channels are on: `c1r1k1` (naive) - recruits hear the whole
+trajectory, briefs included. `c1r1k1-ind` (independent) - recruits never receive a brief; they
+see the discussion without it and answer on their own, as auxiliary assessments for the
+moderator's vote, without posting into the evidence-informed discussion.
+
 The final answer is the majority of the active agents' last valid letters; a tie goes to the
 moderator model, which may choose only among the tied letters (README: "Tie rule").
 """
@@ -27,7 +37,8 @@ from pydantic import Field, create_model
 
 from medpanel.agents.challenger import challenge
 from medpanel.agents.client import QuestionSession
-from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
+from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings, prepare
+from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.pipelines.generalist import letters_of
 from medpanel.agents.roles import RoleAgent, agent_name, format_question, render
 from medpanel.agents.schemas import Critique, RecruitCheck, Specialist, TeamChoice
@@ -42,7 +53,7 @@ FALLBACK_TEAM = (
 )
 
 
-class PanelSettings(PipelineSettings):
+class PanelSettings(KnowledgeSettings):
     rounds: int = Field(default=3, ge=1)
     turns_per_round: int = Field(default=3, ge=1)
     initial_specialists: int = Field(default=2, ge=1, le=5)
@@ -66,6 +77,8 @@ class Member:
     spec: Specialist
     joined_turn: int = 0
     recruited: bool = False
+    auxiliary: bool = False
+    """Independent coordination: never receives a brief and does not post to the shared discussion."""
     seen: int = 0
     """How many shared posts this member has already been shown."""
     last: tuple[str, ...] = ()
@@ -77,6 +90,9 @@ class Post:
     source: str
     text: str
     turn: int
+    kind: str = "position"
+    """position, critique or brief."""
+    brief: BriefResult | None = None
 
 
 @dataclass
@@ -88,6 +104,7 @@ class PanelState:
     posts: list[Post] = field(default_factory=list)
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every turn's positions, for cumulative support in the tie rule."""
+    independent: bool = False
 
     def taken(self) -> set[str]:
         return {m.agent.name for m in self.members}
@@ -138,7 +155,19 @@ async def select_team(state: PanelState) -> list[Specialist]:
 
 
 def render_posts(posts: list[Post]) -> str:
-    return "\n\n".join(f"[{p.source}] {p.text}" for p in posts)
+    return "\n\n".join(p.text if p.kind == "brief" else f"[{p.source}] {p.text}" for p in posts)
+
+
+def visible(member: Member, posts: list[Post]) -> list[Post]:
+    """What a member is shown: not its own posts, and no brief if it is an auxiliary recruit."""
+    return [p for p in posts if p.source != member.agent.name and not (member.auxiliary and p.kind == "brief")]
+
+
+def deliver(member: Member, posts: list[Post]) -> None:
+    """Record, on each brief's event, that this member received it."""
+    for p in visible(member, posts):
+        if p.brief is not None:
+            p.brief.deliver([member.agent.name])
 
 
 def position_text(member: Member, parsed: Any) -> str:
@@ -149,19 +178,24 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
     """Every active member answers the same state; their posts are shared after the turn."""
     new_posts: list[Post] = []
     for member in list(state.members):
-        unseen = [p for p in state.posts[member.seen :] if p.source != member.agent.name]
+        unseen = visible(member, state.posts[member.seen :])
         if index == 1 and not member.recruited:
             text = format_question(state.question)
+            if unseen:  # an upfront brief comes with the question
+                text = f"{render_posts(unseen)}\n\n{text}"
         else:
             text = render("turn_request", posts=render_posts(unseen) or "(no new posts)", round=rnd, turn=turn)
+        deliver(member, state.posts[member.seen :])
         member.seen = len(state.posts)
         parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn)
         if parsed is not None:
             member.last = letters_of(parsed)
             member.last_text = position_text(member, parsed)
-            new_posts.append(Post(member.agent.name, f"({member.spec.role}) {member.last_text}", index))
+            post = Post(member.agent.name, f"({member.spec.role}) {member.last_text}", index)
         else:
-            new_posts.append(Post(member.agent.name, f"({member.spec.role}) [no valid answer this turn]", index))
+            post = Post(member.agent.name, f"({member.spec.role}) [no valid answer this turn]", index)
+        if not member.auxiliary:
+            new_posts.append(post)
     state.posts.extend(new_posts)
     state.history.append({m.agent.name: m.last for m in state.members})
 
@@ -199,10 +233,13 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
                    needs=needs, critique=crit, k=room),
             TeamChoice, step="recruit", round=rnd, turn=turn)
         if isinstance(proposal, TeamChoice):
-            trajectory = f"{format_question(state.question)}\n\nThe discussion so far:\n{render_posts(state.posts)}"
             for spec in _unique_roles(proposal.specialists, state.roles())[:room]:
                 member = add_member(state, spec, turn=index, recruited=True)
+                member.auxiliary = state.independent
+                shown = visible(member, state.posts)
+                trajectory = f"{format_question(state.question)}\n\nThe discussion so far:\n{render_posts(shown)}"
                 await member.agent.hear(trajectory, source="moderator")
+                deliver(member, state.posts)
                 member.seen = len(state.posts)
                 added.append(spec.role)
     state.session.record(TranscriptEvent(
@@ -216,7 +253,8 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
 async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
     """Majority vote over last valid letters; ties go to the moderator model, then to support."""
     votes = {m.agent.name: ",".join(m.last) for m in state.members if m.last}
-    record: dict[str, Any] = {"votes": votes, "rule": "majority"}
+    record: dict[str, Any] = {"votes": votes, "rule": "majority",
+                              "auxiliary": [m.agent.name for m in state.members if m.auxiliary]}
     if not votes:
         return (), {**record, "rule": "no valid votes"}
     counts = Counter(votes.values())
@@ -248,13 +286,24 @@ async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
 class PanelPipeline:
     settings_model = PanelSettings
     flags = ("c", "r", "k")
+    variants = ("ind",)
+
+    def prepare(self, conditions: list[Condition], settings: PanelSettings) -> None:
+        if any(c.on("k") for c in conditions):
+            prepare(settings)
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
         s: PanelSettings = settings
-        state = PanelState(question=question, session=session, settings=s)
+        state = PanelState(question=question, session=session, settings=s,
+                           independent=condition.flags.get("variant") == "ind")
+        channel = KnowledgeChannel(session, question, s) if condition.on("k") else None
         for spec in await select_team(state):
             add_member(state, spec, turn=1, recruited=False)
+        if channel is not None and s.timing == "upfront":
+            brief = await channel.upfront()
+            if brief is not None:
+                state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
         answer_type = answer_model(question.letters, multi=question.multi_answer)
         total = s.rounds * s.turns_per_round
         recruited: list[str] = []
@@ -272,7 +321,13 @@ class PanelPipeline:
                 if critique is not None and critique.material_weakness:
                     weaknesses += 1
                     state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
-                                            index))
+                                            index, kind="critique"))
+            if channel is not None and s.timing != "upfront":
+                trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
+                blind = s.timing == "between_blind" or not condition.on("c")
+                brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
+                if brief is not None:
+                    state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
             if condition.on("r") and (index == 1 or not s.self_assessment):
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
             agreed = len({m.last for m in state.members}) == 1 and all(m.last for m in state.members)
@@ -295,6 +350,9 @@ class PanelPipeline:
         }
         if s.self_assessment:
             summary["self_assessment"] = True
+        if channel is not None:
+            summary.update(channel.summary())
+            summary["independent"] = state.independent
         return Outcome(answer=answer, invalid=not answer, summary=summary)
 
 
