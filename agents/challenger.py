@@ -34,8 +34,12 @@ def screen(critique: Critique) -> tuple[Critique, bool]:
 
 
 async def challenge(session: QuestionSession, question: Question, trace: str, *, round: int = 0,
-                    turn: int = 0) -> Critique | None:
-    agent = RoleAgent(session, name="challenger", role="challenger", system_message=render("challenger"))
+                    turn: int = 0, depth: str = "standard") -> Critique | None:
+    """`depth` (light, standard, deep) calibrates the review to the question's triaged complexity."""
+    system = render("challenger")
+    if depth != "standard":
+        system = f"{system}\n{render(f'challenger_depth_{depth}')}"
+    agent = RoleAgent(session, name="challenger", role="challenger", system_message=system)
     parsed = await agent.consult(render("critique_request", question=format_question(question), trace=trace),
                                  Critique, step="critique", round=round, turn=turn)
     if parsed is None:

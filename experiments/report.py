@@ -109,6 +109,24 @@ def recruitment_table(rows: list[Row], conditions: list[str]) -> Table | None:
                                  "recruits_per_q", "mean_final_panel"], out)
 
 
+def knowledge_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    """How often the knowledge channel fired, and who received the briefs."""
+    out = []
+    for cond in conditions:
+        sel = [r for r in rows if r.condition == cond and not r.error and "retrievals" in r.summary]
+        if not sel:
+            continue
+        n = len(sel)
+        fired = sum(1 for r in sel if r.summary.get("gate_fired"))
+        recipients = sum(len(r.summary.get("brief_received_by", [])) for r in sel)
+        out.append([cond, n, fired, round(_pct(fired, n), 1), round(sum(r.summary["retrievals"] for r in sel) / n, 2),
+                    round(recipients / n, 2)])
+    if not out:
+        return None
+    return Table("Knowledge recruitment", ["condition", "n", "questions_retrieved", "retrieval_rate_%",
+                                           "retrievals_per_q", "brief_recipients_per_q"], out)
+
+
 def self_assessment_table(rows: list[Row], conditions: list[str]) -> Table | None:
     """The paper's Table 2B: accuracy, error rate, questions recruited and mean agents."""
     out = []
@@ -190,7 +208,8 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions)]
-    for extra in (recruitment_table(rows, conditions), self_assessment_table(rows, conditions),
+    for extra in (recruitment_table(rows, conditions), knowledge_table(rows, conditions),
+                  self_assessment_table(rows, conditions),
                   repeats_table(rows, conditions), errors_table(rows)):
         if extra is not None:
             tables.append(extra)

@@ -93,7 +93,8 @@ class Scenario(_Strict):
     def conditions(self) -> list[Condition]:
         """Expand the flag grid (and named variants) into conditions with stable slugs."""
         keys = sorted(self.flags, key=lambda k: (FLAG_ORDER.index(k) if k in FLAG_ORDER else 99, k))
-        combos = itertools.product(*(self.flags[k] for k in keys)) if keys else [()]
+        # No flags: one plain condition, unless named variants define every condition themselves.
+        combos = itertools.product(*(self.flags[k] for k in keys)) if keys else ([] if self.variants else [()])
         out: list[Condition] = []
         for combo in combos:
             flags = dict(zip(keys, combo, strict=True))

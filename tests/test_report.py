@@ -82,3 +82,12 @@ def test_self_assessment_table_is_built_when_rows_carry_it() -> None:
     titles = {t.title: t for t in build_tables(rows, meta, n_boot=100)}
     t = titles["Self-assessment diagnostic"]
     assert t.rows == [["c0r1", 2, 50.0, 50.0, "1/2", 50.0, 2.5]]
+
+
+def test_knowledge_table_rates() -> None:
+    from medpanel.experiments.report import knowledge_table
+
+    rows = [row("between-gap", "1", True, extra={"retrievals": 2, "gate_fired": True, "brief_received_by": ["a"]}),
+            row("between-gap", "2", False, extra={"retrievals": 0, "gate_fired": False, "brief_received_by": []})]
+    t = knowledge_table(rows, ["between-gap"])
+    assert t is not None and t.rows == [["between-gap", 2, 1, 50.0, 1.0, 0.5]]

@@ -17,7 +17,7 @@ both in its context; its reconsidered answer is final. Otherwise the initial ans
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from medpanel.agents.challenger import challenge
 from medpanel.agents.client import QuestionSession
@@ -36,7 +36,7 @@ TIMING_CONDITIONS: dict[str, Timing] = {
 
 
 class GeneralistSettings(KnowledgeSettings):
-    pass
+    challenger_depth: Literal["light", "standard", "deep"] = "standard"
 
 
 def letters_of(parsed: Any) -> tuple[str, ...]:
@@ -77,7 +77,8 @@ class GeneralistPipeline:
         final, source = initial, "initial"
         summary: dict[str, Any] = {"challenged": use_challenger, "timing": timing, "material_weakness": None}
         trace = doctor.client.last_event.content if doctor.client.last_event else ""
-        critique = await challenge(session, question, trace) if use_challenger else None
+        critique = (await challenge(session, question, trace, depth=settings.challenger_depth)
+                    if use_challenger else None)
         if critique is not None:
             summary["material_weakness"] = critique.material_weakness
             summary["gap_type"] = critique.gap_type

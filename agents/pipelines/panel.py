@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, create_model
 
@@ -66,6 +66,8 @@ class PanelSettings(KnowledgeSettings):
     """Newest messages kept; older middle turns are dropped so small models stay in context."""
     early_stop: bool = False
     """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
+    challenger_depth: Literal["light", "standard", "deep"] = "standard"
+    """How hard the Challenger looks (the calibrated backbone sets it from the triage level)."""
     self_assessment: bool = False
     """The paper's Table 2B diagnostic: with `r: 1`, ask the initial panel only once (after its
     first turn) whether another agent is needed, instead of after every turn."""
@@ -317,7 +319,7 @@ class PanelPipeline:
             critique = None
             if condition.on("c"):
                 trace = render_posts([p for p in state.posts if p.turn == index])
-                critique = await challenge(session, question, trace, round=rnd, turn=turn)
+                critique = await challenge(session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth)
                 if critique is not None and critique.material_weakness:
                     weaknesses += 1
                     state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",

@@ -1,0 +1,141 @@
+"""The complexity-calibrated backbone (the seed paper's appendix A, Table 5; its live-search study).
+
+A triage call classifies the question as basic, intermediate or advanced, and the level picks
+both the discussion and the Challenger's depth:
+
+| level        | discussion                                           | Challenger depth |
+|--------------|------------------------------------------------------|------------------|
+| basic        | solo: the generalist backbone                        | light            |
+| intermediate | small group: one panel of `small_group` specialists  | standard         |
+| advanced     | multi-group: `groups` panels discuss separately; the | deep             |
+|              | final answer is the majority over all their members  |                  |
+
+Knowledge recruitment uses the same conditions as the generalist (`no-retrieval`, `upfront`,
+`between-blind`, `between-gap`, or flags c/k), so `live_search.yaml` can compare them with the
+offline web snapshot or Tavily as the evidence source. An invalid triage reply routes to the
+intermediate level and is recorded, so a question is never silently dropped.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.knowledge import KnowledgeSettings, prepare
+from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
+from medpanel.agents.pipelines.panel import PanelPipeline, PanelSettings
+from medpanel.agents.roles import RoleAgent, format_question, render
+from medpanel.agents.types import Condition, Question, TranscriptEvent
+
+Level = Literal["basic", "intermediate", "advanced"]
+DEPTH: dict[str, Literal["light", "standard", "deep"]] = {"basic": "light", "intermediate": "standard",
+                                                           "advanced": "deep"}
+
+
+class Triage(BaseModel):
+    level: Level = Field(description="basic, intermediate or advanced.")
+    reason: str = Field(default="", description="One sentence on why.")
+
+
+class CalibratedSettings(KnowledgeSettings):
+    small_group: int = Field(default=2, ge=2, le=5)
+    """Specialists in the intermediate level's single panel."""
+    groups: int = Field(default=2, ge=2, le=4)
+    """Panels in the advanced level's multi-group discussion."""
+    group_size: int = Field(default=2, ge=2, le=5)
+    rounds: int = Field(default=1, ge=1)
+    turns_per_round: int = Field(default=2, ge=1)
+
+
+class CalibratedPipeline:
+    settings_model = CalibratedSettings
+    flags = ("c", "k")
+    variants = tuple(TIMING_CONDITIONS)
+
+    def prepare(self, conditions: list[Condition], settings: CalibratedSettings) -> None:
+        if any(resolve(c, settings)[1] != "none" for c in conditions):
+            prepare(settings)
+
+    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
+                       settings: Any) -> Outcome:
+        s: CalibratedSettings = settings
+        triage = RoleAgent(session, name="triage", role="triage", system_message=render("triage"))
+        parsed = await triage.consult(render("triage_request", question=format_question(question)), Triage,
+                                      step="triage")
+        level: Level = parsed.level if isinstance(parsed, Triage) else "intermediate"
+        session.record(TranscriptEvent(kind="note", role="pipeline", agent="triage", step="route",
+                                       content=f"{level} -> {self.route_name(level)}",
+                                       data={"level": level, "route": self.route_name(level),
+                                             "challenger_depth": DEPTH[level], "triage_valid": parsed is not None}))
+        use_c, timing = resolve(condition, s)
+        knowledge = s.model_dump(include=set(KnowledgeSettings.model_fields))
+        knowledge["timing"] = timing if timing != "none" else s.timing
+        if level == "basic":
+            gen = GeneralistSettings(**knowledge, challenger_depth=DEPTH[level])
+            outcome = await GeneralistPipeline()(question, condition, session, gen)
+        else:
+            flags: dict[str, int | str] = {"c": int(use_c), "r": 0, "k": int(timing != "none")}
+            sub = Condition(slug=condition.slug, pipeline="panel", flags=flags)
+            size = s.small_group if level == "intermediate" else s.group_size
+            panel = PanelSettings(**knowledge, initial_specialists=size, rounds=s.rounds,
+                                  turns_per_round=s.turns_per_round, challenger_depth=DEPTH[level],
+                                  max_recruit_per_turn=0)
+            n_groups = 1 if level == "intermediate" else s.groups
+            outcome = await self._groups(question, sub, session, panel, n_groups)
+        outcome.summary.update({"level": level, "route": self.route_name(level), "challenger_depth": DEPTH[level],
+                                "timing": timing})
+        return outcome
+
+    @staticmethod
+    def route_name(level: str) -> str:
+        return {"basic": "solo", "intermediate": "small group", "advanced": "multi-group"}[level]
+
+    async def _groups(self, question: Question, condition: Condition, session: QuestionSession,
+                      settings: PanelSettings, n_groups: int) -> Outcome:
+        if n_groups == 1:
+            return await PanelPipeline()(question, condition, session, settings)
+        # Each group discusses on its own; the groups' members then vote together.
+        votes: dict[str, str] = {}
+        summaries = []
+        decisions: list[str] = []
+        for g in range(1, n_groups + 1):
+            session.record(TranscriptEvent(kind="note", role="pipeline", agent=f"group_{g}", step="group_start",
+                                           content=f"group {g} of {n_groups}"))
+            outcome = await PanelPipeline()(question, condition, session, settings)
+            vote = next(e for e in reversed(session.events) if e.kind == "vote")
+            votes.update({f"g{g}:{name}": letters for name, letters in vote.data.get("votes", {}).items()})
+            summaries.append(outcome.summary)
+            decisions.append(",".join(outcome.answer))
+        counts = Counter(votes.values())
+        record: dict[str, Any] = {"votes": votes, "counts": dict(counts), "rule": "majority over all groups"}
+        answer: tuple[str, ...] = ()
+        if counts:
+            top = max(counts.values())
+            tied = sorted(k for k, v in counts.items() if v == top)
+            if len(tied) == 1:
+                answer = tuple(tied[0].split(","))
+            else:
+                # Ties across groups go to the groups' own decisions: the tied position most
+                # groups reached wins; otherwise the question is invalid, never a default letter.
+                group_answers = Counter(d for d in decisions if d)
+                ranked = sorted(tied, key=lambda k: -group_answers[k])
+                if len(ranked) == 1 or group_answers[ranked[0]] > group_answers[ranked[1]]:
+                    answer = tuple(ranked[0].split(","))
+                    record["rule"] = "tie across groups -> most group decisions"
+                else:
+                    record["rule"] = "unresolved tie across groups"
+                record["tied"] = tied
+        session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final_groups",
+                                       content=",".join(answer) or "invalid", data=record))
+        summary = {"groups": n_groups, "final_panel_size": sum(sm.get("final_panel_size", 0) for sm in summaries),
+                   "recruited": 0}
+        return Outcome(answer=answer, invalid=not answer, summary=summary)
+
+
+@register("calibrated")
+def _factory() -> CalibratedPipeline:
+    return CalibratedPipeline()
