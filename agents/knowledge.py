@@ -20,9 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from medpanel.agents.client import QuestionSession
-from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.roles import RoleAgent, format_question, render
 from medpanel.agents.schemas import Critique
+from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 
