@@ -46,6 +46,10 @@ class ModelSpec(BaseModel):
     """Retries of a failing call (429, 5xx, timeouts, dropped connections) with backoff."""
     cache: Literal["run", "off"] = "run"
     """`run` answers identical requests once per run directory (shared by all conditions)."""
+    max_string_chars: int | None = Field(default=None, ge=20)
+    """`json_object` mode only: cap every free-text field of a reply at this many characters in the
+    grammar, so a small model cannot loop inside a string until `max_tokens` cuts the JSON. Default
+    400 for the embedded model, none elsewhere (OpenAI's strict schemas reject `maxLength`)."""
     context_window: int = Field(default=8192, ge=512)
     """Context length the embedded server is started with."""
     family: str = "unknown"
@@ -72,6 +76,12 @@ class ModelSpec(BaseModel):
         if self.name:
             return self.name
         return LOCAL_MODEL_NAME if self.backend == "local" else "scripted" if self.backend == "scripted" else ""
+
+    @property
+    def string_cap(self) -> int | None:
+        if self.max_string_chars is not None:
+            return self.max_string_chars
+        return 400 if self.backend == "local" else None
 
     @property
     def mode(self) -> str:

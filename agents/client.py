@@ -96,6 +96,24 @@ class BackoffWait:
         return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
 
 
+def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
+    """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
+    if cap is None:
+        return schema
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items()}
+            if out.get("type") == "string" and "enum" not in out and "const" not in out:
+                out.setdefault("maxLength", cap)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
 def to_openai(message: LLMMessage) -> dict[str, Any]:
     """An AutoGen message as the OpenAI-format dict the transcript records."""
     if isinstance(message, SystemMessage):
@@ -162,6 +180,7 @@ class RecordingClient(ChatCompletionClient):
             "max_tokens": spec.max_tokens,
             "mode": spec.mode,
             "schema": schema,
+            "string_cap": spec.string_cap if spec.mode == "json_object" else None,
             "messages": messages,
         }
 
@@ -174,7 +193,8 @@ class RecordingClient(ChatCompletionClient):
                 json_output = self.response_model
             elif spec.mode == "json_object":
                 extra["response_format"] = {"type": "json_object",
-                                            "schema": self.response_model.model_json_schema()}
+                                            "schema": cap_strings(self.response_model.model_json_schema(),
+                                                                  spec.string_cap)}
         inner = self.session.inner
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role

@@ -35,19 +35,25 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
-def _example_value(prop: dict[str, Any]) -> Any:
+def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None = None) -> Any:
+    # Placeholders in angle brackets: tiny models copy a literal example ("...", "A|B|C|D")
+    # verbatim, but fill in a slot that reads like one.
     if "enum" in prop:
-        return "|".join(str(x) for x in prop["enum"])
+        return f"<one of {', '.join(str(x) for x in prop['enum'])}>"
     if "const" in prop:
         return prop["const"]
     t = prop.get("type")
     if t == "boolean":
-        return "true|false"
+        return "<true or false>"
+    if "$ref" in prop and defs is not None:
+        return _example_value(defs.get(prop["$ref"].split("/")[-1], {}), key, defs)
+    if t == "object" or "properties" in prop:
+        return {k: _example_value(v, k, defs) for k, v in prop.get("properties", {}).items()}
     if t == "array":
-        return [_example_value(prop.get("items", {}))]
+        return [_example_value(prop.get("items", {}), key, defs)]
     if t == "integer":
-        return 0
-    return "..."
+        return "<number>"
+    return f"<{key.replace('_', ' ')}>"
 
 
 def format_instructions(model: type[BaseModel]) -> str:
@@ -64,7 +70,7 @@ def format_instructions(model: type[BaseModel]) -> str:
             prop = defs.get(prop["$ref"].split("/")[-1], {})
         if "anyOf" in prop:
             prop = next((p for p in prop["anyOf"] if p.get("type") != "null"), {})
-        shape[key] = _example_value(prop)
+        shape[key] = _example_value(prop, key, defs)
         if prop.get("description"):
             notes.append(f"- {key}: {prop['description']}")
     body = json.dumps(shape, ensure_ascii=False)

@@ -1,0 +1,114 @@
+"""CLEAR's settings and its named conditions (baselines, variants and the follow-up ablation)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from medpanel.agents.backends import ModelSpec
+from medpanel.agents.settings import PipelineSettings
+
+Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
+ROUTES: tuple[str, ...] = ("consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search")
+Pathway = Literal["parametric", "local", "dynamic"]
+PATHWAYS: tuple[Pathway, ...] = ("parametric", "local", "dynamic")
+Kind = Literal["direct", "rag", "online", "clear"]
+
+SAMPLE_RUBRICS = "sample"
+"""`rubric_file: sample` names the packaged team-written free-text set."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What one named condition runs."""
+
+    kind: Kind
+    retriever: str | None = None
+    """Overrides `settings.retriever` (rag-bm25, rag-dense)."""
+    dual: bool = False
+    """A second model (`settings.assessor_model`) assesses the dynamic evidence."""
+    qpis: bool = False
+    """Query planning and iterative search for the dynamic pathway."""
+    follow_up: bool | None = None
+    """Overrides `settings.follow_up` (the follow-up ablation)."""
+
+
+MODES: dict[str, Mode] = {
+    "direct": Mode("direct"),
+    "rag-bm25": Mode("rag", retriever="bm25"),
+    "rag-dense": Mode("rag", retriever="dense"),
+    "online": Mode("online"),
+    "clear-default": Mode("clear"),
+    "clear-dual": Mode("clear", dual=True),
+    "clear-qpis": Mode("clear", qpis=True),
+    "clear-no-followup": Mode("clear", follow_up=False),
+}
+"""Condition name -> what it runs. A condition without a variant is `clear-default`."""
+
+
+class ClearSettings(PipelineSettings):
+    """The `settings:` block of a `pipeline: clear` scenario."""
+
+    corpus: str = "quickstart"
+    """Local corpus NAME (or folder) of the local pathway; `quickstart` is ingested on first use."""
+    retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
+    """Local retriever (the paper uses BM25; any retriever of the retrieval layer works)."""
+    k: int = Field(default=16, ge=1, le=100)
+    """Local passages per question (the paper's k=16)."""
+    dynamic_source: Literal["snapshot", "tavily"] = "snapshot"
+    """Dynamic pathway backend: the offline web snapshot, or Tavily (needs TAVILY_API_KEY)."""
+    dynamic_corpus: str | None = None
+    """Corpus the snapshot is built from (URL-bearing documents). Defaults to `corpus`."""
+    dynamic_k: int = Field(default=8, ge=1, le=20)
+    """Dynamic documents per search (the paper's 8)."""
+    passage_chars: int = Field(default=600, ge=100)
+    """Characters of each passage shown to the candidate pathways."""
+    verifier_local_docs: int = Field(default=6, ge=0, le=32)
+    """Local passages shown to the verifier (the dynamic ones are all shown)."""
+    verifier_passage_chars: int = Field(default=400, ge=100)
+    """Characters of each passage shown to the verifier, the judge and the response generator."""
+    llm_quality: bool = False
+    """Add the LLM assessment (content type, recency, relevance) to the deterministic domain tiers."""
+    assessor_model: ModelSpec | None = None
+    """The second model of `clear-dual` (it assesses the dynamic evidence). Required by that variant."""
+    follow_up: bool = True
+    """Targeted follow-up search; `false` is the paper's Table 5 ablation (also variant clear-no-followup)."""
+    max_follow_ups: int = Field(default=2, ge=0, le=10)
+    """Follow-up searches per question, all purposes together (guard, audit, needs_more_search)."""
+    followup_k: int | None = Field(default=None, ge=1, le=20)
+    """Documents per follow-up search; `dynamic_k` when unset."""
+    qpis_max_rounds: int = Field(default=3, ge=1, le=6)
+    """clear-qpis: search rounds before the bundle is declared final."""
+    qpis_max_queries: int = Field(default=3, ge=1, le=6)
+    """clear-qpis: sub-queries per round."""
+    qpis_max_docs: int = Field(default=16, ge=1, le=64)
+    """clear-qpis: dynamic documents kept after merging all rounds."""
+    grader_model: ModelSpec | None = None
+    """Free text: the rubric grader (LLM judge). The backbone when unset."""
+    rubric_file: str | None = None
+    """Free text: JSONL of tasks with rubric items (`sample` = the packaged set). No grading when unset."""
+
+    @field_validator("rubric_file")
+    @classmethod
+    def _rubrics_exist(cls, v: str | None) -> str | None:
+        if v is not None and v != SAMPLE_RUBRICS and not Path(v).expanduser().is_file():
+            raise ValueError(f"rubric file {v!r} not found. Give a JSONL path (relative to the current "
+                             f"directory) or `{SAMPLE_RUBRICS}`")
+        return v
+
+    @property
+    def snapshot_corpus(self) -> str:
+        return self.dynamic_corpus or self.corpus
+
+    @property
+    def follow_k(self) -> int:
+        return self.followup_k or self.dynamic_k
+
+
+def mode_of(variant: object) -> Mode:
+    if variant is None or variant == "":
+        return MODES["clear-default"]
+    return MODES[str(variant)]
