@@ -36,6 +36,11 @@ from medpanel.agents.cache import ResponseCache, cache_key
 from medpanel.agents.types import TranscriptEvent, Usage
 
 
+class RunHalted(RuntimeError):
+    """The run was halted (a budget spent, Ctrl-C): the question stops unfinished and is not
+    recorded, so a resume runs it again (its calls so far are answered by the cache)."""
+
+
 class ModelCallError(RuntimeError):
     """A call that still failed after its retries. `kind` groups errors in the run summary."""
 
@@ -96,6 +101,13 @@ class BackoffWait:
         return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
 
 
+def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
+    from openai.lib._parsing._completions import type_to_response_format_param
+
+    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+
+
 def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
     """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
     if cap is None:
@@ -150,6 +162,9 @@ class QuestionSession:
     events: list[TranscriptEvent] = field(default_factory=list)
     hooks: list[Any] = field(default_factory=list)
     """Callables `(event) -> None` run after every call (budgets, progress)."""
+    before_call: Any = None
+    """An async callable awaited before every request that goes to the model (not cache hits):
+    the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
 
     def record(self, event: TranscriptEvent) -> None:
         self.events.append(event)
@@ -189,8 +204,13 @@ class RecordingClient(ChatCompletionClient):
         json_output: Any = None
         extra: dict[str, Any] = {}
         if self.response_model is not None:
-            if spec.mode == "json_schema":
-                json_output = self.response_model
+            if spec.mode == "json_schema" and spec.backend == "scripted":
+                json_output = self.response_model  # the scripted client synthesises from the model
+            elif spec.mode == "json_schema":
+                # Sent as a plain response_format (not AutoGen's parse path), so a reply that breaks
+                # the schema comes back as text: medpanel then re-asks once instead of retrying the
+                # identical request as a transport error.
+                extra["response_format"] = strict_response_format(self.response_model)
             elif spec.mode == "json_object":
                 extra["response_format"] = {"type": "json_object",
                                             "schema": cap_strings(self.response_model.model_json_schema(),
@@ -237,6 +257,8 @@ class RecordingClient(ChatCompletionClient):
                 self._finish(event)
                 return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
                                     usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
+            if self.session.before_call is not None:
+                await self.session.before_call()
             start = time.perf_counter()
             attempts = 0
             try:

@@ -12,7 +12,7 @@ from typing import Any
 
 from medpanel.agents.backends import ModelSpec, build_client
 from medpanel.agents.cache import ResponseCache
-from medpanel.agents.client import ModelCallError, QuestionSession
+from medpanel.agents.client import ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 
@@ -28,14 +28,17 @@ async def run_question(
     scoring: str = "exact_set",
     hooks: list[Callable[[TranscriptEvent], Any]] | None = None,
     client_factory: Callable[[ModelSpec], Any] | None = None,
+    before_call: Callable[[], Any] | None = None,
 ) -> QuestionResult:
+    """Raises `RunHalted` (and only that) when the run is halted mid-question."""
     pipeline = get_pipeline(condition.pipeline)
     settings = pipeline.settings_model.model_validate(condition.settings)
     if repeat:
         # Repeats differ by seed only, so a repeat is a fresh sample of the same configuration.
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
     inner = client_factory(spec) if client_factory else build_client(spec, base_url=base_url)
-    session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []))
+    session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
+                              before_call=before_call)
     result = QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
                             gold=question.gold, repeat=repeat)
     try:
@@ -44,6 +47,8 @@ async def run_question(
         result.invalid = outcome.invalid
         result.summary = outcome.summary
         result.correct = not outcome.invalid and score(outcome.answer, question.gold, scoring)
+    except RunHalted:
+        raise
     except ModelCallError as exc:
         result.error, result.error_kind = str(exc), exc.kind
     except Exception as exc:  # a bug in a pipeline must not take the run down; it is recorded

@@ -94,6 +94,12 @@ def run(
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Directory for this run.")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", help="Runs per condition with different seeds.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    max_calls: Annotated[int | None, typer.Option(help="Halt after this many model requests.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Halt after this many tokens.")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="Halt at this spend (needs run.prices).")] = None,
+    max_errors: Annotated[int | None, typer.Option(help="Halt when more questions than this errored.")] = None,
+    max_wall_s: Annotated[float | None, typer.Option(help="Halt this session after this many seconds.")] = None,
+    rpm: Annotated[float | None, typer.Option(help="Requests per minute, shared by all workers.")] = None,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
@@ -104,14 +110,14 @@ def run(
                         "scenarios/quickstart.yaml", field="SCENARIO")
     if resume is not None:
         runner = Runner.open(resume)
-        if workers:
-            runner.plan.scenario.run.workers = workers
     else:
         assert scenario is not None
         sc = load_scenario(scenario)
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
+    runner.override(workers=workers, max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost_usd,
+                    max_errors=max_errors, max_wall_s=max_wall_s, requests_per_minute=rpm)
     total = len(runner.plan.pairs)
     console.print(f"run directory: {runner.run_dir}")
     console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
@@ -119,14 +125,18 @@ def run(
                   f"{runner.plan.scenario.run.workers} workers, model {runner.plan.scenario.model.backend}")
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("acc {task.fields[acc]}  invalid {task.fields[invalid]}  errors {task.fields[errors]}  "
-                          "calls {task.fields[calls]} (+{task.fields[hits]} cached)"),
+                          "calls {task.fields[calls]} (+{task.fields[hits]} cached)  tokens {task.fields[tokens]}"
+                          "{task.fields[cost]}"),
                TimeElapsedColumn(), TimeRemainingColumn()]
     with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
-        task = progress.add_task("questions", total=total, acc="-", invalid=0, errors=0, calls=0, hits=0)
+        task = progress.add_task("questions", total=total, acc="-", invalid=0, errors=0, calls=0, hits=0, tokens=0,
+                                 cost="")
+        priced = bool(runner.plan.scenario.run.prices)
 
         def hook(t: Tally, _total: int) -> None:
             progress.update(task, completed=t.done, acc=f"{100 * t.correct / max(t.done, 1):.1f}%",
-                            invalid=t.invalid, errors=t.errors, calls=t.calls, hits=t.cache_hits)
+                            invalid=t.invalid, errors=t.errors, calls=t.calls, hits=t.cache_hits, tokens=t.tokens,
+                            cost=f"  ${t.cost_usd:.4f}" if priced else "")
 
         hook(runner.tally, total)
         status = runner.run(progress=hook)

@@ -41,11 +41,14 @@ import optuna
 from optuna.trial import TrialState
 from pydantic import ValidationError
 
+from medpanel.agents.backends import ModelSpec
 from medpanel.agents.cache import ResponseCache
+from medpanel.agents.client import RunHalted
 from medpanel.agents.local_server import LocalServer
 from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
+from medpanel.experiments.budget import Budget, RateLimiter, event_cost
 from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.scenario import Scenario
@@ -95,6 +98,13 @@ class Plan:
     questions: list[Question]
     repeats: int
     shard_size: int
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The model settings with the run's per-call timeout applied."""
+        timeout = self.scenario.run.per_call_timeout_s
+        model = self.scenario.model
+        return model.model_copy(update={"timeout_s": timeout}) if timeout else model
 
     @property
     def pairs(self) -> list[Pair]:
@@ -177,6 +187,8 @@ class Tally:
     invalid: int = 0
     errors: int = 0
     calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
     cache_hits: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -187,6 +199,8 @@ class Tally:
             self.invalid += row.invalid
             self.errors += bool(row.error)
             self.calls += row.calls
+            self.tokens += row.tokens
+            self.cost_usd += row.cost_usd
             if result is not None:
                 self.cache_hits += sum(1 for e in result.events if e.kind == "call" and e.cache_hit)
 
@@ -213,6 +227,21 @@ class Runner:
         self._taken_lock = threading.Lock()
         self._pending_pairs: list[Pair] = []
         self.timings: dict[str, float] = {}
+        self.budget = self._budget()
+
+    def _budget(self) -> Budget:
+        run = self.plan.scenario.run
+        return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
+                             max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=run.prices,
+                      limiter=RateLimiter(run.requests_per_minute) if run.requests_per_minute else None)
+
+    def override(self, **values: Any) -> None:
+        """Change run settings for this session (a higher budget on resume, more workers)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if values:
+            run = self.plan.scenario.run.model_copy(update=values)
+            self.plan.scenario = self.plan.scenario.model_copy(update={"run": run})
+            self.budget = self._budget()
 
     # -- creation and resume -------------------------------------------------------------------
 
@@ -328,6 +357,7 @@ class Runner:
             store.release_stale_claims(live_owners=[self.owner])
             for row in store.rows():
                 self.tally.add(row)
+            self.budget.add_prior(self.tally.calls, self.tally.tokens, self.tally.cost_usd)
             pending = self.pending_shards(store)
             done = store.done()
             self._taken = set(done)
@@ -384,6 +414,7 @@ class Runner:
         # Own shard first, then help: the other shards' pairs from the far end, where their own
         # workers will arrive last.
         for pair in itertools.chain(shard, reversed(self._pending_pairs)):
+            self.budget.check()
             if self.stop.is_set:
                 break
             with self._taken_lock:
@@ -395,10 +426,15 @@ class Runner:
             condition = self.conditions[pair[0]]
             question = self.questions[(pair[1], pair[2])]
             try:
-                result = await run_question(condition, question, scenario.model, base_url=base_url, cache=cache,
+                result = await run_question(condition, question, self.plan.model_spec, base_url=base_url, cache=cache,
                                             repeat=pair[3], scoring=scenario.dataset.scoring,
-                                            client_factory=self.client_factory)
-                row = store.commit(result, question, self.owner)
+                                            client_factory=self.client_factory, hooks=[self.budget.on_event],
+                                            before_call=self.budget.before_call)
+                cost = sum(event_cost(e, self.budget.prices) for e in result.events)
+                row = store.commit(result, question, self.owner, cost_usd=cost)
+            except RunHalted:
+                store.release(pair, self.owner)  # unfinished: resume runs it again
+                break
             except BaseException:
                 store.release(pair, self.owner)
                 raise

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from medpanel.agents.backends import ModelSpec
 from medpanel.agents.types import Condition
+from medpanel.experiments.budget import Price
 from medpanel.experiments.errors import UserError
 
 # Flag order in slugs is fixed so `c1r0k1` means the same thing in every scenario and table.
@@ -55,6 +56,20 @@ class RunSpec(_Strict):
     """(condition, question) pairs per Optuna trial. Chosen from the grid size when omitted."""
     runs_dir: str = "runs"
     """Where run directories are created, relative to the current directory."""
+    max_calls: int | None = Field(default=None, ge=1)
+    """Halt (resumably) once this many requests have reached the model, over all sessions of the run."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Halt once this many tokens (prompt + completion) have been spent."""
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    """Halt once the spend, priced with `prices`, reaches this many dollars."""
+    max_wall_s: float | None = Field(default=None, gt=0)
+    """Halt this session after this many seconds."""
+    per_call_timeout_s: float | None = Field(default=None, gt=0)
+    """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """A request rate shared by all workers of this process."""
+    prices: dict[str, Price] = Field(default_factory=dict)
+    """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
 
 
 class Scenario(_Strict):

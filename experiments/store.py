@@ -41,6 +41,7 @@ results = sa.Table(
     sa.Column("logical_calls", sa.Integer, nullable=False),
     sa.Column("tokens", sa.Integer, nullable=False),
     sa.Column("latency_s", sa.Float, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
     sa.Column("summary", sa.Text, nullable=False),
     sa.Column("transcript", sa.String(512), nullable=False),
     sa.Column("worker", sa.String(128), nullable=False),
@@ -126,6 +127,7 @@ class Row:
     latency_s: float
     summary: dict[str, Any]
     transcript: str
+    cost_usd: float = 0.0
 
     @property
     def key(self) -> tuple[str, str]:
@@ -183,7 +185,7 @@ class Store:
             conn.execute(claims.delete().where(*_match(claims, pair), claims.c.owner == owner))
 
     def commit(self, result: QuestionResult, question: Question, owner: str,
-               extra: dict[str, Any] | None = None) -> Row:
+               extra: dict[str, Any] | None = None, cost_usd: float = 0.0) -> Row:
         pair = (result.condition, result.dataset, result.qid, result.repeat)
         path = self.transcript_path(pair)
         doc = {
@@ -200,6 +202,7 @@ class Store:
             "logical_calls": result.logical_calls,
             "tokens": result.tokens,
             "latency_s": result.latency_s,
+            "cost_usd": cost_usd,
             "summary": result.summary,
             **(extra or {}),
             "events": [e.model_dump(mode="json") for e in result.events],
@@ -209,7 +212,7 @@ class Store:
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=result.error, error_kind=result.error_kind,
                       calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
-                      latency_s=result.latency_s, summary=json.dumps(result.summary),
+                      latency_s=result.latency_s, cost_usd=cost_usd, summary=json.dumps(result.summary),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
         with self.engine.begin() as conn:
             conn.execute(results.insert().values(**values))
@@ -244,4 +247,5 @@ def _row(v: dict[str, Any]) -> Row:
                answer=v["answer"], gold=v["gold"], correct=bool(v["correct"]), invalid=bool(v["invalid"]),
                error=v["error"], error_kind=v["error_kind"], calls=int(v["calls"]),
                logical_calls=int(v["logical_calls"]), tokens=int(v["tokens"]), latency_s=float(v["latency_s"]),
-               summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"])
+               summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"],
+               cost_usd=float(v.get("cost_usd") or 0.0))

@@ -1,0 +1,310 @@
+"""Adjudication (paper section 2.3.2-2.3.3, appendix A.2): override guard, challenge audit, follow-up.
+
+The loop: verify the bundle; then
+
+1. **Override guard** - the route is `accept_dynamic` and the dynamic answer d conflicts with the
+   other pathways: with a parametric=local consensus (the default is that consensus, reverted
+   route `keep_local`), or with a three-way split (the default is the parametric answer, reverted
+   route `keep_parametric`). Where one of p, l has no valid answer, the one that has is the
+   default (its route on reversion). The guard runs a targeted follow-up search only if the bundle
+   holds at least one high-tier dynamic document (n_high >= 1); otherwise the override is
+   rejected with no further retrieval. It grants the override only if the follow-up judgement
+   says all of: supports_challenger, default_not_better_supported, query_aligned,
+   exact_option_support, and not unresolved_conflict. Any failure (or follow-up disabled, the
+   budget spent, an invalid judgement) reverts to the default.
+2. **Challenge audit** - the route is not `accept_dynamic` but p == lc != d: a follow-up search
+   runs; the decision reopens (route `accept_dynamic`, answer d) only if the follow-up documents
+   have n_high >= 1 or n_medium >= 2 and the judgement clearly supports the challenger (the same
+   five conditions). The judge is asked only when the threshold is met. Otherwise the consensus
+   stands (route `consensus` where the verifier had said `needs_more_search`).
+3. **needs_more_search** (no guard or audit case) - a follow-up search targeted at the competing
+   answers; its documents are merged into the bundle and the verifier runs again.
+
+A follow-up search has two steps: a query writer sees only the conflict (and, for MCQ, the
+competing options) and writes one query, whose results only gather evidence; then the judge (for
+the guard and the audit) or the next verification (needs_more_search) decides from them. All
+follow-ups of a question share the bound `max_follow_ups`; `follow_up: false` disables them.
+Free-text questions have no letter equality, so the guard and the audit do not apply there (as in
+the authors' free-text adapter); needs_more_search follow-ups do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from medpanel.agents.clear.bundle import Answer, Bundle, FollowUp
+from medpanel.agents.clear.pathways import Context, assess, question_block
+from medpanel.agents.clear.quality import quality_block
+from medpanel.agents.clear.settings import PATHWAYS
+from medpanel.agents.clear.verifier import Verdict, label, verify
+from medpanel.agents.knowledge import passages_block, quote_block
+from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.types import TranscriptEvent
+
+
+class FollowUpQuery(BaseModel):
+    query: str = Field(min_length=3, description="One search query of at most 25 words.")
+
+
+class Judgement(BaseModel):
+    """The follow-up adjudication, judged only from the follow-up documents."""
+
+    supports_challenger: bool = Field(description="true if the documents support the challenger answer.")
+    default_not_better_supported: bool = Field(description="true if the default answer is NOT better supported.")
+    query_aligned: bool = Field(description="true if the documents address this exact question and situation.")
+    exact_option_support: bool = Field(description="true if the support is for the exact option, not background.")
+    unresolved_conflict: bool = Field(description="true if the documents still conflict on the point.")
+    reason: str = Field(default="", description="One or two sentences.")
+
+
+GRANT_CONDITIONS: tuple[tuple[str, bool], ...] = (
+    ("supports_challenger", True),
+    ("default_not_better_supported", True),
+    ("query_aligned", True),
+    ("exact_option_support", True),
+    ("unresolved_conflict", False),
+)
+"""(field, required value): all must hold for the guard to grant or the audit to reopen."""
+
+
+def failing(j: Judgement) -> list[str]:
+    return [name for name, want in GRANT_CONDITIONS if getattr(j, name) is not want]
+
+
+def guard_case(bundle: Bundle) -> tuple[Answer, str, str] | None:
+    """(default answer, conflict kind, reverted route) when d conflicts with the other pathways."""
+    p, lc, d = (bundle.answer(x) for x in PATHWAYS)
+    others = [a for a in (p, lc) if a is not None]
+    if d is None or not others or d in others:
+        return None
+    if p is not None and p == lc:
+        return p, "parametric_local_consensus", "keep_local"
+    if p is not None:
+        return p, "three_way_split" if lc is not None else "parametric_vs_dynamic", "keep_parametric"
+    assert lc is not None
+    return lc, "local_vs_dynamic", "keep_local"
+
+
+def audit_case(bundle: Bundle) -> bool:
+    p, lc, d = (bundle.answer(x) for x in PATHWAYS)
+    return p is not None and p == lc and d is not None and d != p
+
+
+@dataclass
+class Decision:
+    """d = (a*, z*, j*, gamma*, B*) and the path that led to it."""
+
+    answer: Answer | None
+    route: str
+    rationale: str
+    confidence: str
+    verdicts: list[Verdict]
+    guard: dict[str, Any]
+    audit: dict[str, Any]
+    bundle: Bundle
+
+    @property
+    def routes_history(self) -> list[str]:
+        return [v.route for v in self.verdicts]
+
+    @property
+    def fallback_used(self) -> bool:
+        return any(v.fallback for v in self.verdicts)
+
+    @property
+    def follow_ups(self) -> int:
+        return len(self.bundle.followups)
+
+    @property
+    def revisions(self) -> int:
+        return sum(f.revised for f in self.bundle.followups)
+
+
+@dataclass
+class Adjudicator:
+    ctx: Context
+    bundle: Bundle
+    verdicts: list[Verdict] = field(default_factory=list)
+    guard_record: dict[str, Any] = field(default_factory=lambda: {"outcome": "not_triggered"})
+    audit_record: dict[str, Any] = field(default_factory=lambda: {"outcome": "not_triggered"})
+
+    def blocked(self) -> str | None:
+        """Why no follow-up search may run now, or None."""
+        if not self.ctx.follow_up:
+            return "follow-up search disabled"
+        if len(self.bundle.followups) >= self.ctx.settings.max_follow_ups:
+            return f"follow-up bound reached (max_follow_ups={self.ctx.settings.max_follow_ups})"
+        return None
+
+    def note(self, role: str, step: str, content: str, data: dict[str, Any], round: int) -> None:
+        self.ctx.session.record(TranscriptEvent(kind="note", role=role, agent=role, step=step, round=round,
+                                                content=content, data=data))
+
+    async def run(self) -> Decision:
+        pending: list[tuple[FollowUp, Answer | None]] = []
+        rnd = 0
+        while True:
+            rnd += 1
+            verdict = await verify(self.ctx, self.bundle, rnd)
+            self.verdicts.append(verdict)
+            if verdict.fallback:
+                self.note("verifier", "heuristic_fallback", f"fallback: {verdict.fallback_reason}",
+                          verdict.record(), rnd)
+            if verdict.answer is None:
+                break  # nothing valid to adjudicate (fallback rule 7)
+            if not self.bundle.freetext:
+                case = guard_case(self.bundle)
+                if verdict.route == "accept_dynamic" and case is not None:
+                    verdict = await self.guard(verdict, case, rnd)
+                    break
+                if verdict.route != "accept_dynamic" and audit_case(self.bundle):
+                    verdict = await self.audit(verdict, rnd)
+                    break
+            if verdict.route != "needs_more_search":
+                break
+            why = self.blocked()
+            if why is not None:
+                self.note("followup", "unresolved", f"needs_more_search, no follow-up: {why}", {"reason": why}, rnd)
+                break
+            competing = [self.bundle.answer(p) for p in PATHWAYS]
+            fu = await self.follow_up("needs_more_search", verdict.answer, None, competing, rnd)
+            pending.append((fu, verdict.answer))
+        final = verdict
+        for fu, before in pending:
+            fu.revised = final.answer is not None and final.answer != before
+        return Decision(answer=final.answer, route=final.route, rationale=final.rationale,
+                        confidence=final.confidence, verdicts=self.verdicts, guard=self.guard_record,
+                        audit=self.audit_record, bundle=self.bundle)
+
+    # -- override guard ------------------------------------------------------------------------
+
+    async def guard(self, verdict: Verdict, case: tuple[Answer, str, str], rnd: int) -> Verdict:
+        default, kind, revert_route = case
+        challenger = self.bundle.answer("dynamic")
+        n_high = self.bundle.counts["n_high"]
+        rec: dict[str, Any] = {"conflict": kind, "default": list(default), "challenger": list(challenger or ()),
+                               "n_high": n_high}
+        granted = False
+        if n_high < 1:
+            rec["outcome"] = "rejected_no_high"
+        elif (why := self.blocked()) is not None:
+            rec["outcome"], rec["reason"] = "rejected_no_followup", why
+        else:
+            fu = await self.follow_up("guard", default, challenger, [], rnd)
+            rec["followup"] = {"query": fu.query, **fu.counts}
+            judgement = await self.judge(fu, rnd)
+            if judgement is None:
+                rec["outcome"] = "rejected_judge_invalid"
+            elif failed := failing(judgement):
+                rec["outcome"], rec["failed"] = "rejected_conditions", failed
+            else:
+                rec["outcome"], granted, fu.revised = "granted", True, True
+        self.guard_record = rec
+        self.note("guard", "override_guard", f"override guard: {rec['outcome']}", rec, rnd)
+        if granted:
+            return Verdict(answer=challenger, route="accept_dynamic", confidence="high", round=rnd,
+                           rationale=f"{verdict.rationale} [override guard: granted after follow-up]",
+                           verifier_answer=verdict.verifier_answer)
+        return Verdict(answer=default, route=revert_route, round=rnd,
+                       confidence="high" if kind == "parametric_local_consensus" else "medium",
+                       rationale=f"{verdict.rationale} [override guard: {rec['outcome']}; default kept]",
+                       verifier_answer=verdict.verifier_answer)
+
+    # -- challenge audit -----------------------------------------------------------------------
+
+    async def audit(self, verdict: Verdict, rnd: int) -> Verdict:
+        default = self.bundle.answer("parametric")
+        challenger = self.bundle.answer("dynamic")
+        assert default is not None and challenger is not None
+        rec: dict[str, Any] = {"verifier_route": verdict.route, "default": list(default),
+                               "challenger": list(challenger)}
+        reopened = False
+        if (why := self.blocked()) is not None:
+            rec["outcome"], rec["reason"] = "kept_no_followup", why
+        else:
+            fu = await self.follow_up("audit", default, challenger, [], rnd)
+            c = fu.counts
+            rec["followup"] = {"query": fu.query, **c}
+            if not (c["n_high"] >= 1 or c["n_medium"] >= 2):
+                rec["outcome"] = "kept_below_threshold"
+            else:
+                judgement = await self.judge(fu, rnd)
+                if judgement is None:
+                    rec["outcome"] = "kept_judge_invalid"
+                elif failed := failing(judgement):
+                    rec["outcome"], rec["failed"] = "kept_not_supported", failed
+                else:
+                    rec["outcome"], reopened, fu.revised = "reopened", True, True
+        self.audit_record = rec
+        self.note("audit", "challenge_audit", f"challenge audit: {rec['outcome']}", rec, rnd)
+        if reopened:
+            return Verdict(answer=challenger, route="accept_dynamic", confidence="high", round=rnd,
+                           rationale=f"{verdict.rationale} [challenge audit: reopened by follow-up evidence]",
+                           verifier_answer=verdict.verifier_answer)
+        route = verdict.route if verdict.route in ("consensus", "keep_parametric", "keep_local") else "consensus"
+        return Verdict(answer=default, route=route, confidence=verdict.confidence, round=rnd,
+                       rationale=f"{verdict.rationale} [challenge audit: {rec['outcome']}; consensus kept]",
+                       verifier_answer=verdict.verifier_answer, fallback=verdict.fallback,
+                       fallback_reason=verdict.fallback_reason)
+
+    # -- targeted follow-up search ---------------------------------------------------------------
+
+    def conflict_text(self, purpose: str, default: Answer | None, challenger: Answer | None,
+                      competing: list[Answer | None]) -> str:
+        b = self.bundle
+        if purpose in ("guard", "audit"):
+            return (f"Default answer (stands unless clearly wrong): {label(b, default)}\n"
+                    f"Challenger answer (proposed from external search): {label(b, challenger)}")
+        seen: list[Answer] = []
+        lines = []
+        for pathway, answer in zip(PATHWAYS, competing, strict=True):
+            if answer is not None:
+                lines.append(f"{pathway}: {label(b, answer)}")
+                if answer not in seen:
+                    seen.append(answer)
+        return ("The evidence so far cannot decide between these answers:\n" + "\n".join(lines)
+                + f"\nPreliminary answer: {label(b, default)}")
+
+    async def follow_up(self, purpose: str, default: Answer | None, challenger: Answer | None,
+                        competing: list[Answer | None], rnd: int) -> FollowUp:
+        """Step 1: a query conditioned on the conflict; its results only gather evidence."""
+        ctx, s = self.ctx, self.ctx.settings
+        conflict = self.conflict_text(purpose, default, challenger, competing)
+        writer = RoleAgent(ctx.session, name="followup", role="followup", system_message=render("clear_followup"))
+        parsed = await writer.speak(render("clear_followup_request", question=question_block(self.bundle.question),
+                                           conflict=quote_block("conflict", conflict)),
+                                    FollowUpQuery, step="followup_query", round=rnd)
+        query = " ".join(str(getattr(parsed, "query", "")).split())[:400]
+        fallback = not query
+        if fallback:
+            # An invalid query reply still gets a targeted search: the stem plus the disputed options.
+            options = [self.bundle.question.options.get(a, "") for ans in (default, challenger) if ans for a in ans]
+            query = " ".join([self.bundle.question.text[:250], *options])[:400]
+        docs = await ctx.search("dynamic", query, s.follow_k, step="followup_search", round=rnd, purpose=purpose)
+        docs, quality = await assess(ctx, docs, step="assess_followup_quality", round=rnd)
+        fu = FollowUp(purpose=purpose, query=query, query_fallback=fallback, evidence=docs, default=default,
+                      challenger=challenger)
+        self.bundle.followups.append(fu)
+        added = self.bundle.merge(docs)
+        self.note("followup", "followup_merge", f"{purpose} follow-up: {len(docs)} documents, {added} new",
+                  {"purpose": purpose, "query": query, "query_fallback": fallback, "quality": quality,
+                   "merged": added, "bundle_counts": self.bundle.counts}, rnd)
+        return fu
+
+    async def judge(self, fu: FollowUp, rnd: int) -> Judgement | None:
+        """Step 2: the adjudication judges from the follow-up documents alone."""
+        s = self.ctx.settings
+        judge = RoleAgent(self.ctx.session, name="judge", role="judge", system_message=render("clear_judge"))
+        prompt = render("clear_judge_request", question=question_block(self.bundle.question),
+                        default=label(self.bundle, fu.default), challenger=label(self.bundle, fu.challenger),
+                        passages=passages_block(fu.evidence, s.verifier_passage_chars),
+                        quality=quality_block(fu.evidence))
+        parsed = await judge.speak(prompt, Judgement, step="followup_judge", round=rnd)
+        if not isinstance(parsed, Judgement):
+            fu.judgement = {"invalid": True}
+            return None
+        fu.judgement = {**parsed.model_dump(), "failed": failing(parsed)}
+        return parsed

@@ -1,0 +1,168 @@
+"""Free-text tasks: loading (HealthBench-style rubrics), the response generator and the rubric grader.
+
+A task is a conversation plus rubric items `{criterion, points, tags}`; points may be negative
+(an undesirable behaviour). The runner sees a task as a `Question` with no options and no gold,
+so the rubric never leaves this module and the grader: no pathway, verifier or responder sees it.
+
+The response generator (paper eq. 16) writes the answer from the decision, its rationale and the
+final bundle, with no retrieval of its own and no power to change the conclusion. The grader (an
+LLM judge; `grader_model`, else the backbone) marks which items the response meets in one call;
+the score is the points of met items over the sum of positive points, clipped to [0, 1]
+(HealthBench's rule).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from medpanel.agents.clear.settings import SAMPLE_RUBRICS
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.knowledge import passages_block, quote_block
+from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.types import Question
+from medpanel.retrieval.evidence import Evidence
+
+
+class RubricItem(BaseModel):
+    criterion: str = Field(min_length=1)
+    points: float
+    tags: list[str] = Field(default_factory=list)
+
+
+class Turn(BaseModel):
+    role: str
+    content: str
+
+
+class FreeTextTask(BaseModel):
+    dataset: str
+    qid: str
+    prompt: list[Turn] = Field(min_length=1)
+    rubrics: list[RubricItem] = Field(min_length=1)
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}__{self.qid}"
+
+    def text(self) -> str:
+        """The conversation as the agents see it."""
+        if len(self.prompt) == 1:
+            return self.prompt[0].content.strip()
+        lines = [f"[{t.role}] {t.content.strip()}" for t in self.prompt]
+        return "Conversation so far:\n" + "\n".join(lines)
+
+    def question(self) -> Question:
+        return Question(dataset=self.dataset, qid=self.qid, text=self.text(), options={}, gold=())
+
+
+class TaskFileError(ValueError):
+    """A malformed task file; the message names file:line and the fix."""
+
+
+def sample_path() -> Path:
+    # A data lookup, not a code import: the team-written set ships with the experiments package.
+    return Path(str(resources.files("medpanel.experiments").joinpath("data", "freetext_sample.jsonl")))
+
+
+def task_path(value: str | Path) -> Path:
+    return sample_path() if str(value) == SAMPLE_RUBRICS else Path(value).expanduser()
+
+
+def read_tasks(path: str | Path) -> list[FreeTextTask]:
+    """Tasks of a JSONL file: `prompt` (a string or a list of {role, content}), `rubrics`, an id
+    (`prompt_id`, `id` or `realidx`) and optionally `dataset` (else the file's stem)."""
+    file = task_path(path)
+    if not file.is_file():
+        raise TaskFileError(f"{file}: no such file. Give a JSONL file of free-text tasks")
+    tasks: list[FreeTextTask] = []
+    seen: set[str] = set()
+    for lineno, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{file}:{lineno}"
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskFileError(f"{where}: not valid JSON ({exc.msg}). Write one object per line") from None
+        if not isinstance(raw, dict):
+            raise TaskFileError(f"{where}: expected a JSON object")
+        qid = next((raw[k] for k in ("prompt_id", "id", "realidx") if k in raw), None)
+        if qid is None or str(qid).strip() == "":
+            raise TaskFileError(f"{where}: missing id. Give prompt_id, id or realidx")
+        prompt = raw.get("prompt")
+        if isinstance(prompt, str):
+            prompt = [{"role": "user", "content": prompt}]
+        try:
+            task = FreeTextTask(dataset=str(raw.get("dataset") or file.stem), qid=str(qid).strip(), prompt=prompt,
+                                rubrics=raw.get("rubrics"))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(x) for x in err["loc"])
+            raise TaskFileError(f"{where}: {loc}: {err['msg']}. Each task needs prompt and rubrics "
+                                "[{criterion, points}]") from None
+        if task.key in seen:
+            raise TaskFileError(f"{where}: duplicate id {task.qid!r} in dataset {task.dataset!r}")
+        seen.add(task.key)
+        tasks.append(task)
+    return tasks
+
+
+@lru_cache(maxsize=8)
+def _index(path: str, mtime: float) -> dict[str, FreeTextTask]:
+    return {t.key: t for t in read_tasks(path)}
+
+
+def find_task(rubric_file: str, question: Question) -> FreeTextTask | None:
+    file = task_path(rubric_file)
+    return _index(str(file), file.stat().st_mtime).get(question.key)
+
+
+class FreeTextResponse(BaseModel):
+    response: str = Field(min_length=1, description="The complete reply to the user.")
+
+
+async def respond(session: QuestionSession, question: Question, *, conclusion: str, rationale: str,
+                  evidence: list[Evidence], chars: int) -> str | None:
+    """r_text = G(q, a*, j*, B*): no retrieval here, and the conclusion is not reopened."""
+    agent = RoleAgent(session, name="responder", role="responder", system_message=render("clear_responder"))
+    prompt = render("clear_respond_request", conversation=question.text,
+                    decision=quote_block("decision", f"Conclusion: {conclusion}\nRationale: {rationale}"),
+                    passages=passages_block(evidence, chars))
+    parsed = await agent.speak(prompt, FreeTextResponse, step="respond")
+    if not isinstance(parsed, FreeTextResponse):
+        return None
+    return parsed.response.strip() or None
+
+
+class RubricGrade(BaseModel):
+    met: list[int] = Field(description="Numbers of the rubric items the response meets.")
+
+
+def rubric_score(items: list[RubricItem], met: set[int]) -> float:
+    """Points of met items (1-based numbers) over the positive points, clipped to [0, 1]."""
+    possible = sum(i.points for i in items if i.points > 0)
+    if possible <= 0:
+        return 0.0
+    got = sum(item.points for n, item in enumerate(items, 1) if n in met)
+    return min(1.0, max(0.0, got / possible))
+
+
+async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> dict[str, Any]:
+    grader = RoleAgent(session, name="grader", role="grader", system_message=render("clear_grader"))
+    items = "\n".join(f"{n}. {item.criterion}" for n, item in enumerate(task.rubrics, 1))
+    prompt = render("clear_grade_request", conversation=task.text(), response=quote_block("response", response),
+                    items=items, n=len(task.rubrics))
+    parsed = await grader.speak(prompt, RubricGrade, step="grade")
+    if not isinstance(parsed, RubricGrade):
+        return {"valid": False, "score": None, "model": session.spec.model_name}
+    met = {n for n in parsed.met if 1 <= n <= len(task.rubrics)}
+    return {"valid": True, "score": round(rubric_score(task.rubrics, met), 4), "met": sorted(met),
+            "points_possible": sum(i.points for i in task.rubrics if i.points > 0),
+            "points_met": sum(i.points for n, i in enumerate(task.rubrics, 1) if n in met),
+            "model": session.spec.model_name}

@@ -1,0 +1,244 @@
+"""Source-specific candidate generation (paper section 2.2) and the QPIS search of `clear-qpis`.
+
+Each pathway answers on its own, so its provenance stays visible: parametric (the backbone
+alone), local (the backbone with `k` passages from the local corpus) and dynamic (the backbone
+with `dynamic_k` documents from the search backend, each with a source-quality tier). A pathway
+whose retrieval finds nothing still answers, told that nothing was found, so every condition asks
+the same calls; the verifier sees the document counts. The baselines reuse these calls verbatim
+(`direct` = parametric, `rag-*` = local, `online` = dynamic), so one run's response cache answers
+a baseline and the matching CLEAR pathway once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from medpanel.agents.clear.bundle import Answer, Candidate, evidence_key
+from medpanel.agents.clear.quality import counts, deterministic, llm_assess, quality_block
+from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.knowledge import EvidenceSource, KnowledgeSettings, instruction_like, passages_block
+from medpanel.agents.roles import RoleAgent, format_question, render
+from medpanel.agents.structured import answer_model
+from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.retrieval.evidence import Evidence
+
+
+class FreeTextAnswer(BaseModel):
+    answer: str = Field(min_length=1, description="Your conclusion, at most three sentences.")
+
+
+class QueryPlan(BaseModel):
+    sub_queries: list[str] = Field(min_length=1, description="Focused search queries, one per sub-question.")
+
+
+class Sufficiency(BaseModel):
+    sufficient: bool = Field(description="true if the passages are enough to answer the question.")
+    missing: str = Field(default="", description="What is still missing, in one sentence.")
+    next_queries: list[str] = Field(default_factory=list, description="New queries for what is missing.")
+
+
+def local_source(settings: ClearSettings, retriever: str) -> EvidenceSource:
+    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, retriever=retriever,  # type: ignore[arg-type]
+                                            source="corpus", k=settings.k))
+
+
+def dynamic_source(settings: ClearSettings) -> EvidenceSource:
+    return EvidenceSource(KnowledgeSettings(corpus=settings.snapshot_corpus, source=settings.dynamic_source,
+                                            k=settings.dynamic_k))
+
+
+@dataclass
+class Context:
+    """Everything one question's CLEAR run shares."""
+
+    session: QuestionSession
+    question: Question
+    settings: ClearSettings
+    mode: Mode
+    local: Any
+    """`.search(query, k) -> list[Evidence]` over the local corpus."""
+    dynamic: Any
+    """`.search(query, k) -> list[Evidence]` of the dynamic backend."""
+    assessor: QuestionSession | None = None
+    """The second model's session (`clear-dual`); its calls land in the same transcript."""
+    searches: list[dict[str, Any]] = field(default_factory=list)
+    """Every retrieval or search issued, in order (the free-text adapter must add none)."""
+
+    @property
+    def freetext(self) -> bool:
+        return not self.question.options
+
+    @property
+    def follow_up(self) -> bool:
+        return self.settings.follow_up if self.mode.follow_up is None else self.mode.follow_up
+
+    @property
+    def retriever(self) -> str:
+        return self.mode.retriever or self.settings.retriever
+
+    async def search(self, kind: str, query: str, k: int, *, step: str, round: int = 0,
+                     purpose: str = "") -> list[Evidence]:
+        backend = self.local if kind == "local" else self.dynamic
+        hits = list(await asyncio.to_thread(backend.search, query, k))
+        self.searches.append({"kind": kind, "step": step, "query": query})
+        self.session.record(TranscriptEvent(
+            kind="note", role="retrieval", agent=f"{kind}_search", step=step, round=round,
+            content=f"query: {query}" + ("" if hits else " (nothing found)"),
+            data={"kind": kind, "purpose": purpose, "query": query, "k": k,
+                  "retrieved": [e.doc_id for e in hits], "evidence": [e.model_dump(mode="json") for e in hits],
+                  "instruction_like": [e.doc_id for e in hits if instruction_like(e.text)]}))
+        return hits
+
+
+def question_block(q: Question) -> str:
+    if q.options:
+        return format_question(q)
+    return render("clear_freetext_question", conversation=q.text)
+
+
+def reply_model(q: Question) -> type[BaseModel]:
+    return answer_model(q.letters, multi=q.multi_answer) if q.options else FreeTextAnswer
+
+
+def answer_of(parsed: Any, q: Question) -> Answer | None:
+    if parsed is None:
+        return None
+    if not q.options:
+        text = str(parsed.answer).strip()
+        return (text,) if text else None
+    ans = parsed.answer
+    return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
+
+
+def local_query(q: Question) -> str:
+    return q.text[:500]
+
+
+def dynamic_query(q: Question) -> str:
+    # Option text helps a web-like search find the distinguishing facts; engines cap query length.
+    return " ".join([q.text, *q.options.values()])[:400]
+
+
+async def _answer(ctx: Context, pathway: Pathway, prompt: str, evidence: list[Evidence],
+                  provenance: dict[str, Any]) -> Candidate:
+    agent = RoleAgent(ctx.session, name=pathway, role="candidate", system_message=render("clear_candidate"))
+    parsed = await agent.speak(prompt, reply_model(ctx.question), step=pathway)
+    reasoning = str(getattr(parsed, "reasoning", "")) if parsed is not None else ""
+    return Candidate(pathway=pathway, answer=answer_of(parsed, ctx.question), reasoning=reasoning,
+                     evidence=evidence, provenance={"pathway": pathway, "model": ctx.session.spec.model_name,
+                                                    **provenance})
+
+
+async def parametric(ctx: Context) -> Candidate:
+    return await _answer(ctx, "parametric", question_block(ctx.question), [], {"evidence": "none (parametric)"})
+
+
+async def local(ctx: Context) -> Candidate:
+    s = ctx.settings
+    passages = await ctx.search("local", local_query(ctx.question), s.k, step="local_retrieval")
+    prompt = render("clear_local_request", passages=passages_block(passages, s.passage_chars),
+                    found=len(passages), question=question_block(ctx.question))
+    return await _answer(ctx, "local", prompt, passages,
+                         {"corpus": s.corpus, "retriever": ctx.retriever, "k": s.k,
+                          "doc_ids": [e.doc_id for e in passages]})
+
+
+async def assess(ctx: Context, docs: list[Evidence], *, step: str, round: int = 0) -> tuple[list[Evidence],
+                                                                                           dict[str, Any]]:
+    """AssessQuality(q, E, P): the domain rule, then (optionally) the LLM, the second model in `dual`."""
+    docs = deterministic(docs)
+    record: dict[str, Any] = {"rule": "domain table", "deterministic": counts(docs)}
+    if ctx.settings.llm_quality or ctx.mode.dual:
+        session = ctx.assessor if ctx.mode.dual and ctx.assessor is not None else ctx.session
+        result = await llm_assess(session, question_block(ctx.question), docs,
+                                  chars=ctx.settings.verifier_passage_chars, step=step, round=round)
+        docs = result.evidence
+        record.update(result.record)
+    record["final"] = counts(docs)
+    return docs, record
+
+
+async def dynamic_documents(ctx: Context) -> tuple[list[Evidence], dict[str, Any]]:
+    s = ctx.settings
+    if ctx.mode.qpis:
+        docs, plan = await qpis_search(ctx)
+    else:
+        docs = await ctx.search("dynamic", dynamic_query(ctx.question), s.dynamic_k, step="dynamic_search")
+        plan = {}
+    docs, record = await assess(ctx, docs, step="assess_quality")
+    if plan:
+        record["qpis"] = plan
+    ctx.session.record(TranscriptEvent(kind="note", role="assessor", agent="source_quality", step="source_quality",
+                                       content=" ".join(f"{k}={v}" for k, v in counts(docs).items()),
+                                       data={**record, "tiers": {e.doc_id: e.quality for e in docs}}))
+    return docs, record
+
+
+async def dynamic(ctx: Context, docs: list[Evidence], record: dict[str, Any]) -> Candidate:
+    s = ctx.settings
+    prompt = render("clear_dynamic_request", passages=passages_block(docs, s.passage_chars),
+                    quality=quality_block(docs), found=len(docs), question=question_block(ctx.question))
+    return await _answer(ctx, "dynamic", prompt, docs,
+                         {"backend": s.dynamic_source, "snapshot_corpus": s.snapshot_corpus if
+                          s.dynamic_source == "snapshot" else None, "k": s.dynamic_k, "qpis": ctx.mode.qpis,
+                          "urls": [e.url for e in docs], **counts(docs)})
+
+
+async def qpis_search(ctx: Context) -> tuple[list[Evidence], dict[str, Any]]:
+    """Query planning and iterative search: sub-queries, then rounds until sufficient or a bound."""
+    s = ctx.settings
+    block = question_block(ctx.question)
+    planner = RoleAgent(ctx.session, name="planner", role="planner", system_message=render("clear_planner"))
+    plan = await planner.speak(render("clear_plan_request", question=block, n=s.qpis_max_queries), QueryPlan,
+                               step="plan")
+    queries = _clean(plan.sub_queries if isinstance(plan, QueryPlan) else [], set(), s.qpis_max_queries)
+    record: dict[str, Any] = {"plan_valid": bool(queries), "rounds": []}
+    if not queries:
+        queries = [dynamic_query(ctx.question)]  # an invalid plan degrades to the default search
+    asked: set[str] = set()
+    docs: list[Evidence] = []
+    seen: set[str] = set()
+    stop = "max_rounds"
+    for rnd in range(1, s.qpis_max_rounds + 1):
+        for query in queries:
+            asked.add(query.lower())
+            for ev in await ctx.search("dynamic", query, s.dynamic_k, step="qpis_search", round=rnd,
+                                       purpose="qpis"):
+                if evidence_key(ev) not in seen:
+                    seen.add(evidence_key(ev))
+                    docs.append(ev)
+        record["rounds"].append({"round": rnd, "queries": queries, "docs": len(docs)})
+        if len(docs) >= s.qpis_max_docs:
+            stop = "max_docs"
+            break
+        if rnd == s.qpis_max_rounds:
+            break
+        check = await planner.speak(render("clear_sufficiency_request", question=block,
+                                           passages=passages_block(docs, s.verifier_passage_chars),
+                                           n=s.qpis_max_queries), Sufficiency, step="sufficiency", round=rnd)
+        if not isinstance(check, Sufficiency):
+            stop = "sufficiency_invalid"
+            break
+        if check.sufficient:
+            stop = "sufficient"
+            break
+        queries = _clean(check.next_queries, asked, s.qpis_max_queries)
+        if not queries:
+            stop = "no_new_queries"
+            break
+    record["stop"] = stop
+    return docs[: s.qpis_max_docs], record
+
+
+def _clean(queries: list[str], asked: set[str], n: int) -> list[str]:
+    out: list[str] = []
+    for query in queries:
+        query = " ".join(str(query).split())[:400]
+        if query and query.lower() not in asked and query.lower() not in {o.lower() for o in out}:
+            out.append(query)
+    return out[:n]

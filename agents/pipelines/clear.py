@@ -1,0 +1,230 @@
+"""CLEAR: cross-source evidence adjudication, with its baselines and variants as named conditions.
+
+One pipeline, `clear`, runs every condition of the paper's Tables 1, 4 and 5 so they can share one
+run (and its paired statistics and response cache):
+
+| condition           | what runs                                                                 |
+|---------------------|---------------------------------------------------------------------------|
+| `direct`            | the parametric pathway alone                                              |
+| `rag-bm25`          | the local pathway alone, BM25 (MedRAG-style)                              |
+| `rag-dense`         | the local pathway alone, dense retrieval (needs a dense ingest)           |
+| `online`            | the dynamic pathway alone (with source-quality tiers)                     |
+| `clear-default`     | three pathways, verifier, guard, audit, follow-up, task adapter (no variant = this) |
+| `clear-dual`        | as default; a second model (`assessor_model`) assesses the dynamic evidence |
+| `clear-qpis`        | as default; the dynamic pathway plans sub-queries and searches iteratively |
+| `clear-no-followup` | as default with `follow_up: false` (the Table 5 ablation)                 |
+
+MCQ decisions pass the format gate; free-text questions (no options) get a response written from
+the decision, and a rubric grade when `rubric_file` holds their rubric. The decision object is
+always the transcript's last event: kind `decision`, role `verifier` (role `pipeline` for the
+baselines), with the answer, route, rationale, confidence, guard, audit and the final bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from medpanel.agents.backends import ModelSpec, build_client
+from medpanel.agents.clear import freetext
+from medpanel.agents.clear.adjudication import Adjudicator, Decision
+from medpanel.agents.clear.bundle import Bundle, Candidate
+from medpanel.agents.clear.gate import format_gate
+from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
+from medpanel.agents.clear.pathways import parametric as parametric_pathway
+from medpanel.agents.clear.quality import counts
+from medpanel.agents.clear.settings import MODES, PATHWAYS, ClearSettings, Mode, mode_of
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.types import Condition, Question, TranscriptEvent
+
+SourceFactory = Callable[[ClearSettings, str], Any]
+"""(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
+
+
+@asynccontextmanager
+async def side_session(session: QuestionSession, spec: ModelSpec | None) -> AsyncIterator[QuestionSession]:
+    """A session for a second model whose calls land in the same transcript, cache and hooks.
+
+    A scripted second model reuses the trial's scripted client (tests answer per role); any other
+    backend gets its own client, closed afterwards. `local` shares the embedded server's URL.
+    """
+    if spec is None:
+        yield session
+        return
+    own = not (spec.backend == "scripted" and session.spec.backend == "scripted")
+    url = session.base_url if spec.backend == "local" else None
+    inner = build_client(spec, base_url=url) if own else session.inner
+    side = QuestionSession(spec=spec, inner=inner, base_url=url, cache=session.cache, events=session.events,
+                           hooks=session.hooks)
+    try:
+        yield side
+    finally:
+        if own:
+            await inner.close()
+
+
+class ClearPipeline:
+    settings_model = ClearSettings
+    flags: tuple[str, ...] = ()
+    variants = tuple(MODES)
+
+    def __init__(self, *, local_factory: SourceFactory | None = None,
+                 dynamic_factory: SourceFactory | None = None) -> None:
+        # Tests inject fake retrievers here; by default the retrieval layer's backends are used.
+        self.local_factory = local_factory or local_source
+        self.dynamic_factory = dynamic_factory or (lambda s, _kind: dynamic_source(s))
+
+    def prepare(self, conditions: list[Condition], settings: ClearSettings) -> None:
+        """Open the corpora and the search backend once, so a missing one fails the run at once."""
+        modes = [mode_of(c.flags.get("variant")) for c in conditions]
+        for retriever in sorted({m.retriever or settings.retriever for m in modes if m.kind in ("rag", "clear")}):
+            opener = getattr(self.local_factory(settings, retriever), "open", None)
+            if opener:
+                opener()
+        if any(m.kind in ("online", "clear") for m in modes):
+            opener = getattr(self.dynamic_factory(settings, settings.dynamic_source), "open", None)
+            if opener:
+                opener()
+
+    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
+                       settings: Any) -> Outcome:
+        s: ClearSettings = settings
+        variant = condition.flags.get("variant")
+        mode = mode_of(variant)
+        if mode.dual and s.assessor_model is None:
+            raise ValueError("clear-dual needs a second model: set settings.assessor_model "
+                             "(e.g. {backend: openai, name: ..., base_url: ...})")
+        rubric = freetext.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
+        async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
+                side_session(session, s.grader_model if rubric is not None else None) as grader:
+            ctx = Context(session=session, question=question, settings=s, mode=mode,
+                          local=self.local_factory(s, mode.retriever or s.retriever),
+                          dynamic=self.dynamic_factory(s, s.dynamic_source),
+                          assessor=assessor if mode.dual else None)
+            summary: dict[str, Any] = {"mode": mode.kind, "variant": str(variant or "clear-default")}
+            if mode.kind == "clear":
+                decision = await self._clear(ctx)
+                return await self._finish(ctx, decision.answer, decision, summary, rubric, grader)
+            candidate = await self._baseline(ctx, mode)
+            summary["pathway"] = candidate.pathway
+            if candidate.pathway == "dynamic":
+                summary.update(counts(candidate.evidence))
+            return await self._finish(ctx, candidate.answer, candidate, summary, rubric, grader)
+
+    async def _baseline(self, ctx: Context, mode: Mode) -> Candidate:
+        if mode.kind == "direct":
+            return await parametric_pathway(ctx)
+        if mode.kind == "rag":
+            return await local(ctx)
+        docs, record = await dynamic_documents(ctx)
+        return await dynamic(ctx, docs, record)
+
+    async def _clear(self, ctx: Context) -> Decision:
+        # The pathways run one after another: transcripts stay in a stable order and a small local
+        # server is not asked for three completions at once.
+        param = await parametric_pathway(ctx)
+        loc = await local(ctx)
+        docs, record = await dynamic_documents(ctx)
+        dyn = await dynamic(ctx, docs, record)
+        bundle = Bundle(question=ctx.question, candidates={"parametric": param, "local": loc, "dynamic": dyn},
+                        local=list(loc.evidence), dynamic=list(docs), quality_record=record)
+        return await Adjudicator(ctx, bundle).run()
+
+    async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
+                      summary: dict[str, Any], rubric: freetext.FreeTextTask | None,
+                      grader: QuestionSession) -> Outcome:
+        q, s = ctx.question, ctx.settings
+        data: dict[str, Any] = {}
+        if isinstance(basis, Decision):
+            summary.update(clear_summary(basis))
+            data = {"route": basis.route, "rationale": basis.rationale, "confidence": basis.confidence,
+                    "routes_history": basis.routes_history, "verdicts": [v.record() for v in basis.verdicts],
+                    "guard": basis.guard, "audit": basis.audit, "follow_ups": basis.follow_ups,
+                    "fallback_used": basis.fallback_used, "bundle": basis.bundle.record()}
+            rationale, evidence = basis.rationale, [*basis.bundle.local[: s.verifier_local_docs],
+                                                   *basis.bundle.dynamic]
+        else:
+            data = {"pathway": basis.pathway, "candidate": basis.record()}
+            rationale, evidence = basis.reasoning, basis.evidence
+        searches_before = len(ctx.searches)
+        final: tuple[str, ...] = ()
+        invalid = True
+        if q.options:
+            gate = format_gate(answer, q.options, q.multi_answer)
+            ctx.session.record(TranscriptEvent(kind="note", role="format_gate", agent="format_gate",
+                                               step="format_gate", content=",".join(gate.letters) or gate.reason,
+                                               data=gate.record()))
+            final, invalid = gate.letters, not gate.valid
+            data["format_gate"] = gate.record()
+        else:
+            response = None
+            if answer is not None:
+                response = await freetext.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
+                                                  evidence=evidence, chars=s.verifier_passage_chars)
+            invalid = response is None
+            data["response"] = response
+            summary["response_chars"] = len(response or "")
+            if rubric is not None and response is not None:
+                graded = await freetext.grade(grader, rubric, response)
+                data["grade"] = graded
+                summary["rubric_score"] = graded["score"]
+                summary["grade_valid"] = graded["valid"]
+            else:
+                summary["rubric_score"] = None
+                summary["grade_valid"] = False
+            # The adapter may not search: the decision's bundle is all the evidence it gets.
+            data["adapter_searches"] = len(ctx.searches) - searches_before
+        data["answer"] = list(final)
+        content = ",".join(final) if q.options else (str(data.get("response") or "")[:200])
+        if isinstance(basis, Decision):
+            ctx.session.record(TranscriptEvent(kind="decision", role="verifier", agent="verifier", step="decision",
+                                               content=content or "invalid", data=data))
+        else:
+            ctx.session.record(TranscriptEvent(kind="decision", role="pipeline", agent=summary["mode"],
+                                               step="decision", content=content or "invalid", data=data))
+        return Outcome(answer=final, invalid=invalid, summary=summary)
+
+
+def clear_summary(d: Decision) -> dict[str, Any]:
+    """The per-question facts `experiments.report_clear` aggregates."""
+    initial = counts(d.bundle.candidates["dynamic"].evidence) if "dynamic" in d.bundle.candidates else {}
+    answers = {p: list(c.answer) if c.answer else None for p, c in d.bundle.candidates.items()}
+    return {
+        "route": d.route,
+        "routes_history": d.routes_history,
+        "confidence": d.confidence,
+        "guard": d.guard.get("outcome", "not_triggered"),
+        "audit": d.audit.get("outcome", "not_triggered"),
+        "follow_ups": d.follow_ups,
+        "revisions": d.revisions,
+        "accepted_revision": d.revisions > 0,
+        "fallback_used": d.fallback_used,
+        "candidates": answers,
+        "agreement": agreement(d.bundle),
+        **initial,
+    }
+
+
+def agreement(bundle: Bundle) -> str:
+    """all_agree, param_local_vs_dynamic, ..., three_way_split, or partial (a pathway gave no answer)."""
+    p, lc, d = (bundle.answer(x) for x in PATHWAYS)
+    if bundle.freetext:
+        return "free_text"
+    if p is None or lc is None or d is None:
+        return "partial"
+    if p == lc == d:
+        return "all_agree"
+    if p == lc:
+        return "param_local_vs_dynamic"
+    if lc == d:
+        return "local_dynamic_vs_param"
+    if p == d:
+        return "param_dynamic_vs_local"
+    return "three_way_split"
+
+
+@register("clear")
+def _factory() -> ClearPipeline:
+    return ClearPipeline()
