@@ -256,14 +256,14 @@ class Runner:
             while run_dir.exists():
                 n += 1
                 run_dir = base / f"{plan.scenario.name}-{stamp}-{n}"
-        if run_dir.exists() and any(run_dir.iterdir()):
+        # run.json is written last, so a directory without it was never a started run (a kill during
+        # creation) and may be reused.
+        if (run_dir / "run.json").exists():
             raise UserError(f"{run_dir} already holds a run. Resume it with medpanel run --resume {run_dir}, "
                             "or choose another --run-dir", field="--run-dir")
         run_dir.mkdir(parents=True, exist_ok=True)
         runner = cls(run_dir, plan)
-        with open(run_dir / "questions.jsonl", "w", encoding="utf-8") as fh:
-            for q in plan.questions:
-                fh.write(q.model_dump_json() + "\n")
+        write_atomic(run_dir / "questions.jsonl", "".join(q.model_dump_json() + "\n" for q in plan.questions))
         meta = {
             "name": plan.scenario.name,
             "scenario_file": scenario_file,

@@ -121,3 +121,32 @@ def test_sigint_stops_gracefully_then_resume(tmp_path: Path) -> None:
     out, _ = resumed.communicate(timeout=120)
     assert resumed.returncode == 0, out
     assert len(set(_rows(run_dir))) == 24 == len(_rows(run_dir))
+
+
+def test_five_random_sigkills_then_resume_each_time(tmp_path: Path) -> None:
+    import random
+
+    rng = random.Random(11)
+    path = _scenario(tmp_path, latency=30, shard=3)
+    run_dir = tmp_path / "run"
+    proc = _cli(str(path), "--run-dir", str(run_dir))
+    deadline = time.time() + 60
+    while not (run_dir / "run.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    kills = 0
+    while kills < 5:
+        time.sleep(rng.uniform(0.3, 1.2))  # a random point: start-up, mid-question, mid-commit
+        if proc.poll() is not None:
+            break  # finished before this kill: the remaining kills have nothing to interrupt
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        proc = _cli("--resume", str(run_dir))
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 0, out
+    assert kills >= 3, "the run finished before enough kills landed; slow the scripted model down"
+    rows = _rows(run_dir)
+    assert len(rows) == 24 and len(set(rows)) == 24
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
