@@ -47,6 +47,7 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
 
     meta = load_meta(run_dir)
     store = Store(_storage_of(run_dir, meta), run_dir)
+    store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
     if not rows:
@@ -100,6 +101,7 @@ def run(
     max_errors: Annotated[int | None, typer.Option(help="Halt when more questions than this errored.")] = None,
     max_wall_s: Annotated[float | None, typer.Option(help="Halt this session after this many seconds.")] = None,
     rpm: Annotated[float | None, typer.Option(help="Requests per minute, shared by all workers.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
@@ -113,6 +115,8 @@ def run(
     else:
         assert scenario is not None
         sc = load_scenario(scenario)
+        if storage:
+            sc = sc.model_copy(update={"run": sc.run.model_copy(update={"storage": storage})})
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
@@ -147,6 +151,39 @@ def run(
         raise typer.Exit(3)
     console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
                   f"Read one with: medpanel show {runner.run_dir} <QID>")
+
+
+@app.command()
+def worker(
+    target: Annotated[str, typer.Argument(help="A run directory, or the run's postgresql:// storage URL.")],
+    workers: Annotated[int | None, typer.Option(help="Parallel workers in this process.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Local folder for this worker's files.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
+    from medpanel.experiments.runner import Runner
+    from medpanel.experiments.store import is_shared
+
+    if "://" in target:
+        if not is_shared(target):
+            raise UserError("a worker needs shared storage (postgresql://...); for SQLite runs use "
+                            "medpanel run --resume RUN_DIR", field="RUN_DIR_OR_URL")
+        runner = Runner.join(target, run_dir)
+    else:
+        runner = Runner.open(Path(target))
+        if not runner.shared:
+            raise UserError(f"{target} keeps its study in SQLite, which one machine owns. Resume it with "
+                            f"medpanel run --resume {target}, or start runs with run.storage: postgresql://...",
+                            field="RUN_DIR_OR_URL")
+    runner.override(workers=workers)
+    console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")
+    status = runner.run(progress=None if quiet else _print_progress, install_signals=True)
+    console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")
+
+
+def _print_progress(t: Any, total: int) -> None:
+    if t.done % 10 == 0 or t.done == total:
+        console.print(f"{t.done}/{total} done, {t.errors} errors, {t.calls} calls")
 
 
 @app.command()

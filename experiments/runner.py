@@ -52,7 +52,7 @@ from medpanel.experiments.budget import Budget, RateLimiter, event_cost
 from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.scenario import Scenario
-from medpanel.experiments.store import Pair, Row, Store, write_atomic
+from medpanel.experiments.store import Pair, Row, Store, is_shared, normalize_url, write_atomic
 from medpanel.retrieval.errors import RetrievalError
 
 log = logging.getLogger("medpanel.runner")
@@ -214,7 +214,8 @@ class Runner:
     def __init__(self, run_dir: Path, plan: Plan, *, storage: str | None = None) -> None:
         self.run_dir = run_dir
         self.plan = plan
-        self.storage_url = storage or plan.scenario.run.storage or f"sqlite:///{run_dir / 'study.db'}"
+        self.storage_url = normalize_url(storage or plan.scenario.run.storage or f"sqlite:///{run_dir / 'study.db'}")
+        self.shared = is_shared(self.storage_url)
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stop = Stop()
         self.tally = Tally()
@@ -264,10 +265,13 @@ class Runner:
         run_dir.mkdir(parents=True, exist_ok=True)
         runner = cls(run_dir, plan)
         write_atomic(run_dir / "questions.jsonl", "".join(q.model_dump_json() + "\n" for q in plan.questions))
+        scenario_doc = plan.scenario.model_dump(mode="json")
+        if scenario_doc["run"].get("storage"):
+            scenario_doc["run"]["storage"] = _redact_url(scenario_doc["run"]["storage"])
         meta = {
             "name": plan.scenario.name,
             "scenario_file": scenario_file,
-            "scenario": plan.scenario.model_dump(mode="json"),
+            "scenario": scenario_doc,
             "conditions": [c.model_dump(mode="json") for c in plan.conditions],
             "n_questions": len(plan.questions),
             "repeats": plan.repeats,
@@ -282,7 +286,31 @@ class Runner:
             "host": socket.gethostname(),
             "created": datetime.now(timezone.utc).isoformat(),
         }
+        store = Store(runner.storage_url, run_dir)
+        store.put_meta("questions", (run_dir / "questions.jsonl").read_text(encoding="utf-8"))
+        store.put_meta("run_json", json.dumps(meta))
+        store.close()
         write_atomic(run_dir / "run.json", json.dumps(meta, indent=2))
+        return runner
+
+    @classmethod
+    def join(cls, url: str, run_dir: Path | None = None) -> Runner:
+        """A worker for a run whose storage is shared (PostgreSQL), from any machine."""
+        store = Store(url, Path("."))
+        raw, questions = store.get_meta("run_json"), store.get_meta("questions")
+        store.close()
+        if raw is None or questions is None:
+            raise UserError(f"no medpanel run in {_redact_url(url)}. Start one with medpanel run SCENARIO "
+                            "(with run.storage set to this URL)", field="RUN_DIR_OR_URL")
+        meta = json.loads(raw)
+        runs_dir = Path(meta["scenario"]["run"].get("runs_dir", "runs"))
+        folder = run_dir or runs_dir / f"{meta['name']}@{socket.gethostname()}"
+        folder.mkdir(parents=True, exist_ok=True)
+        write_atomic(folder / "questions.jsonl", questions)
+        write_atomic(folder / "run.json", json.dumps(meta, indent=2))
+        runner = cls.open(folder)
+        runner.storage_url = normalize_url(url)
+        runner.shared = True
         return runner
 
     @classmethod
@@ -303,7 +331,13 @@ class Runner:
 
     @contextlib.contextmanager
     def _runner_lock(self) -> Iterator[None]:
-        """One runner per run directory on one machine; a dead runner's lock is taken over."""
+        """One runner per run directory on one machine; a dead runner's lock is taken over.
+
+        Shared storage takes no lock: many workers on many machines are the point.
+        """
+        if self.shared:
+            yield
+            return
         lock = self.run_dir / "runner.lock"
         if lock.exists():
             try:
@@ -322,6 +356,12 @@ class Runner:
 
     def _study(self, store: Store, pending: list[int]) -> optuna.Study:
         storage = optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url))
+        if self.shared:
+            # Every worker loads the one study; the GridSampler hands each shard to one trial number,
+            # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
+            sampler = optuna.samplers.GridSampler({"shard": list(range(len(self.plan.shards())))}, seed=0)
+            return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
+                                       direction="maximize", load_if_exists=True)
         names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
         for summary in optuna.get_all_study_summaries(storage):
             # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
@@ -354,7 +394,8 @@ class Runner:
         store = Store(self.storage_url, self.run_dir)
         started = time.time()
         with self._runner_lock():
-            store.release_stale_claims(live_owners=[self.owner])
+            store.release_stale_claims(live_owners=[self.owner],
+                                       older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
             for row in store.rows():
                 self.tally.add(row)
             self.budget.add_prior(self.tally.calls, self.tally.tokens, self.tally.cost_usd)
@@ -388,6 +429,9 @@ class Runner:
 
                     study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
                                    catch=(Exception,), gc_after_trial=False)
+                    if self.shared and not self.stop.is_set:
+                        # Other workers may have consumed the grid: help with whatever is unclaimed.
+                        asyncio.run(self._work([], store, cache, base_url, progress, total))
             finally:
                 if server is not None:
                     server.stop()
@@ -396,6 +440,7 @@ class Runner:
                 if restore is not None:
                     restore()
             remaining = len(self.plan.pairs) - len(store.done())
+            store.sync_transcripts()
             status = {
                 "state": "complete" if remaining == 0 else "stopped" if self.stop.is_set else "incomplete",
                 "reason": self.stop.reason,
@@ -473,6 +518,7 @@ class Runner:
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
+    url = normalize_url(url)
     if url.startswith("sqlite"):
         return {"connect_args": {"timeout": 60}}
     return {"pool_pre_ping": True}
@@ -483,8 +529,9 @@ def _redact_url(url: str) -> str:
     if "@" in url and "://" in url:
         scheme, rest = url.split("://", 1)
         creds, host = rest.rsplit("@", 1)
+        # The password is dropped, not masked: libpq reads it from PGPASSWORD or ~/.pgpass.
         user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:***@{host}"
+        return f"{scheme}://{user}@{host}"
     return url
 
 

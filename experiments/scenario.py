@@ -56,6 +56,9 @@ class RunSpec(_Strict):
     """(condition, question) pairs per Optuna trial. Chosen from the grid size when omitted."""
     runs_dir: str = "runs"
     """Where run directories are created, relative to the current directory."""
+    claim_timeout_s: float = Field(default=3600.0, gt=0)
+    """Shared storage: a pair claimed this long ago by a worker that never finished it may be taken
+    over by another worker (its machine died)."""
     max_calls: int | None = Field(default=None, ge=1)
     """Halt (resumably) once this many requests have reached the model, over all sessions of the run."""
     max_tokens: int | None = Field(default=None, ge=1)

@@ -70,6 +70,24 @@ executions = sa.Table(
     sa.Column("started_at", sa.Float, nullable=False),
 )
 
+transcripts = sa.Table(
+    "mp_transcripts", metadata,
+    # Shared storage only (PostgreSQL): workers on other machines commit transcripts here, in the
+    # same transaction as the row; `Store.sync_transcripts` writes them out as files.
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
+meta = sa.Table(
+    "mp_meta", metadata,
+    # run.json and the questions, so `medpanel worker <url>` can join from another machine.
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
 Pair = tuple[str, str, str, int]
 """(condition slug, dataset, qid, repeat)."""
 
@@ -84,6 +102,18 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def normalize_url(url: str) -> str:
+    """`postgresql://` means the psycopg 3 driver (the `[postgres]` extra), for Optuna and the store."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def is_shared(url: str) -> bool:
+    """Storage that several processes or machines may use at once (anything but SQLite)."""
+    return not url.startswith("sqlite")
+
+
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         # A pool (not a connection per statement): the pragmas run once per connection, and a
@@ -92,7 +122,7 @@ def make_engine(url: str) -> sa.Engine:
                                   pool_size=8, max_overflow=32)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return sa.create_engine(url, pool_pre_ping=True)
+    return sa.create_engine(normalize_url(url), pool_pre_ping=True)
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -142,8 +172,32 @@ class Store:
     def __init__(self, url: str, run_dir: Path) -> None:
         self.url = url
         self.run_dir = run_dir
+        self.shared = is_shared(url)
         self.engine = make_engine(url)
         metadata.create_all(self.engine)
+
+    def put_meta(self, key: str, value: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(meta.delete().where(meta.c.key == key))
+            conn.execute(meta.insert().values(key=key, value=value))
+
+    def get_meta(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).first()
+            return row[0] if row else None
+
+    def sync_transcripts(self) -> int:
+        """Write out, as files under the run directory, transcripts committed by other machines."""
+        if not self.shared:
+            return 0
+        n = 0
+        with self.engine.connect() as conn:
+            for r in conn.execute(sa.select(transcripts)):
+                path = self.transcript_path((r.condition, r.dataset, r.qid, r.repeat))
+                if not path.exists():
+                    write_atomic(path, r.body)
+                    n += 1
+        return n
 
     def transcript_path(self, pair: Pair) -> Path:
         condition, dataset, qid, repeat = pair
@@ -174,10 +228,16 @@ class Store:
         except IntegrityError:
             return False
 
-    def release_stale_claims(self, live_owners: Iterable[str] = ()) -> int:
-        """Drop claims of unfinished pairs whose owner is gone (a killed or interrupted runner)."""
+    def release_stale_claims(self, live_owners: Iterable[str] = (), older_than_s: float | None = None) -> int:
+        """Drop claims of unfinished pairs whose owner is gone (a killed or interrupted runner).
+
+        On a single machine every claim not held by a live owner is stale. On shared storage other
+        machines' claims are live until they are `older_than_s` (a worker that died long ago).
+        """
         with self.engine.begin() as conn:
             stmt = claims.delete().where(claims.c.owner.not_in(list(live_owners)))
+            if older_than_s is not None:
+                stmt = stmt.where(claims.c.claimed_at < time.time() - older_than_s)
             return conn.execute(stmt).rowcount or 0
 
     def release(self, pair: Pair, owner: str) -> None:
@@ -207,7 +267,8 @@ class Store:
             **(extra or {}),
             "events": [e.model_dump(mode="json") for e in result.events],
         }
-        write_atomic(path, json.dumps(doc, ensure_ascii=False, indent=1))
+        body = json.dumps(doc, ensure_ascii=False, indent=1)
+        write_atomic(path, body)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=result.error, error_kind=result.error_kind,
@@ -216,6 +277,9 @@ class Store:
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
         with self.engine.begin() as conn:
             conn.execute(results.insert().values(**values))
+            if self.shared:
+                conn.execute(transcripts.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
+                                                         repeat=pair[3], body=body))
             conn.execute(claims.delete().where(*_match(claims, pair)))
         return _row(values)
 

@@ -1,0 +1,82 @@
+"""Distributed workers on a real PostgreSQL server: two processes share one grid, each pair once.
+
+CI starts a throwaway server with .ci/start_postgres.sh and sets MEDPANEL_TEST_PG_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import write
+
+BASE_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
+pytestmark = pytest.mark.skipif(not BASE_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with "
+                                                     ".ci/start_postgres.sh)")
+
+
+@pytest.fixture()
+def pg_url() -> Iterator[str]:
+    import psycopg
+
+    assert BASE_URL is not None
+    name = f"mp_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield BASE_URL.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(BASE_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _rows(url: str) -> list[tuple]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("select condition, dataset, qid, repeat from mp_results").fetchall()
+
+
+def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) -> None:
+    f = write(tmp_path / "s.yaml", "name: pg\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
+                                   "model: {backend: scripted, latency_ms: 250}\nrun: {workers: 2, shard_size: 3}\n")
+    main_dir, worker_dir = tmp_path / "main", tmp_path / "worker"
+    runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(f), "--storage", pg_url,
+                               "--run-dir", str(main_dir), "--quiet"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while not (main_dir / "run.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    worker = subprocess.Popen([sys.executable, "-m", "medpanel", "worker", pg_url, "--run-dir", str(worker_dir),
+                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out_w, _ = worker.communicate(timeout=180)
+    out_r, _ = runner.communicate(timeout=180)
+    assert worker.returncode == 0, out_w
+    assert runner.returncode == 0, out_r
+    rows = _rows(pg_url)
+    assert len(rows) == 24 and len(set(rows)) == 24
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        owners = Counter(r[0].split(":")[1] for r in conn.execute("select worker from mp_results"))
+        execs = Counter(conn.execute("select condition, dataset, qid, repeat from mp_executions").fetchall())
+        assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
+    assert len(owners) == 2, f"both processes should have done work: {owners}"
+    assert max(execs.values()) == 1
+    # the run directory gets every transcript, including those the other process committed
+    report = subprocess.run([sys.executable, "-m", "medpanel", "report", str(main_dir)], capture_output=True,
+                            text=True, timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert len(list((main_dir / "transcripts").rglob("*.json"))) == 24
+
+
+def test_worker_on_an_empty_database_is_a_clear_error(pg_url: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "worker", pg_url], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "no medpanel run" in proc.stderr and "Traceback" not in proc.stderr
