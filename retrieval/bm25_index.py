@@ -1,0 +1,58 @@
+"""The `bm25s` index of a corpus: one tokenizer setting shared by indexing and querying.
+
+Indexing and querying must tokenize identically or query terms silently miss the vocabulary, so
+both go through this module. Settings follow bm25s's defaults (Lucene BM25, k1=1.5, b=0.75,
+scikit-learn token pattern, lower-casing) with its English stopword list; no stemmer, so the index
+needs no extra dependency (recorded in the manifest as `bm25.tokenizer`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import bm25s
+
+BM25_DIR = "bm25"
+STOPWORDS = "en"
+TOKENIZER_DESCRIPTION = "bm25s.tokenize(lower=True, stopwords='en', stemmer=None)"
+
+# bm25s sets its logger to DEBUG and logs "query is empty" per query at INFO; an app that enables
+# INFO logging would get a line per all-stopword query from every thread.
+logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+def tokenize_query(query: str) -> list[str]:
+    """Query terms as the index saw them (unknown terms are ignored by bm25s at scoring)."""
+    tokens = bm25s.tokenize(query, stopwords=STOPWORDS, return_ids=False, show_progress=False)
+    return list(tokens[0]) if tokens else []
+
+
+def build_index(texts: list[str]) -> bm25s.BM25:
+    """Index `texts` in row order (row i of the index = row i of the doc store)."""
+    tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, show_progress=False)
+    index = bm25s.BM25()
+    index.index(tokens, show_progress=False)
+    return index
+
+
+def save_index(index: bm25s.BM25, corpus_dir: Path) -> Path:
+    """Save with bm25s's own format; written beside, then swapped in, so a crash keeps the old one."""
+    final = corpus_dir / BM25_DIR
+    tmp = corpus_dir / f"{BM25_DIR}.tmp"
+    old = corpus_dir / f"{BM25_DIR}.old"
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    index.save(str(tmp), show_progress=False)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def load_index(corpus_dir: Path) -> bm25s.BM25:
+    """Load fully into memory (no mmap): queries then never touch the disk."""
+    return bm25s.BM25.load(str(corpus_dir / BM25_DIR), mmap=False, show_progress=False)

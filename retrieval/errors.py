@@ -1,0 +1,30 @@
+"""Errors raised by the retrieval layer.
+
+Retrieval sits below experiments, so it cannot raise the CLI's `UserError`; the CLI converts these.
+Each message names the problem and the fix on one line.
+"""
+
+from __future__ import annotations
+
+
+class RetrievalError(Exception):
+    """Base class for retrieval problems a user can act on."""
+
+
+class CorpusNotFoundError(RetrievalError, LookupError):
+    """A corpus name or path that does not resolve to an ingested corpus."""
+
+
+class CorpusInputError(RetrievalError, ValueError):
+    """Input files for ingestion are missing or hold no usable record."""
+
+
+class DenseUnavailableError(RetrievalError):
+    """Dense retrieval was asked for but cannot run (extra missing, corpus not embedded)."""
+
+
+class SearchBackendError(RetrievalError):
+    """A dynamic search backend is misconfigured or its service failed."""
+
+
+DENSE_EXTRA_HINT = "install with pip install 'medpanel[dense]'"

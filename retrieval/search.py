@@ -1,0 +1,182 @@
+"""Dynamic ("web") search backends behind `SearchBackend.search(query, k) -> list[Evidence]`.
+
+- `SnapshotSearch` (default, offline): a corpus whose documents carry URLs, searched like the web:
+  one result per page (best chunk per URL), `source="web"`, quality judged from the URL. Built
+  from the shared corpus, whose MedQuAD chunks carry NIH/CDC URLs.
+- `TavilySearch`: Tavily's REST API (`POST {base_url}/search`), key from `TAVILY_API_KEY`. The
+  base URL is configurable so contract tests can point it at a local fake server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import httpx
+
+from medpanel.retrieval.errors import SearchBackendError
+from medpanel.retrieval.evidence import Evidence
+from medpanel.retrieval.quality import assess_source
+from medpanel.retrieval.retrievers import Retriever, open_retriever
+
+TAVILY_BASE_URL = "https://api.tavily.com"
+TAVILY_KEY_ENV = "TAVILY_API_KEY"
+TAVILY_MAX_RESULTS = 20
+SEARCH_BACKENDS: tuple[str, ...] = ("snapshot", "tavily")
+_YEAR_RE = re.compile(r"\b(19|20)\d{2}\b")
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """A web-like search: results carry a URL and a title, and a year where known."""
+
+    kind: str
+
+    def search(self, query: str, k: int) -> list[Evidence]:
+        """Up to k results, best first, ranks 1..n."""
+        ...
+
+
+class SnapshotSearch:
+    """An offline web: a corpus's URL-bearing documents, one hit per URL, `source="web"`."""
+
+    kind = "snapshot"
+
+    def __init__(self, corpus: str | Path | None = None, *, retriever: Retriever | None = None, overfetch: int = 4):
+        if retriever is None:
+            if corpus is None:
+                raise ValueError("SnapshotSearch needs a corpus (NAME or path) or a retriever")
+            retriever = open_retriever(corpus, "bm25")
+        self.retriever = retriever
+        # Several chunks of one page often rank together; fetch extra so k distinct pages remain.
+        self.overfetch = overfetch
+
+    def search(self, query: str, k: int) -> list[Evidence]:
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        results: list[Evidence] = []
+        seen: set[str] = set()
+        for hit in self.retriever.search(query, k * self.overfetch):
+            if not hit.url or hit.url in seen:
+                continue
+            seen.add(hit.url)
+            tier, flags = assess_source(hit.url, hit.title)
+            results.append(
+                hit.model_copy(
+                    update={
+                        "source": "web",
+                        "retriever": "snapshot",
+                        "rank": len(results) + 1,
+                        "quality": tier,
+                        "flags": flags,
+                    }
+                )
+            )
+            if len(results) == k:
+                break
+        return results
+
+
+class TavilySearch:
+    """Tavily's search API over httpx (sync; one client per instance, close it or use `with`).
+
+    The key travels in the `Authorization: Bearer` header, as Tavily's current API expects, and
+    never in the body, so logging a request body cannot leak it.
+    """
+
+    kind = "tavily"
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str = TAVILY_BASE_URL,
+        search_depth: Literal["basic", "advanced"] = "basic",
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ):
+        key = api_key or os.environ.get(TAVILY_KEY_ENV)
+        if not key:
+            raise SearchBackendError(
+                f"{TAVILY_KEY_ENV} is not set: export it, or use the offline 'snapshot' search backend"
+            )
+        self.base_url = base_url.rstrip("/")
+        self.search_depth = search_depth
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, transport=transport)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> TavilySearch:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def search(self, query: str, k: int) -> list[Evidence]:
+        if k < 1:
+            raise ValueError(f"k must be at least 1, got {k}")
+        # Tavily caps max_results at 20 and rejects more; ask for what it can give.
+        body = {"query": query, "max_results": min(k, TAVILY_MAX_RESULTS), "search_depth": self.search_depth}
+        try:
+            response = self._client.post(f"{self.base_url}/search", json=body)
+        except httpx.HTTPError as err:
+            raise SearchBackendError(f"tavily: request to {self.base_url} failed: {err}") from err
+        if response.status_code != 200:
+            raise SearchBackendError(
+                f"tavily: HTTP {response.status_code} from {self.base_url}/search: {_detail(response)}"
+            )
+        try:
+            payload = response.json()
+            raw_results = payload["results"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise SearchBackendError(f"tavily: unexpected response shape: {err}") from err
+        return [_evidence(item, rank) for rank, item in enumerate(raw_results[:k], start=1)]
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:200]
+    if isinstance(data, dict):
+        detail = data.get("detail", data.get("error", data))
+        if isinstance(detail, dict):
+            detail = detail.get("error", detail)
+        return str(detail)[:200]
+    return str(data)[:200]
+
+
+def _evidence(item: dict[str, Any], rank: int) -> Evidence:
+    url = str(item.get("url") or "")
+    title = str(item.get("title") or "")
+    published = item.get("published_date")
+    match = _YEAR_RE.search(str(published)) if published else None
+    tier, flags = assess_source(url, title)
+    return Evidence(
+        text=str(item.get("content") or ""),
+        title=title,
+        doc_id=url,
+        source="web",
+        url=url or None,
+        year=int(match.group(0)) if match else None,
+        score=float(item.get("score") or 0.0),
+        retriever="tavily",
+        rank=rank,
+        quality=tier,
+        flags=flags,
+    )
+
+
+def open_search_backend(kind: str = "snapshot", *, corpus: str | Path | None = None, **options: Any) -> SearchBackend:
+    """`snapshot` (needs `corpus`) or `tavily` (options: api_key, base_url, search_depth, timeout)."""
+    if kind == "snapshot":
+        return SnapshotSearch(corpus, **options)
+    if kind == "tavily":
+        return TavilySearch(**options)
+    raise SearchBackendError(f"unknown search backend {kind!r}: choose one of {', '.join(SEARCH_BACKENDS)}")
