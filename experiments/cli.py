@@ -187,11 +187,18 @@ def _print_progress(t: Any, total: int) -> None:
 
 
 @app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")]) -> None:
-    """Print and write (report/*.csv, report.md) the tables of a run."""
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+           html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
+                                                            "audit.")] = False) -> None:
+    """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
     if not (run_dir / "run.json").is_file():
         raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
     summarise(run_dir)
+    if html:
+        from medpanel.experiments.cli_inspect import write_html_report
+
+        paths = write_html_report(run_dir)
+        console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
 
 
 @app.command()
@@ -297,3 +304,9 @@ def main(argv: list[str] | None = None) -> None:
             err.print(f"error: {exc}", markup=False, highlight=False)
             sys.exit(2)
         raise
+
+
+# The inspection commands (view, compare, export, audit) live in their own module.
+from medpanel.experiments.cli_inspect import register as _register_inspect  # noqa: E402
+
+_register_inspect(app)

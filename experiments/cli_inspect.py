@@ -1,0 +1,162 @@
+"""CLI commands for inspecting runs: `view`, `compare`, `export`, `audit`, and `report --html`.
+
+`register(app)` adds the commands to the main Typer app; `write_html_report(run_dir)` is what
+`medpanel report RUN_DIR --html` calls. Heavy imports (jinja2, matplotlib) happen inside the
+commands so `medpanel --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import errno
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from medpanel.experiments.errors import UserError
+
+DEFAULT_PORT = 8765
+
+
+def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last") -> list[Path]:
+    """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
+    from medpanel.experiments.viewer import build_site
+
+    run_dir = Path(run_dir)
+    if not (run_dir / "run.json").is_file():
+        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
+    return build_site(run_dir, provenance=provenance, messages=messages)
+
+
+def _print_tables(tables: list) -> None:
+    from medpanel.experiments.cli import print_table
+
+    for t in tables:
+        print_table(t)
+
+
+def _echo(text: str) -> None:
+    from medpanel.experiments.cli import console
+
+    console.print(text, markup=False, highlight=False)
+
+
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
+    rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
+) -> None:
+    """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
+    from medpanel.experiments.viewer import make_server
+
+    report = run_dir / "report"
+    if rebuild or not (report / "index.html").is_file():
+        paths = write_html_report(run_dir)
+        _echo(f"HTML report written: {len(paths)} files in {report}/")
+    try:
+        server = make_server(report, port)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise UserError(f"port {port} is in use. Choose another with --port N (or --port 0 for any free port)",
+                        field="--port") from None
+    host, bound = server.server_address[:2]
+    _echo(f"Serving {report} read-only at http://{host}:{bound}/index.html  (Ctrl-C to stop)")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def compare(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
+    pair: Annotated[list[str] | None, typer.Option(
+        "--pair", help="A pair to compare as 'RUN/COND,RUN/COND' (repeatable); default: the same condition "
+                       "in the first run against each other run.")] = None,
+    condition: Annotated[list[str] | None, typer.Option(
+        "--condition", help="Only these condition slugs (repeatable).")] = None,
+) -> None:
+    """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
+    from medpanel.experiments.compare import align, compare_tables
+
+    pairs = None
+    if pair:
+        pairs = []
+        for p in pair:
+            parts = [x.strip() for x in p.split(",")]
+            if len(parts) != 2 or not all(parts):
+                raise UserError(f"{p!r} is not a pair. Write it as RUN/COND,RUN/COND", field="--pair")
+            pairs.append((parts[0], parts[1]))
+    cmp = align(run_dirs, pairs=pairs, conditions=condition or None)
+    _print_tables(compare_tables(cmp))
+
+
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Output file ('-' for stdout); default report/results.<format>.")] = None,
+) -> None:
+    """One record per (condition, question, repeat) with every row, summary and question field."""
+    from medpanel.experiments.export import FORMATS, write_export
+
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}. Use --format jsonl or --format csv", field="--format")
+    if not (run_dir / "run.json").is_file():
+        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
+    if out is not None and str(out) == "-":
+        write_export(run_dir, fmt, sys.stdout)
+        return
+    path = out or run_dir / "report" / f"results.{fmt}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        n = write_export(run_dir, fmt, fh)
+    _echo(f"{n} records written to {path}")
+
+
+def audit(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    provenance: Annotated[Path | None, typer.Option(
+        help="JSONL of {dataset, qid, pmid/pmcid/doi/url/title} for upstream-source checks.")] = None,
+    stem_chars: Annotated[int | None, typer.Option(help="Contiguous stem match length that fires (default 80).")]
+    = None,
+    ngram_containment: Annotated[float | None, typer.Option(
+        help="Share of the stem's 8-grams in a passage that fires (default 0.3).")] = None,
+    strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
+) -> None:
+    """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
+    import dataclasses
+
+    from medpanel.experiments.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+    from medpanel.experiments.rundir import load_run
+    from medpanel.retrieval.leakage import Thresholds
+
+    data = load_run(run_dir)
+    th = None
+    if stem_chars is not None or ngram_containment is not None:
+        changes: dict[str, float | int] = {}
+        if stem_chars is not None:
+            changes["stem_min_chars"] = stem_chars
+        if ngram_containment is not None:
+            changes["ngram_min_containment"] = ngram_containment
+        th = dataclasses.replace(Thresholds(), **changes)
+    doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, thresholds=th)
+    _print_tables([leakage_table(doc)])
+    direct = sum(s["direct_questions"] for s in doc["summary"])
+    upstream = sum(s["upstream_questions"] for s in doc["summary"])
+    _echo(f"{doc['passages']} passages checked; {direct} (condition, question) pairs with direct leakage, "
+          f"{upstream} with upstream-source retrieval. Details: {run_dir / 'report' / LEAKAGE_FILE}")
+    if strict and direct:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `view`, `compare`, `export` and `audit` to the medpanel CLI."""
+    app.command("view")(view)
+    app.command("compare")(compare)
+    app.command("export")(export)
+    app.command("audit")(audit)
