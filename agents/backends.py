@@ -6,8 +6,10 @@ AutoGen's agents are not thread-safe (DESIGN.md, known traps).
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Literal
+import ssl
+from typing import Any, Literal
 
 from autogen_core.models import ChatCompletionClient, ModelInfo
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -96,6 +98,19 @@ class BackendError(RuntimeError):
     """A backend cannot be built (missing key or extra); the message names the fix."""
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for the process: loading the CA bundle costs ~70 ms, and clients are built per
+    question. A context (unlike an httpx client) is safe to share across threads and event loops."""
+    return ssl.create_default_context()
+
+
+def _http_client(spec: ModelSpec) -> Any:
+    import openai
+
+    return openai.DefaultAsyncHttpxClient(verify=_ssl_context(), timeout=spec.timeout_s)
+
+
 def _model_info(spec: ModelSpec) -> ModelInfo:
     return ModelInfo(vision=False, function_calling=False, json_output=True, family=spec.family,
                      structured_output=True)
@@ -134,6 +149,7 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         max_tokens=spec.max_tokens,
         timeout=spec.timeout_s,
         max_retries=0,  # medpanel retries with its own backoff and records every attempt
+        http_client=_http_client(spec),
     )
     if spec.seed is not None:
         common["seed"] = spec.seed

@@ -18,7 +18,7 @@ from typing import Any
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 
-SOURCES = ("medagentsbench", "jsonl", "sample")
+SOURCES = ("medagentsbench", "jsonl", "sample", "freetext")
 """Valid values of `load_dataset(source=...)`."""
 
 HARD_FILE = "test_hard.jsonl"
@@ -63,6 +63,11 @@ def load_dataset(
             field="dataset.subsets",
         )
 
+    if source == "freetext":
+        # Free-text tasks with rubric items (CLEAR's adapter); they live in their own loader.
+        from medpanel.experiments.freetext import load_freetext
+
+        return load_freetext(path, subsets, limit, seed, base_dir=base_dir)
     if source == "sample" or path is None:
         if source == "sample" and path is not None:
             raise UserError(

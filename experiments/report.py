@@ -213,6 +213,9 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
                   repeats_table(rows, conditions), errors_table(rows)):
         if extra is not None:
             tables.append(extra)
+    from medpanel.experiments.report_clear import clear_tables
+
+    tables.extend(clear_tables(rows, conditions))
     pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))

@@ -29,7 +29,7 @@ class _Strict(BaseModel):
 
 
 class DatasetSpec(_Strict):
-    source: Literal["medagentsbench", "jsonl", "sample"] = "sample"
+    source: Literal["medagentsbench", "jsonl", "sample", "freetext"] = "sample"
     """Where questions come from. `sample` is the built-in set shipped with the package."""
     path: str | None = None
     """A MedAgentsBench folder (`<subset>/test_hard.jsonl`), a clone of its repo, or a JSONL file."""

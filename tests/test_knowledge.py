@@ -97,7 +97,7 @@ def test_between_gap_gate_sees_the_diagnosis(corpus: str) -> None:
 
 
 def test_gate_that_declines_retrieves_nothing(corpus: str) -> None:
-    result, client = run(timing("between-gap", corpus), Q4, responder(retrieve=False))
+    result, _ = run(timing("between-gap", corpus), Q4, responder(retrieve=False))
     assert "curate" not in steps(result)
     decision = next(e for e in result.events if e.step == "gate_decision")
     assert decision.data["fired"] is False

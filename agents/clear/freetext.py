@@ -99,8 +99,9 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
         try:
-            task = FreeTextTask(dataset=str(raw.get("dataset") or file.stem), qid=str(qid).strip(), prompt=prompt,
-                                rubrics=raw.get("rubrics"))
+            task = FreeTextTask.model_validate({"dataset": str(raw.get("dataset") or file.stem),
+                                                "qid": str(qid).strip(), "prompt": prompt,
+                                                "rubrics": raw.get("rubrics")})
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import passages_block
+from medpanel.agents.knowledge import passages_block, quote_block
 from medpanel.agents.roles import RoleAgent, render
 from medpanel.retrieval.evidence import Evidence, QualityTier
 from medpanel.retrieval.quality import assess_source
@@ -85,8 +85,6 @@ def combine(ev: Evidence, n: int, review: QualityReview) -> tuple[QualityTier, l
 
 def quality_block(evidence: list[Evidence]) -> str:
     """The tier list as a line per passage; titles and hosts are document data, so it is quoted."""
-    from medpanel.agents.knowledge import quote_block
-
     if not evidence:
         return quote_block("source_quality", "(no documents)")
     c = counts(evidence)

@@ -127,12 +127,17 @@ def followup_note(bundle: Bundle) -> str:
             f"External documents after P{n_initial} came from them.\n")
 
 
+def local_block(bundle: Bundle, n: int, chars: int) -> str:
+    # Local passages are numbered L1.. so they cannot be confused with the external P1.. of the tiers.
+    return passages_block(bundle.local[:n], chars).replace('<passage id="P', '<passage id="L')
+
+
 async def verify(ctx: Context, bundle: Bundle, round: int) -> Verdict:
     s = ctx.settings
     agent = RoleAgent(ctx.session, name="verifier", role="verifier", system_message=render("clear_verifier"))
     prompt = render("clear_verify_request", question=question_block(bundle.question),
                     candidates=candidates_block(bundle),
-                    local=passages_block(bundle.local[: s.verifier_local_docs], s.verifier_passage_chars),
+                    local=local_block(bundle, s.verifier_local_docs, s.verifier_passage_chars),
                     dynamic=passages_block(bundle.dynamic, s.verifier_passage_chars),
                     quality=quality_block(bundle.dynamic), followups=followup_note(bundle))
     parsed = await agent.speak(prompt, verifier_model(bundle), step="verify", round=round)
