@@ -68,12 +68,14 @@ def _storage_of(run_dir: Path, meta: dict[str, Any]) -> str:
 
 @app.command()
 def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
-             limit: Annotated[int | None, typer.Option(help="Questions per subset.")] = None) -> None:
+             limit: Annotated[int | None, typer.Option(help="Questions per subset.")] = None,
+             set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key: settings.rounds=1")] = None,
+             ) -> None:
     """Check a scenario and print its conditions and question count."""
     from medpanel.experiments.runner import make_plan
     from medpanel.experiments.scenario import load_scenario
 
-    sc = load_scenario(scenario)
+    sc = load_scenario(scenario, set_)
     plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
     console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
                   f"{'/' + sc.model.model_name if sc.model.model_name else ''}")
@@ -102,6 +104,8 @@ def run(
     max_wall_s: Annotated[float | None, typer.Option(help="Halt this session after this many seconds.")] = None,
     rpm: Annotated[float | None, typer.Option(help="Requests per minute, shared by all workers.")] = None,
     storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a scenario key, e.g. "
+                                                   "settings.rounds=1 (repeatable).")] = None,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
@@ -114,7 +118,7 @@ def run(
         runner = Runner.open(resume)
     else:
         assert scenario is not None
-        sc = load_scenario(scenario)
+        sc = load_scenario(scenario, set_)
         if storage:
             sc = sc.model_copy(update={"run": sc.run.model_copy(update={"storage": storage})})
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,

@@ -211,8 +211,25 @@ def _hint(err_type: str, loc: tuple[Any, ...]) -> str:
     return "Fix the value"
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; every problem is one `UserError` line."""
+def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> None:
+    """`--set settings.rounds=1 model.max_tokens=128`: dotted keys, values parsed as YAML."""
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UserError(f"--set {item!r} is not KEY=VALUE. Example: --set settings.rounds=1", file=file,
+                            field="--set")
+        node = data
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise UserError(f"--set {key}: {part} is not a mapping", file=file, field="--set")
+            node = child
+        node[parts[-1]] = yaml.safe_load(value)
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Read and validate a scenario file (plus `--set` overrides); every problem is one `UserError` line."""
     p = Path(path)
     file = str(p)
     if not p.is_file():
@@ -229,6 +246,7 @@ def load_scenario(path: str | Path) -> Scenario:
         raise UserError("the top level must be a mapping with at least `name:`", file=file)
     lines: dict[tuple[Any, ...], int] = {}
     data = _strip_lines(raw, lines)
+    apply_overrides(data, overrides or [], file)
     try:
         scenario = Scenario.model_validate(data)
         scenario.conditions()

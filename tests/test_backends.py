@@ -133,10 +133,10 @@ def test_json_object_mode_caps_free_text_strings_for_the_embedded_model() -> Non
     from medpanel.agents.client import cap_strings
     from medpanel.agents.schemas import Critique
 
-    capped = cap_strings(Critique.model_json_schema(), 400)
-    assert capped["properties"]["challenge"]["maxLength"] == 400
+    capped = cap_strings(Critique.model_json_schema(), 240)
+    assert capped["properties"]["challenge"]["maxLength"] == 240
     assert "maxLength" not in capped["properties"]["gap_type"]  # enums stay as they are
-    assert ModelSpec(backend="local").string_cap == 400 and ModelSpec(backend="openai").string_cap is None
+    assert ModelSpec(backend="local").string_cap == 240 and ModelSpec(backend="openai").string_cap is None
     with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
         _run(ModelSpec(backend="openai", name="m", base_url=srv.base_url, structured_output="json_object",
                        max_string_chars=50, cache="off"))

@@ -88,3 +88,13 @@ def test_cli_validate_prints_conditions_and_count() -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "c0, c1" in proc.stdout and "questions (12)" in proc.stdout
+
+
+def test_set_overrides_dotted_keys(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\npipeline: panel\nsettings: {rounds: 3}\n")
+    sc = load_scenario(f, ["settings.rounds=1", "model.max_tokens=128", "run.workers=2"])
+    assert sc.settings["rounds"] == 1 and sc.model.max_tokens == 128 and sc.run.workers == 2
+    with pytest.raises(UserError, match="KEY=VALUE"):
+        load_scenario(f, ["settings.rounds"])
+    with pytest.raises(UserError, match=r"model\.max_tokns"):
+        load_scenario(f, ["model.max_tokns=1"])
