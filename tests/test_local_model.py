@@ -92,3 +92,40 @@ def test_quickstart_runs_on_the_embedded_model(tmp_path: Path) -> None:
     shown = subprocess.run([sys.executable, "-m", "medpanel", "show", str(run_dir), doc["question"]["qid"]],
                            capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "critique" in shown.stdout and "generalist" in shown.stdout
+
+
+def _run_embedded(tmp_path: Path, scenario: str, *args: str) -> tuple[Path, list[tuple]]:
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / scenario),
+                           "--run-dir", str(run_dir), "--quiet", *args], capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        rows = conn.execute("select condition, answer, invalid, error, calls, summary from mp_results").fetchall()
+    return run_dir, rows
+
+
+def test_2x2_panel_on_two_sample_questions(tmp_path: Path) -> None:
+    run_dir, rows = _run_embedded(
+        tmp_path, "ablation_2x2.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 2}",
+        "--set", "settings.rounds=1", "--set", "settings.turns_per_round=2", "--set", "model.max_tokens=160")
+    assert sorted({r[0] for r in rows}) == ["c0r0", "c0r1", "c1r0", "c1r1"] and len(rows) == 8
+    assert all(r[3] is None for r in rows), rows
+    assert all((r[1] == "") == bool(r[2]) for r in rows)
+    summaries = [json.loads(r[5]) for r in rows]
+    assert all(s["final_panel_size"] >= 2 for s in summaries)
+    report = subprocess.run([sys.executable, "-m", "medpanel", "report", str(run_dir), "--html"],
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    assert "Recruitment" in report.stdout and "Paired comparisons" in report.stdout
+    assert (run_dir / "report" / "index.html").is_file()
+
+
+def test_clear_runs_on_the_embedded_model(tmp_path: Path) -> None:
+    _, rows = _run_embedded(
+        tmp_path, "clear_mcq.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 1}",
+        "--set", "variants=[direct, clear-default]", "--set", "settings.corpus=quickstart",
+        "--set", "model.max_tokens=160")
+    assert sorted(r[0] for r in rows) == ["clear-default", "direct"]
+    assert all(r[3] is None for r in rows), rows
+    clear = json.loads(next(r[5] for r in rows if r[0] == "clear-default"))
+    assert clear.get("route"), clear
