@@ -68,6 +68,9 @@ class Context:
     """The second model's session (`clear-dual`); its calls land in the same transcript."""
     searches: list[dict[str, Any]] = field(default_factory=list)
     """Every retrieval or search issued, in order (the free-text adapter must add none)."""
+    query: str | None = None
+    """A query for the local and dynamic searches instead of the question (CLEAR as a panel's
+    evidence channel searches for the gap the Knowledge Gate named)."""
 
     @property
     def freetext(self) -> bool:
@@ -140,7 +143,7 @@ async def parametric(ctx: Context) -> Candidate:
 
 async def local(ctx: Context) -> Candidate:
     s = ctx.settings
-    passages = await ctx.search("local", local_query(ctx.question), s.k, step="local_retrieval")
+    passages = await ctx.search("local", ctx.query or local_query(ctx.question), s.k, step="local_retrieval")
     prompt = render("clear_local_request", passages=passages_block(passages, s.passage_chars),
                     found=len(passages), question=question_block(ctx.question))
     return await _answer(ctx, "local", prompt, passages,
@@ -168,7 +171,8 @@ async def dynamic_documents(ctx: Context) -> tuple[list[Evidence], dict[str, Any
     if ctx.mode.qpis:
         docs, plan = await qpis_search(ctx)
     else:
-        docs = await ctx.search("dynamic", dynamic_query(ctx.question), s.dynamic_k, step="dynamic_search")
+        docs = await ctx.search("dynamic", ctx.query or dynamic_query(ctx.question), s.dynamic_k,
+                                step="dynamic_search")
         plan = {}
     docs, record = await assess(ctx, docs, step="assess_quality")
     if plan:

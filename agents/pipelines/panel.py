@@ -23,6 +23,13 @@ trajectory, briefs included. `c1r1k1-ind` (independent) - recruits never receive
 see the discussion without it and answer on their own, as auxiliary assessments for the
 moderator's vote, without posting into the evidence-informed discussion.
 
+Routed coordination (`c1-routed`, beyond the paper): the Challenger's gap type picks one channel
+per turn, recorded as a `route` note: insufficient evidence -> the Knowledge Gate and retrieval;
+missing expertise -> specialist recruitment; a logical inconsistency, an unresolved option conflict
+or a missing differential -> a focused critique round (the next turn must answer the challenge
+point by point); no material weakness -> nothing. Recruits never receive a brief (as in `-ind`),
+and the moderator counts agents who saw the same briefs as one correlated block (see `moderate`).
+
 The final answer is the majority of the active agents' last valid letters; a tie goes to the
 moderator model, which may choose only among the tied letters (README: "Tie rule").
 """
@@ -68,6 +75,9 @@ class PanelSettings(KnowledgeSettings):
     """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
     challenger_depth: Literal["light", "standard", "deep"] = "standard"
     """How hard the Challenger looks (the calibrated backbone sets it from the triage level)."""
+    k_source: Literal["corpus", "clear"] = "corpus"
+    """The knowledge channel: a curator's brief over one corpus, or CLEAR's cross-source adjudication
+    of panel, corpus and web evidence for the gap (`clear`)."""
     self_assessment: bool = False
     """The paper's Table 2B diagnostic: with `r: 1`, ask the initial panel only once (after its
     first turn) whether another agent is needed, instead of after every turn."""
@@ -107,6 +117,9 @@ class PanelState:
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every turn's positions, for cumulative support in the tie rule."""
     independent: bool = False
+    routed: bool = False
+    focus: str | None = None
+    """Routed coordination: a challenge the next turn must answer point by point."""
 
     def taken(self) -> set[str]:
         return {m.agent.name for m in self.members}
@@ -187,6 +200,8 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
                 text = f"{render_posts(unseen)}\n\n{text}"
         else:
             text = render("turn_request", posts=render_posts(unseen) or "(no new posts)", round=rnd, turn=turn)
+        if state.focus and not member.auxiliary:
+            text = f"{text}\n\n{render('focused_round', challenge=state.focus)}"
         deliver(member, state.posts[member.seen :])
         member.seen = len(state.posts)
         parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn)
@@ -200,6 +215,7 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
             new_posts.append(post)
     state.posts.extend(new_posts)
     state.history.append({m.agent.name: m.last for m in state.members})
+    state.focus = None
 
 
 async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, turn: int, index: int) -> list[str]:
@@ -252,17 +268,60 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
     return added
 
 
+def information_blocks(state: PanelState) -> dict[str, list[str]]:
+    """Agents grouped by the set of briefs they received: each group saw the same evidence."""
+    briefs = [p.brief for p in state.posts if p.brief is not None]
+    blocks: dict[str, list[str]] = {}
+    for m in state.members:
+        seen = [str(i) for i, b in enumerate(briefs, 1) if m.agent.name in b.received_by]
+        blocks.setdefault("briefs:" + (",".join(seen) or "none"), []).append(m.agent.name)
+    return blocks
+
+
+def block_counts(state: PanelState, votes: dict[str, str]) -> tuple[Counter[str], dict[str, Any]]:
+    """Each information block casts one vote (its own majority; a block split evenly abstains), so
+    agents who read the same brief do not count as independent evidence for the same letter."""
+    out: Counter[str] = Counter()
+    record: dict[str, Any] = {}
+    for block, names in information_blocks(state).items():
+        inner = Counter(votes[n] for n in names if n in votes)
+        if not inner:
+            continue
+        top = max(inner.values())
+        leaders = [k for k, v in inner.items() if v == top]
+        record[block] = {"members": names, "vote": leaders[0] if len(leaders) == 1 else None}
+        if len(leaders) == 1:
+            out[leaders[0]] += 1
+    return out, record
+
+
 async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """Majority vote over last valid letters; ties go to the moderator model, then to support."""
+    """Majority vote over last valid letters; ties go to the moderator model, then to support.
+
+    Under routed coordination the majority is over information blocks first; raw counts break a
+    tie between blocks.
+    """
     votes = {m.agent.name: ",".join(m.last) for m in state.members if m.last}
     record: dict[str, Any] = {"votes": votes, "rule": "majority",
                               "auxiliary": [m.agent.name for m in state.members if m.auxiliary]}
     if not votes:
         return (), {**record, "rule": "no valid votes"}
     counts = Counter(votes.values())
+    record["counts"] = dict(counts)
+    if state.routed:
+        blocks, block_record = block_counts(state, votes)
+        record["blocks"] = block_record
+        record["block_counts"] = dict(blocks)
+        if blocks:
+            top_b = max(blocks.values())
+            leaders = sorted(k for k, v in blocks.items() if v == top_b)
+            if len(leaders) == 1:
+                return tuple(leaders[0].split(",")), {**record, "rule": "majority of information blocks"}
+            # blocks tie: the raw counts among the tied block leaders decide, then the usual rule
+            counts = Counter({k: counts[k] for k in leaders})
+            record["rule"] = "blocks tied -> raw majority"
     top = max(counts.values())
     tied = sorted(k for k, v in counts.items() if v == top)
-    record["counts"] = dict(counts)
     if len(tied) == 1:
         return tuple(tied[0].split(",")), record
     record["tied"] = tied
@@ -285,21 +344,60 @@ async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
     return (), {**record, "rule": "unresolved tie"}
 
 
+ROUTES = {
+    "insufficient_evidence": "retrieve",
+    "missing_expertise": "recruit",
+    "logical_inconsistency": "critique_round",
+    "unresolved_option_conflict": "critique_round",
+    "missing_differential": "critique_round",
+}
+
+
+def route_for(critique: Critique | None) -> str:
+    """The routed controller's decision for one turn."""
+    if critique is None or not critique.material_weakness or critique.gap_type == "none":
+        return "none"
+    return ROUTES.get(critique.gap_type, "critique_round")
+
+
+def panel_position(state: PanelState) -> tuple[str, ...] | None:
+    """The panel's current majority letter set, or None when it is split evenly."""
+    counts = Counter(m.last for m in state.members if m.last and not m.auxiliary)
+    if not counts:
+        return None
+    top = max(counts.values())
+    leaders = [k for k, v in counts.items() if v == top]
+    return leaders[0] if len(leaders) == 1 else None
+
+
 class PanelPipeline:
     settings_model = PanelSettings
     flags = ("c", "r", "k")
-    variants = ("ind",)
+    variants = ("ind", "routed", "clear")
+    """`-ind` independent coordination, `c1-routed` routed coordination, `-clear` CLEAR as the
+    evidence channel (the same as `settings.k_source: clear`, as a condition of its own)."""
 
     def prepare(self, conditions: list[Condition], settings: PanelSettings) -> None:
-        if any(c.on("k") for c in conditions):
+        if any(c.on("k") or c.flags.get("variant") == "routed" for c in conditions):
             prepare(settings)
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
         s: PanelSettings = settings
+        routed = condition.flags.get("variant") == "routed"
+        if routed and not condition.on("c"):
+            raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
         state = PanelState(question=question, session=session, settings=s,
-                           independent=condition.flags.get("variant") == "ind")
-        channel = KnowledgeChannel(session, question, s) if condition.on("k") else None
+                           independent=condition.flags.get("variant") == "ind" or routed, routed=routed)
+        channel: KnowledgeChannel | None = None
+        if condition.on("k") or routed:
+            if s.k_source == "clear" or condition.flags.get("variant") == "clear":
+                from medpanel.agents.clear_channel import ClearChannel
+
+                channel = ClearChannel(session, question, s)
+            else:
+                channel = KnowledgeChannel(session, question, s)
+        routes: list[str] = []
         for spec in await select_team(state):
             add_member(state, spec, turn=1, recruited=False)
         if channel is not None and s.timing == "upfront":
@@ -324,13 +422,24 @@ class PanelPipeline:
                     weaknesses += 1
                     state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
                                             index, kind="critique"))
-            if channel is not None and s.timing != "upfront":
+            route = route_for(critique) if routed else None
+            if routed:
+                routes.append(route or "none")
+                session.record(TranscriptEvent(
+                    kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
+                    content=f"{critique.gap_type if critique else 'no critique'} -> {route}",
+                    data={"gap_type": critique.gap_type if critique else None, "route": route}))
+            if channel is not None and s.timing != "upfront" and (not routed or route == "retrieve"):
                 trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
                 blind = s.timing == "between_blind" or not condition.on("c")
+                if isinstance(channel, KnowledgeChannel) and hasattr(channel, "panel_answer"):
+                    channel.panel_answer = panel_position(state)
                 brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
                 if brief is not None:
                     state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
-            if condition.on("r") and (index == 1 or not s.self_assessment):
+            if routed and route == "critique_round" and critique is not None:
+                state.focus = f"[{critique.gap_type}] {critique.challenge}"
+            if (condition.on("r") and (index == 1 or not s.self_assessment)) or route == "recruit":
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
             agreed = len({m.last for m in state.members}) == 1 and all(m.last for m in state.members)
             if s.early_stop and agreed and not (critique and critique.material_weakness):
@@ -355,6 +464,8 @@ class PanelPipeline:
         if channel is not None:
             summary.update(channel.summary())
             summary["independent"] = state.independent
+        if routed:
+            summary["routes"] = routes
         return Outcome(answer=answer, invalid=not answer, summary=summary)
 
 
