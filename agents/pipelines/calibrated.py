@@ -24,7 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import KnowledgeSettings, prepare
+from medpanel.agents.knowledge import KnowledgeSettings
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
 from medpanel.agents.pipelines.panel import PanelPipeline, PanelSettings
@@ -55,10 +55,8 @@ class CalibratedPipeline:
     settings_model = CalibratedSettings
     flags = ("c", "k")
     variants = tuple(TIMING_CONDITIONS)
-
-    def prepare(self, conditions: list[Condition], settings: CalibratedSettings) -> None:
-        if any(resolve(c, settings)[1] != "none" for c in conditions):
-            prepare(settings)
+    # The same conditions retrieve as in the generalist backbone, so the same corpus check applies.
+    prepare = GeneralistPipeline.prepare
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
