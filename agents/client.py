@@ -140,6 +140,10 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
     return {"role": "unknown", "content": str(message)}
 
 
+SAMPLING_OVERRIDES = ("seed", "temperature")
+"""What `RecordingClient.overrides` may change per call."""
+
+
 @dataclass
 class CallTag:
     """Who is calling and why; set by the role before each call, copied into the event."""
@@ -181,10 +185,16 @@ class RecordingClient(ChatCompletionClient):
         self.response_model: type[BaseModel] | None = None
         """The reply model the next call must satisfy; enforced as the backend's mode allows."""
         self.last_event: TranscriptEvent | None = None
+        self.overrides: dict[str, Any] = {}
+        """Per-call sampling parameters (`seed`, `temperature`) that replace the spec's: merged into
+        the cache key and sent as create args, so self-consistency samples are distinct requests."""
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec
         schema = self.response_model.model_json_schema() if self.response_model else None
+        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
+        if unknown:
+            raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
         return {
             "model": spec.model_name,
             "backend": spec.backend,
@@ -197,7 +207,7 @@ class RecordingClient(ChatCompletionClient):
             "schema": schema,
             "string_cap": spec.string_cap if spec.mode == "json_object" else None,
             "messages": messages,
-        }
+        } | self.overrides
 
     async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
         spec = self.session.spec
@@ -215,6 +225,7 @@ class RecordingClient(ChatCompletionClient):
                 extra["response_format"] = {"type": "json_object",
                                             "schema": cap_strings(self.response_model.model_json_schema(),
                                                                   spec.string_cap)}
+        extra.update(self.overrides)
         inner = self.session.inner
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
@@ -243,6 +254,8 @@ class RecordingClient(ChatCompletionClient):
         cache = self.session.cache if spec.cache == "run" else None
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
+        if self.overrides:
+            event.data["sampling"] = dict(self.overrides)
         lock = cache.lock(key) if cache is not None else None
         if lock is not None:
             # Another worker may be asking the very same thing right now: wait and reuse its reply.

@@ -29,6 +29,8 @@ class ScriptedRequest:
     tag: CallTag
     messages: list[dict[str, Any]]
     model: type[BaseModel] | None
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The create args sent with the call (per-call `seed`/`temperature` overrides among them)."""
 
     @property
     def last(self) -> str:
@@ -98,14 +100,17 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         model = json_output if isinstance(json_output, type) and issubclass(json_output, BaseModel) else None
         # A copy: the caller reuses its tag object for the next call.
         tag = dataclasses.replace(self.tag)
-        request = ScriptedRequest(tag=tag, messages=[to_openai(m) for m in messages], model=model)
+        request = ScriptedRequest(tag=tag, messages=[to_openai(m) for m in messages], model=model,
+                                  extra=dict(extra_create_args))
         self.requests.append(request)
         if self.latency_ms:
             await asyncio.sleep(self.latency_ms / 1000)
         if self.responder is not None:
             reply = self.responder(request)
         elif model is not None:
-            reply = synthesize(model, json.dumps(request.messages, sort_keys=True))
+            # A per-call seed (self-consistency samples) draws a different reply, as a sampler would.
+            seed = f"/seed={request.extra['seed']}" if "seed" in request.extra else ""
+            reply = synthesize(model, json.dumps(request.messages, sort_keys=True) + seed)
         else:
             reply = "scripted reply"
         if isinstance(reply, BaseModel):

@@ -92,6 +92,40 @@ def cost_table(rows: list[Row], conditions: list[str]) -> Table:
                       "included. The difference is what the shared response cache saved.")
 
 
+def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
+    """Accuracy beside compute per question, so a reader sees whether a gain survives equal compute.
+
+    With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
+    same questions is added, in the measure the budget was matched in.
+    """
+    matched = any("budget" in r.summary for r in rows)
+    out = []
+    for cond in conditions:
+        sel = [r for r in rows if r.condition == cond]
+        n = len(sel)
+        line: list[Any] = [cond, n, round(_pct(sum(r.correct for r in sel), n), 1),
+                           round(sum(r.logical_calls for r in sel) / n, 2), round(sum(r.tokens for r in sel) / n, 1)]
+        if matched:
+            refs = [r.summary["budget"] for r in sel if "budget" in r.summary]
+            if refs:
+                ref = refs[0]["reference"]
+                line += [f"{ref.get('condition', '?')} by {refs[0]['by']}",
+                         round(sum(b["reference"]["calls"] for b in refs) / len(refs), 2),
+                         round(sum(b["reference"]["tokens"] for b in refs) / len(refs), 1)]
+            else:
+                line += ["", "", ""]
+        out.append(line)
+    columns = ["condition", "n", "accuracy_%", "calls_per_q", "tokens_per_q"]
+    note = ("calls = requested model calls (re-asks and cache hits included, what a standalone run would send); "
+            "tokens = tokens sent (cache hits free), as in the cost table.")
+    if matched:
+        columns += ["matched_to", "ref_calls_per_q", "ref_tokens_per_q"]
+        note += (" ref_* = the reference condition's requested calls and tokens on the questions it budgeted here "
+                 "(cache hits included). When every question had a reference, a condition matched by calls has "
+                 "calls_per_q = ref_calls_per_q (one more where a last sample was re-asked).")
+    return Table("Accuracy and compute", columns, out, note=note)
+
+
 def recruitment_table(rows: list[Row], conditions: list[str]) -> Table | None:
     out = []
     for cond in conditions:
@@ -207,7 +241,7 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     conditions = condition_order(rows, slugs)
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
-    tables = [accuracy_table(rows, conditions), cost_table(rows, conditions)]
+    tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
     for extra in (recruitment_table(rows, conditions), knowledge_table(rows, conditions),
                   self_assessment_table(rows, conditions),
                   repeats_table(rows, conditions), errors_table(rows)):

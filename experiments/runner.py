@@ -49,6 +49,7 @@ from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
 from medpanel.experiments.budget import Budget, RateLimiter, event_cost
+from medpanel.experiments.budget_match import BudgetReference, load_reference
 from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.scenario import Scenario
@@ -98,6 +99,8 @@ class Plan:
     questions: list[Question]
     repeats: int
     shard_size: int
+    budget: BudgetReference | None = None
+    """Per-question budgets from `budget_match`, read at plan time and kept in run.json."""
 
     @property
     def model_spec(self) -> ModelSpec:
@@ -141,6 +144,9 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
             raise UserError(f"pipeline {scenario.pipeline!r} has no flag {', '.join(sorted(unknown))}. "
                             f"Its flags are: {', '.join(pipeline.flags)}", file=file, field="flags")
         variant = cond.flags.get("variant")
+        if variant is None and getattr(pipeline, "requires_variant", False):
+            raise UserError(f"pipeline {scenario.pipeline!r} needs variants, e.g. variants: "
+                            f"[{', '.join(known_variants)}]", file=file, field="variants")
         if variant is not None and variant not in known_variants:
             raise UserError(f"pipeline {scenario.pipeline!r} has no condition variant {variant!r}. "
                             f"Its variants are: {', '.join(known_variants) or 'none'}", file=file, field="variants")
@@ -157,10 +163,34 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     if not questions:
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")
+    budget = None
+    if scenario.budget_match is not None:
+        scenario, budget = _budget_match(scenario, pipeline, conditions, questions, file)
     n_pairs = len(conditions) * len(questions) * run.repeats
     shard = run.shard_size or auto_shard_size(n_pairs, run.workers)
     return Plan(scenario=scenario, conditions=conditions, questions=questions, repeats=run.repeats,
-                shard_size=shard)
+                shard_size=shard, budget=budget)
+
+
+def _budget_match(scenario: Scenario, pipeline: Any, conditions: list[Condition], questions: list[Question],
+                  file: str) -> tuple[Scenario, BudgetReference]:
+    """Check that every condition can spend a budget, and read the reference's per-question compute."""
+    accepts = getattr(pipeline, "accepts_budget", None)
+    for cond in conditions:
+        if accepts is None or not accepts(cond):
+            raise UserError(f"condition {cond.slug!r} (pipeline {scenario.pipeline!r}) makes a fixed number of calls "
+                            "per question and cannot be budget-matched; budget_match applies to sampling baselines "
+                            "only (pipeline sc). Remove budget_match, or run sc", file=file, field="budget_match")
+    spec = scenario.budget_match
+    assert spec is not None
+    budget = load_reference(spec, file=file)
+    if not any((q.dataset, q.qid) in budget.calls for q in questions):
+        raise UserError(f"none of this run's {len(questions)} questions has a usable row for condition "
+                        f"{spec.condition!r} in the reference run {spec.run}. Use the reference's dataset block "
+                        "(source, subsets, limit, seed)", file=file, field="budget_match")
+    # run.json records the resolved path, so the record says which run the budgets came from.
+    resolved = spec.model_copy(update={"run": budget.run})
+    return scenario.model_copy(update={"budget_match": resolved}), budget
 
 
 @dataclass
@@ -277,6 +307,7 @@ class Runner:
             "repeats": plan.repeats,
             "n_pairs": len(plan.pairs),
             "shard_size": plan.shard_size,
+            "budget_reference": plan.budget.to_json() if plan.budget is not None else None,
             "storage": _redact_url(runner.storage_url),
             "model": {"backend": plan.scenario.model.backend, "name": plan.scenario.model.model_name,
                       "base_url": plan.scenario.model.base_url, "mode": plan.scenario.model.mode,
@@ -323,8 +354,10 @@ class Runner:
         scenario = Scenario.model_validate(meta["scenario"])
         questions = [Question.model_validate_json(line) for line in
                      (run_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+        budget = meta.get("budget_reference")
         plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c) for c in meta["conditions"]],
-                    questions=questions, repeats=int(meta.get("repeats", 1)), shard_size=int(meta["shard_size"]))
+                    questions=questions, repeats=int(meta.get("repeats", 1)), shard_size=int(meta["shard_size"]),
+                    budget=BudgetReference.from_json(budget) if budget else None)
         return cls(run_dir, plan)
 
     # -- execution -----------------------------------------------------------------------------
@@ -471,10 +504,15 @@ class Runner:
             condition = self.conditions[pair[0]]
             question = self.questions[(pair[1], pair[2])]
             try:
-                result = await run_question(condition, question, self.plan.model_spec, base_url=base_url, cache=cache,
-                                            repeat=pair[3], scoring=scenario.dataset.scoring,
-                                            client_factory=self.client_factory, hooks=[self.budget.on_event],
-                                            before_call=self.budget.before_call)
+                # budget_match: this question's budget goes into the condition's settings, or an error row.
+                matched = self.plan.budget.apply(condition, question, pair[3]) if self.plan.budget else condition
+                if isinstance(matched, QuestionResult):
+                    result = matched
+                else:
+                    result = await run_question(matched, question, self.plan.model_spec, base_url=base_url,
+                                                cache=cache, repeat=pair[3], scoring=scenario.dataset.scoring,
+                                                client_factory=self.client_factory, hooks=[self.budget.on_event],
+                                                before_call=self.budget.before_call)
                 cost = sum(event_cost(e, self.budget.prices) for e in result.events)
                 row = store.commit(result, question, self.owner, cost_usd=cost)
             except RunHalted:

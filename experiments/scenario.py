@@ -75,6 +75,17 @@ class RunSpec(_Strict):
     """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
 
 
+class BudgetMatch(_Strict):
+    """Give a sampling baseline, per question, the compute a reference run's condition spent."""
+
+    run: str
+    """The reference run directory (relative to the current directory, like `run.runs_dir`)."""
+    condition: str
+    """The reference condition's slug, e.g. `c1r1`."""
+    by: Literal["calls", "tokens"] = "calls"
+    """Match model calls, or tokens (prompt + completion), both as requested: cache hits included."""
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
@@ -90,6 +101,8 @@ class Scenario(_Strict):
     dataset: DatasetSpec = Field(default_factory=DatasetSpec)
     model: ModelSpec = Field(default_factory=ModelSpec)
     run: RunSpec = Field(default_factory=RunSpec)
+    budget_match: BudgetMatch | None = None
+    """Per-question budgets for a sampling baseline (`sc`), measured from a reference run."""
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,208 @@
+"""Single-model baselines, the controls the panel's gains are measured against.
+
+| pipeline / variant | what it does                                                               |
+|--------------------|----------------------------------------------------------------------------|
+| `direct`           | zero-shot: one call, the answer letter only (no reasoning field)           |
+| `cot`              | chain of thought: one call, reasoning first, then the answer               |
+| `sc`               | self-consistency: chain-of-thought samples at `temperature` > 0, majority  |
+
+Each is registered as its own pipeline (`pipeline: sc`), and all three are variants of the
+`baseline` pipeline (`pipeline: baseline, variants: [direct, cot, sc]`), so one run can hold them
+side by side with a shared cache and paired statistics. Slugs are `direct`, `cot`, `sc` either way.
+
+**Self-consistency.** Sample `i` (0-based) is a fresh agent (it sees no other sample) whose calls
+carry `seed = base + i * SEED_STRIDE` and `temperature = settings.temperature` as per-call
+overrides (`RecordingClient.overrides`), so every sample is a distinct request and the response
+cache cannot collapse them. `base` is the model seed of this repeat (scenario seed + repeat); the
+stride keeps the samples of different repeats apart (with `base + i`, repeat 1's sample 0 would be
+repeat 0's sample 1). A sample whose reply is still invalid after the re-ask is recorded and does
+not vote. The answer is the majority over the valid samples' answers (a multi-answer item votes with
+its whole letter set). **Tie rule:** among the tied answers, the one that reached the winning count
+first in sample order wins (samples B, A, A, B: A reaches two at sample 3, B at sample 4, so A).
+The rule depends only on the samples, never on a letter's name; the vote, its counts and the rule
+used are recorded. No valid sample: the question is invalid.
+
+**Budget** (`settings.budget`, set per question by the runner from a scenario's `budget_match`):
+instead of `n_samples`, samples are drawn until the calls (or tokens) this question has spent reach
+`budget.target`. Calls and tokens are counted as `QuestionResult.logical_calls` counts calls: every
+request asked for, re-asks and cache hits included (a cache hit's tokens are its recorded usage), the
+measure the reference condition's target was taken in. A sample is never cut short, so the spend is
+the target exactly in calls unless the last sample needed a re-ask (one over), and in tokens at most
+one sample over. `direct` and `cot` make one fixed call and refuse a budget.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from medpanel.agents.client import QuestionSession
+from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
+from medpanel.agents.pipelines.generalist import letters_of
+from medpanel.agents.roles import RoleAgent, format_question, render
+from medpanel.agents.structured import answer_model
+from medpanel.agents.types import Condition, Question, TranscriptEvent
+
+Kind = Literal["direct", "cot", "sc"]
+KINDS: tuple[Kind, ...] = ("direct", "cot", "sc")
+SEED_STRIDE = 1000
+"""Sample i's seed is base + i * SEED_STRIDE: distinct across samples and across up to 1,000 repeats."""
+
+
+class SampleBudget(BaseModel):
+    """What a sampling baseline may spend on one question (from `budget_match`, or set by hand)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    by: Literal["calls", "tokens"] = "calls"
+    target: int = Field(ge=0)
+    reference: dict[str, Any] = Field(default_factory=dict)
+    """Where the target came from (run, condition, its calls and tokens); copied into the summary."""
+
+
+class BaselineSettings(PipelineSettings):
+    n_samples: int = Field(default=5, ge=1, le=SEED_STRIDE)
+    """`sc` only: samples per question when no budget is set."""
+    temperature: float = Field(default=0.7, gt=0.0, le=2.0)
+    """`sc` only: sampling temperature of every sample (the model's own temperature is not used)."""
+    max_samples: int = Field(default=256, ge=1, le=SEED_STRIDE)
+    """`sc` only: a hard cap on samples under a budget, so a bad target cannot loop for ever."""
+    budget: SampleBudget | None = None
+    """`sc` only: spend this much per question instead of `n_samples`; budget_match sets it."""
+
+
+def _spent(session: QuestionSession) -> tuple[int, int]:
+    """(calls, tokens) this question has asked for so far, cache hits and re-asks included."""
+    calls = [e for e in session.events if e.kind == "call"]
+    return sum(e.attempts for e in calls), sum(e.usage.total for e in calls)
+
+
+def vote(answers: list[tuple[str, ...] | None]) -> dict[str, Any]:
+    """Majority over the valid answers; ties go to the answer that reached the winning count first."""
+    valid = [a for a in answers if a]
+    if not valid:
+        return {"answer": None, "counts": {}, "rule": "no_valid_sample", "tied": []}
+    counts = Counter(",".join(a) for a in valid)
+    top = max(counts.values())
+    tied = [k for k, v in counts.items() if v == top]
+    if len(tied) == 1:
+        return {"answer": tied[0], "counts": dict(counts), "rule": "majority", "tied": []}
+    running: Counter[str] = Counter()
+    for a in valid:
+        key = ",".join(a)
+        running[key] += 1
+        if running[key] == top:
+            return {"answer": key, "counts": dict(counts), "rule": "tie_first_to_reach_count", "tied": sorted(tied)}
+    raise AssertionError("unreachable: some tied answer reaches the top count")
+
+
+class BaselinePipeline:
+    settings_model = BaselineSettings
+    flags: tuple[str, ...] = ()
+
+    def __init__(self, kind: Kind | None = None) -> None:
+        self.kind = kind
+        # The `baseline` pipeline holds all three as variants; `direct`, `cot`, `sc` are one each.
+        self.variants: tuple[str, ...] = () if kind else KINDS
+        self.requires_variant = kind is None
+
+    def kind_of(self, condition: Condition) -> Kind:
+        if self.kind is not None:
+            return self.kind
+        variant = condition.flags.get("variant")
+        if variant not in KINDS:
+            raise ValueError(f"pipeline baseline needs a variant, one of {', '.join(KINDS)}; got {variant!r}")
+        return variant  # type: ignore[return-value]
+
+    def accepts_budget(self, condition: Condition) -> bool:
+        """Only self-consistency can spend a given budget; direct and cot make one fixed call."""
+        return self.kind_of(condition) == "sc"
+
+    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
+                       settings: BaselineSettings) -> Outcome:
+        kind = self.kind_of(condition)
+        if kind != "sc" and settings.budget is not None:
+            raise ValueError(f"{kind} makes one fixed call per question and cannot spend a budget")
+        if kind == "sc":
+            return await self._self_consistency(question, session, settings)
+        answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=kind == "cot")
+        agent = RoleAgent(session, name=kind, role=kind, system_message=render(f"baseline_{kind}"))
+        parsed = await agent.speak(format_question(question), answer_type, step="answer")
+        answer = letters_of(parsed) if parsed is not None else ()
+        session.record(TranscriptEvent(kind="decision", role="pipeline", agent=kind, step="final",
+                                       content=",".join(answer) or "invalid", data={"answer": list(answer)}))
+        return Outcome(answer=answer, invalid=not answer, summary={"method": kind})
+
+    async def _self_consistency(self, question: Question, session: QuestionSession,
+                                settings: BaselineSettings) -> Outcome:
+        answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+        base = session.spec.seed or 0
+        budget = settings.budget
+        samples: list[dict[str, Any]] = []
+        answers: list[tuple[str, ...] | None] = []
+        capped = False
+
+        def more() -> bool:
+            nonlocal capped
+            if budget is None:
+                return len(samples) < settings.n_samples
+            calls, tokens = _spent(session)
+            if (calls if budget.by == "calls" else tokens) >= budget.target:
+                return False
+            capped = len(samples) >= settings.max_samples
+            return not capped
+
+        while more():
+            i = len(samples)
+            seed = base + i * SEED_STRIDE
+            before = _spent(session)
+            agent = RoleAgent(session, name="sampler", role="sc", system_message=render("baseline_cot"))
+            agent.client.overrides = {"seed": seed, "temperature": settings.temperature}
+            parsed = await agent.speak(format_question(question), answer_type, step=f"sample_{i}")
+            after = _spent(session)
+            answer = letters_of(parsed) if parsed is not None else None
+            answers.append(answer)
+            samples.append({"i": i, "seed": seed, "temperature": settings.temperature,
+                            "answer": list(answer) if answer else None, "valid": answer is not None,
+                            "calls": after[0] - before[0], "tokens": after[1] - before[1]})
+        result = vote(answers)
+        session.record(TranscriptEvent(kind="vote", role="pipeline", agent="sc", step="vote",
+                                       content=result["answer"] or "invalid",
+                                       data={**result, "samples": [s["answer"] for s in samples]}))
+        final = tuple(result["answer"].split(",")) if result["answer"] else ()
+        session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
+                                       content=",".join(final) or "invalid",
+                                       data={"answer": list(final), "rule": result["rule"]}))
+        summary: dict[str, Any] = {
+            "method": "sc", "n_samples": len(samples), "temperature": settings.temperature,
+            "valid_samples": sum(s["valid"] for s in samples),
+            "invalid_samples": sum(not s["valid"] for s in samples),
+            "samples": samples, "vote": result,
+        }
+        if budget is not None:
+            calls, tokens = _spent(session)
+            summary["budget"] = {"by": budget.by, "target": budget.target, "reference": budget.reference,
+                                 "spent_calls": calls, "spent_tokens": tokens, "capped": capped}
+        return Outcome(answer=final, invalid=not final, summary=summary)
+
+
+@register("baseline")
+def _baseline() -> BaselinePipeline:
+    return BaselinePipeline()
+
+
+@register("direct")
+def _direct() -> BaselinePipeline:
+    return BaselinePipeline("direct")
+
+
+@register("cot")
+def _cot() -> BaselinePipeline:
+    return BaselinePipeline("cot")
+
+
+@register("sc")
+def _sc() -> BaselinePipeline:
+    return BaselinePipeline("sc")
