@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 GapType = Literal[
     "none",
@@ -27,6 +27,16 @@ class Critique(BaseModel):
 class Specialist(BaseModel):
     role: str = Field(description="Short specialty label, e.g. Cardiologist.")
     expertise: str = Field(description="One line on the expertise this role brings.")
+
+    @field_validator("role")
+    @classmethod
+    def _real_role(cls, v: str) -> str:
+        # Small models copy the format hint's "<role>" slot verbatim; that is no specialty, so the
+        # reply is invalid and gets the re-ask instead of seating a "<role>" on the panel.
+        label = v.strip()
+        if not label or (label.startswith("<") and label.endswith(">")):
+            raise ValueError("write a real medical specialty (e.g. Cardiologist), not the placeholder")
+        return label
 
 
 class TeamChoice(BaseModel):

@@ -192,3 +192,17 @@ def test_self_assessment_asks_once_after_the_first_turn() -> None:
     checks = [r for r in client.requests if r.tag.step == "recruit_check"]
     assert len(checks) == 2 and all(r.tag.turn == 1 for r in checks)
     assert result.summary["self_assessment"] is True and result.summary["recruited"] == 0
+
+
+def test_placeholder_roles_are_invalid_and_reasked() -> None:
+    replies = iter([{"specialists": [{"role": "<role>", "expertise": "<expertise>"}]}, TEAM])
+
+    def responder(r: ScriptedRequest) -> Any:
+        if r.tag.step.startswith("select_specialists"):
+            return next(replies)
+        return {"reasoning": "r", "answer": "A"}
+
+    result, client = run(panel({"c": 0, "r": 0}, turns_per_round=1), Q4, responder)
+    assert [r.tag.step for r in client.requests[:2]] == ["select_specialists", "select_specialists:reask"]
+    assert "not the placeholder" in client.requests[1].last
+    assert result.summary["initial_panel"] == ["Cardiologist", "Pulmonologist"]
