@@ -127,7 +127,7 @@ def test_five_random_sigkills_then_resume_each_time(tmp_path: Path) -> None:
     import random
 
     rng = random.Random(11)
-    path = _scenario(tmp_path, latency=30, shard=3)
+    path = _scenario(tmp_path, latency=100, shard=3)
     run_dir = tmp_path / "run"
     proc = _cli(str(path), "--run-dir", str(run_dir))
     deadline = time.time() + 60
