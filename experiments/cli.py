@@ -43,10 +43,11 @@ def print_table(t: Any) -> None:
 
 def summarise(run_dir: Path, *, write: bool = True) -> None:
     from medpanel.experiments.report import build_tables, load_meta, write_report
+    from medpanel.experiments.rundir import storage_url
     from medpanel.experiments.store import Store
 
     meta = load_meta(run_dir)
-    store = Store(_storage_of(run_dir, meta), run_dir)
+    store = Store(storage_url(run_dir, meta), run_dir)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
@@ -59,11 +60,6 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     if write:
         paths = write_report(run_dir, tables)
         console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
-
-
-def _storage_of(run_dir: Path, meta: dict[str, Any]) -> str:
-    url = meta.get("scenario", {}).get("run", {}).get("storage")
-    return url or f"sqlite:///{run_dir / 'study.db'}"
 
 
 @app.command()
