@@ -73,6 +73,7 @@ def test_server_dies_with_a_sigkilled_parent() -> None:
     assert not _alive(server_pid), "the model server outlived its killed parent"
 
 
+@pytest.mark.timeout(1500)
 def test_quickstart_runs_on_the_embedded_model(tmp_path: Path) -> None:
     run_dir = tmp_path / "qs"
     proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios/quickstart.yaml"),
@@ -104,6 +105,7 @@ def _run_embedded(tmp_path: Path, scenario: str, *args: str) -> tuple[Path, list
     return run_dir, rows
 
 
+@pytest.mark.timeout(1500)
 def test_2x2_panel_on_two_sample_questions(tmp_path: Path) -> None:
     run_dir, rows = _run_embedded(
         tmp_path, "ablation_2x2.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 2}",
@@ -120,6 +122,7 @@ def test_2x2_panel_on_two_sample_questions(tmp_path: Path) -> None:
     assert (run_dir / "report" / "index.html").is_file()
 
 
+@pytest.mark.timeout(1500)
 def test_clear_runs_on_the_embedded_model(tmp_path: Path) -> None:
     _, rows = _run_embedded(
         tmp_path, "clear_mcq.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 1}",
