@@ -180,3 +180,12 @@ def real_clear_run(base: Path, name: str = "clear-real") -> Path:
         status = runner.run(install_signals=False)
     assert status["state"] == "complete", status
     return runner.run_dir
+
+
+def run_rows(run_dir: Path) -> list:
+    """The result rows of a SQLite run directory (shared by the viewer and leakage tests)."""
+    store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
+    try:
+        return store.rows()
+    finally:
+        store.close()

@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 from medpanel.experiments.audit import audit_run, evidence_items, load_provenance, read_leakage
 from medpanel.experiments.cli_inspect import register
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.store import Store
 from medpanel.retrieval.leakage import (
     QuestionProbe,
     Thresholds,
@@ -24,7 +23,7 @@ from medpanel.retrieval.leakage import (
     normalize,
 )
 
-from .inspect_fixtures import OPTIONS, STEM, clear_run
+from .inspect_fixtures import OPTIONS, STEM, clear_run, run_rows
 
 ETHICS_STEM = ("A junior orthopaedic surgery resident is completing a carpal tunnel repair with the department "
                "chairman as the attending physician. During the case, the resident inadvertently cuts a flexor "
@@ -162,12 +161,6 @@ def test_normalize_and_identifiers() -> None:
 # -- the run-level audit ------------------------------------------------------------------------------
 
 
-def _rows(run_dir: Path) -> list:
-    store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
-    try:
-        return store.rows()
-    finally:
-        store.close()
 
 
 def test_evidence_found_under_every_key() -> None:
@@ -180,7 +173,7 @@ def test_audit_counts_hits_per_dataset_and_condition(tmp_path: Path) -> None:
     run_dir = clear_run(tmp_path)
     prov = tmp_path / "prov.jsonl"
     prov.write_text(json.dumps({"dataset": "pubmedqa", "qid": "p9", "pmid": 10808977}) + "\n")
-    doc = audit_run(run_dir, _rows(run_dir), provenance=load_provenance(run_dir, prov))
+    doc = audit_run(run_dir, run_rows(run_dir), provenance=load_provenance(run_dir, prov))
     cells = {(s["dataset"], s["condition"]): s for s in doc["summary"]}
     assert cells[("medqa", "clear-default")]["direct_questions"] == 1
     assert cells[("medqa", "clear-default")]["direct_rate"] == 1.0
@@ -216,7 +209,7 @@ def test_audit_cli_writes_json_and_strict_exit(tmp_path: Path) -> None:
     assert fired["ngram_overlap"]["threshold"] == 0.9
     from medpanel.experiments.audit import refresh_leakage
 
-    again = refresh_leakage(run_dir, _rows(run_dir))
+    again = refresh_leakage(run_dir, run_rows(run_dir))
     assert again["thresholds"]["ngram_min_containment"] == 0.9
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")

@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.store import Store
 from medpanel.experiments.viewer import build_site, event_signature, first_difference, make_server, page_name, safe_url
 
-from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run
+from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run, run_rows
 
 CHROMIUM = Path("/usr/bin/chromium")
 
@@ -48,12 +47,6 @@ def _page(run_dir: Path, dataset: str, qid: str) -> str:
     return (run_dir / "report" / "questions" / page_name(dataset, qid)).read_text(encoding="utf-8")
 
 
-def _rows(run_dir: Path) -> list:
-    store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
-    try:
-        return store.rows()
-    finally:
-        store.close()
 
 
 def test_site_has_index_question_pages_plots_and_audit(grid: Path) -> None:
@@ -71,7 +64,7 @@ def test_site_has_index_question_pages_plots_and_audit(grid: Path) -> None:
         assert title in index
     assert 'src="plots/accuracy_by_condition.png"' in index
     # One table row per result row, each linking to its question page (relative link).
-    rows = _rows(grid)
+    rows = run_rows(grid)
     assert index.count('<tr class="st-') == len(rows) == 12
     assert f'href="questions/{page_name("medqa", "t1")}#c' in index
     for f in ("condition", "dataset", "status", "recruited", "retrieved", "route", "leak"):
@@ -294,7 +287,7 @@ def test_chromium_renders_table_and_transcript(kind: str, grid: Path, clear: Pat
     dom = _chromium(["--dump-dom", index], tmp_path).stdout
     assert 'data-ready="1"' in dom, "the index script did not run"
     assert 'data-plots-loaded="4"' in dom, "plots did not load from file://"
-    assert dom.count('<tr class="st-') == len(_rows(run_dir))
+    assert dom.count('<tr class="st-') == len(run_rows(run_dir))
     assert "Accuracy per condition x dataset" in dom
     assert XSS not in dom
     qpng = tmp_path / "question.png"
