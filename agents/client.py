@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from medpanel.agents.backends import ModelSpec
 from medpanel.agents.cache import ResponseCache, cache_key
+from medpanel.agents.structured import schema_of
 from medpanel.agents.types import TranscriptEvent, Usage
 
 
@@ -101,11 +103,17 @@ class BackoffWait:
         return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
 
 
+@functools.lru_cache(maxsize=512)
 def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
     """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
     from openai.lib._parsing._completions import type_to_response_format_param
 
     return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=512)
+def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, Any]:
+    return cap_strings(schema_of(model), cap)
 
 
 def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
@@ -127,14 +135,18 @@ def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
 
 
 def to_openai(message: LLMMessage) -> dict[str, Any]:
-    """An AutoGen message as the OpenAI-format dict the transcript records."""
+    """An AutoGen message as the OpenAI-format dict the endpoint receives and the transcript records.
+
+    It matches AutoGen's own conversion (user messages carry their source as `name`, assistant
+    messages do not), so a transcript shows exactly the request that was sent; a test holds them
+    equal against a real HTTP server."""
     if isinstance(message, SystemMessage):
         return {"role": "system", "content": message.content}
     if isinstance(message, UserMessage):
         content = message.content if isinstance(message.content, str) else str(message.content)
         return {"role": "user", "name": message.source, "content": content}
     if isinstance(message, AssistantMessage):
-        return {"role": "assistant", "name": message.source, "content": str(message.content)}
+        return {"role": "assistant", "content": str(message.content)}
     if isinstance(message, FunctionExecutionResultMessage):
         return {"role": "tool", "content": str(message.content)}
     return {"role": "unknown", "content": str(message)}
@@ -191,7 +203,7 @@ class RecordingClient(ChatCompletionClient):
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec
-        schema = self.response_model.model_json_schema() if self.response_model else None
+        schema = schema_of(self.response_model) if self.response_model else None
         unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
         if unknown:
             raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
@@ -223,8 +235,7 @@ class RecordingClient(ChatCompletionClient):
                 extra["response_format"] = strict_response_format(self.response_model)
             elif spec.mode == "json_object":
                 extra["response_format"] = {"type": "json_object",
-                                            "schema": cap_strings(self.response_model.model_json_schema(),
-                                                                  spec.string_cap)}
+                                            "schema": capped_schema(self.response_model, spec.string_cap)}
         extra.update(self.overrides)
         inner = self.session.inner
         if hasattr(inner, "tag"):
@@ -250,8 +261,8 @@ class RecordingClient(ChatCompletionClient):
         spec = self.session.spec
         oai = [to_openai(m) for m in messages]
         request = self._request(oai)
-        key = cache_key(request)
         cache = self.session.cache if spec.cache == "run" else None
+        key = cache_key(request) if cache is not None else ""
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
         if self.overrides:

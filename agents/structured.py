@@ -6,6 +6,7 @@ names a letter outside the options fails validation instead of being scored.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal
@@ -19,7 +20,16 @@ def letters_type(letters: list[str]) -> Any:
 
 def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",
                  reasoning: bool = True) -> type[BaseModel]:
-    """A reply with (optional) reasoning and an answer constrained to `letters`."""
+    """A reply with (optional) reasoning and an answer constrained to `letters`.
+
+    One class per distinct shape: building a pydantic model and its schema costs milliseconds,
+    paid on every question otherwise, and a benchmark has few distinct option sets.
+    """
+    return _answer_model(tuple(letters), multi, name, reasoning)
+
+
+@functools.lru_cache(maxsize=256)
+def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: bool) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     if reasoning:
         # Reasoning comes first so a model that writes fields in order thinks before it answers.
@@ -31,7 +41,11 @@ def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer
     return create_model(name, **fields)
 
 
+@functools.lru_cache(maxsize=512)
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, generated once per class (pydantic rebuilds it on every call).
+
+    Shared: callers must copy before changing it."""
     return model.model_json_schema()
 
 
@@ -56,12 +70,13 @@ def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None =
     return f"<{key.replace('_', ' ')}>"
 
 
+@functools.lru_cache(maxsize=512)
 def format_instructions(model: type[BaseModel]) -> str:
     """The JSON shape in words, appended to every structured request whatever the API mode.
 
     Small models follow an example far better than a JSON schema.
     """
-    schema = model.model_json_schema()
+    schema = schema_of(model)
     defs = schema.get("$defs", {})
     shape: dict[str, Any] = {}
     notes = []
