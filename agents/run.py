@@ -17,6 +17,32 @@ from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 
 
+class ClientPool:
+    """The raw clients one worker shares across the questions it runs on one event loop.
+
+    Building an OpenAI client (an httpx pool) and opening its first connection cost milliseconds a
+    question, which the runner's overhead per model call shows directly. A worker keeps one client
+    per model spec (repeats differ by seed) with its connections alive, and closes them at the end.
+    HTTP backends only: a scripted client may keep per-question state.
+    """
+
+    def __init__(self) -> None:
+        self._clients: dict[str, Any] = {}
+
+    def get(self, spec: ModelSpec, base_url: str | None) -> Any | None:
+        if spec.backend == "scripted":
+            return None
+        key = f"{base_url}|{spec.model_dump_json()}"
+        if key not in self._clients:
+            self._clients[key] = build_client(spec, base_url=base_url)
+        return self._clients[key]
+
+    async def close(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+
+
 async def run_question(
     condition: Condition,
     question: Question,
@@ -29,6 +55,7 @@ async def run_question(
     hooks: list[Callable[[TranscriptEvent], Any]] | None = None,
     client_factory: Callable[[ModelSpec], Any] | None = None,
     before_call: Callable[[], Any] | None = None,
+    clients: ClientPool | None = None,
 ) -> QuestionResult:
     """Raises `RunHalted` (and only that) when the run is halted mid-question."""
     pipeline = get_pipeline(condition.pipeline)
@@ -36,7 +63,8 @@ async def run_question(
     if repeat:
         # Repeats differ by seed only, so a repeat is a fresh sample of the same configuration.
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
-    inner = client_factory(spec) if client_factory else build_client(spec, base_url=base_url)
+    shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
+    inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
                               before_call=before_call)
     result = QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
@@ -56,6 +84,7 @@ async def run_question(
         session.record(TranscriptEvent(kind="error", role="pipeline", agent="runner", step="exception",
                                        content=traceback.format_exc()[-4000:]))
     finally:
-        await inner.close()
+        if shared is None:
+            await inner.close()
     result.events = session.events
     return result
