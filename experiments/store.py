@@ -117,9 +117,12 @@ def is_shared(url: str) -> bool:
 def make_engine(url: str) -> sa.Engine:
     if url.startswith("sqlite"):
         # A pool (not a connection per statement): the pragmas run once per connection, and a
-        # claim or commit costs one short transaction.
+        # claim or commit costs one short transaction. Each worker claims on its own thread and
+        # commits on another, so 2 x workers connections are in use at once; a pool smaller than
+        # that closes and reopens connections (pragmas again) on every claim. Connections open
+        # lazily, so a large pool costs nothing until used.
         engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
-                                  pool_size=8, max_overflow=32)
+                                  pool_size=64, max_overflow=64)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
     return sa.create_engine(normalize_url(url), pool_pre_ping=True)
@@ -212,18 +215,18 @@ class Store:
 
     def is_done(self, pair: Pair) -> bool:
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(results.c.qid).where(*_match(results, pair))).first() is not None
+            return conn.execute(_IS_DONE, _key_params(pair)).first() is not None
 
     def claim(self, pair: Pair, owner: str) -> bool:
         """Take a pair before any model call; False if finished or someone else holds it."""
+        now = time.time()
+        params = {**_key_params(pair), "owner": owner, "now": now}
         try:
             with self.engine.begin() as conn:
-                if conn.execute(sa.select(results.c.qid).where(*_match(results, pair))).first() is not None:
+                if conn.execute(_IS_DONE, params).first() is not None:
                     return False
-                conn.execute(claims.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
-                                                    repeat=pair[3], owner=owner, claimed_at=time.time()))
-                conn.execute(executions.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
-                                                        repeat=pair[3], owner=owner, started_at=time.time()))
+                conn.execute(_INSERT_CLAIM, params)
+                conn.execute(_INSERT_EXECUTION, params)
             return True
         except IntegrityError:
             return False
@@ -242,7 +245,7 @@ class Store:
 
     def release(self, pair: Pair, owner: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(claims.delete().where(*_match(claims, pair), claims.c.owner == owner))
+            conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
 
     def commit(self, result: QuestionResult, question: Question, owner: str,
                extra: dict[str, Any] | None = None, cost_usd: float = 0.0) -> Row:
@@ -267,7 +270,9 @@ class Store:
             **(extra or {}),
             "events": [e.model_dump(mode="json") for e in result.events],
         }
-        body = json.dumps(doc, ensure_ascii=False, indent=1)
+        # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
+        # long message histories of a panel debate. `medpanel show` and the viewer format it.
+        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
         write_atomic(path, body)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
@@ -276,11 +281,10 @@ class Store:
                       latency_s=result.latency_s, cost_usd=cost_usd, summary=json.dumps(result.summary),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
         with self.engine.begin() as conn:
-            conn.execute(results.insert().values(**values))
+            conn.execute(_INSERT_RESULT, values)
             if self.shared:
-                conn.execute(transcripts.insert().values(condition=pair[0], dataset=pair[1], qid=pair[2],
-                                                         repeat=pair[3], body=body))
-            conn.execute(claims.delete().where(*_match(claims, pair)))
+                conn.execute(_INSERT_TRANSCRIPT, {**_key_params(pair), "body": body})
+            conn.execute(_DROP_CLAIM, _key_params(pair))
         return _row(values)
 
     def rows(self) -> list[Row]:
@@ -300,9 +304,32 @@ class Store:
         self.engine.dispose()
 
 
-def _match(table: sa.Table, pair: Pair) -> list[Any]:
-    return [table.c.condition == pair[0], table.c.dataset == pair[1], table.c.qid == pair[2],
-            table.c.repeat == pair[3]]
+def _key_params(pair: Pair) -> dict[str, Any]:
+    return {"k_condition": pair[0], "k_dataset": pair[1], "k_qid": pair[2], "k_repeat": pair[3]}
+
+
+def _key_match(table: sa.Table) -> list[Any]:
+    return [table.c.condition == sa.bindparam("k_condition"), table.c.dataset == sa.bindparam("k_dataset"),
+            table.c.qid == sa.bindparam("k_qid"), table.c.repeat == sa.bindparam("k_repeat")]
+
+
+def _key_values(**extra: Any) -> dict[str, Any]:
+    return {"condition": sa.bindparam("k_condition"), "dataset": sa.bindparam("k_dataset"),
+            "qid": sa.bindparam("k_qid"), "repeat": sa.bindparam("k_repeat"), **extra}
+
+
+# The statements of a claim and a commit, built once: building a SQLAlchemy expression per call
+# (values, where clauses, cache keys) cost several milliseconds a question, which shows directly
+# in the runner's overhead per model call. Executed with a parameter dict, SQLAlchemy reuses
+# their compiled form.
+_IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
+_INSERT_CLAIM = claims.insert().values(_key_values(owner=sa.bindparam("owner"), claimed_at=sa.bindparam("now")))
+_INSERT_EXECUTION = executions.insert().values(_key_values(owner=sa.bindparam("owner"),
+                                                           started_at=sa.bindparam("now")))
+_RELEASE_CLAIM = claims.delete().where(*_key_match(claims), claims.c.owner == sa.bindparam("owner"))
+_DROP_CLAIM = claims.delete().where(*_key_match(claims))
+_INSERT_RESULT = results.insert()
+_INSERT_TRANSCRIPT = transcripts.insert().values(_key_values(body=sa.bindparam("body")))
 
 
 def _row(v: dict[str, Any]) -> Row:
