@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -41,12 +42,12 @@ import optuna
 from optuna.trial import TrialState
 from pydantic import ValidationError
 
-from medpanel.agents.backends import ModelSpec
+from medpanel.agents.backends import ModelSpec, preload
 from medpanel.agents.cache import ResponseCache
 from medpanel.agents.client import RunHalted
 from medpanel.agents.local_server import LocalServer
 from medpanel.agents.pipelines.base import get_pipeline
-from medpanel.agents.run import run_question
+from medpanel.agents.run import ClientPool, run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
 from medpanel.experiments.budget import Budget, RateLimiter, event_cost
 from medpanel.experiments.budget_match import BudgetReference, load_reference
@@ -81,6 +82,10 @@ def git_commit() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": sha or None, "dirty": dirty if sha else None}
+
+
+SHARED_POLL_S = 1.0
+"""Shared storage: how often a worker with nothing left checks whether others have finished."""
 
 
 def auto_shard_size(n_pairs: int, workers: int) -> int:
@@ -238,6 +243,16 @@ class Tally:
 ProgressHook = Callable[[Tally, int], None]
 
 
+@dataclass
+class _Commit:
+    """A question's commit running in a thread, and whether the tally has counted it yet."""
+
+    future: asyncio.Future[Row]
+    pair: Pair
+    result: QuestionResult
+    counted: bool = False
+
+
 class Runner:
     """One run directory. `Runner.create` starts a run, `Runner.open` resumes one."""
 
@@ -259,6 +274,9 @@ class Runner:
         self._pending_pairs: list[Pair] = []
         self.timings: dict[str, float] = {}
         self.budget = self._budget()
+        self.created_with: dict[str, str] = {}
+        """Package versions the run was created with (run.json)."""
+        self._session_started = time.time()
 
     def _budget(self) -> Budget:
         run = self.plan.scenario.run
@@ -321,6 +339,10 @@ class Runner:
         store.put_meta("questions", (run_dir / "questions.jsonl").read_text(encoding="utf-8"))
         store.put_meta("run_json", json.dumps(meta))
         store.close()
+        runner.created_with = meta["versions"]
+        # Optuna's schema is created (and checked) with the run, so starting a session does not
+        # pay for it; see `_optuna_storage`.
+        runner._optuna_storage().engine.dispose()
         write_atomic(run_dir / "run.json", json.dumps(meta, indent=2))
         return runner
 
@@ -358,7 +380,9 @@ class Runner:
         plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c) for c in meta["conditions"]],
                     questions=questions, repeats=int(meta.get("repeats", 1)), shard_size=int(meta["shard_size"]),
                     budget=BudgetReference.from_json(budget) if budget else None)
-        return cls(run_dir, plan)
+        runner = cls(run_dir, plan)
+        runner.created_with = meta.get("versions") or {}
+        return runner
 
     # -- execution -----------------------------------------------------------------------------
 
@@ -387,8 +411,16 @@ class Runner:
         finally:
             lock.unlink(missing_ok=True)
 
+    def _optuna_storage(self) -> optuna.storages.RDBStorage:
+        # Optuna checks the schema against its migrations on every open, loading all of alembic's
+        # revision scripts (~0.3 s). The check guards against a schema from another Optuna version;
+        # a run reopened by the version that created it skips it.
+        same = self.created_with.get("optuna") == optuna.__version__
+        return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url),
+                                          skip_compatibility_check=same)
+
     def _study(self, store: Store, pending: list[int]) -> optuna.Study:
-        storage = optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url))
+        storage = self._optuna_storage()
         if self.shared:
             # Every worker loads the one study; the GridSampler hands each shard to one trial number,
             # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
@@ -417,6 +449,10 @@ class Runner:
         except RetrievalError as exc:
             raise UserError(str(exc), field="settings.corpus") from None
 
+    def _all_taken(self) -> bool:
+        with self._taken_lock:
+            return all(p in self._taken for p in self._pending_pairs)
+
     def pending_shards(self, store: Store) -> list[int]:
         done = store.done()
         return [i for i, shard in enumerate(self.plan.shards()) if any(p not in done for p in shard)]
@@ -425,7 +461,7 @@ class Runner:
         """Work through every missing pair. Returns a status dict (also written to status.json)."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         store = Store(self.storage_url, self.run_dir)
-        started = time.time()
+        started = self._session_started = time.time()
         with self._runner_lock():
             store.release_stale_claims(live_owners=[self.owner],
                                        older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
@@ -447,6 +483,7 @@ class Runner:
                     if spec.backend == "local" and self.client_factory is None:
                         server = LocalServer(n_ctx=spec.context_window, log_path=self.run_dir / "local_server.log")
                         base_url = server.start()
+                    preload(self.plan.model_spec)
                     study = self._study(store, pending)
                     self.timings["startup_s"] = time.time() - started
                     shards = self.plan.shards()
@@ -456,15 +493,16 @@ class Runner:
                         idx = trial.suggest_int("shard", 0, len(shards) - 1)
                         n, k = asyncio.run(self._work(shards[idx], store, cache, base_url, progress, total))
                         trial.set_user_attr("pairs", n)
-                        if self.stop.is_set:
+                        if self.stop.is_set or self._all_taken():
+                            # Nothing left for this process: asking Optuna for the grid's remaining
+                            # shards (each a trial to create, run empty and close) would only delay the end.
                             trial.study.stop()
                         return k / n if n else 0.0
 
                     study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
                                    catch=(Exception,), gc_after_trial=False)
-                    if self.shared and not self.stop.is_set:
-                        # Other workers may have consumed the grid: help with whatever is unclaimed.
-                        asyncio.run(self._work([], store, cache, base_url, progress, total))
+                    if self.shared:
+                        self._finish_shared(store, cache, base_url, progress, total)
             finally:
                 if server is not None:
                     server.stop()
@@ -485,52 +523,121 @@ class Runner:
         store.close()
         return status
 
+    def _finish_shared(self, store: Store, cache: ResponseCache | None, base_url: str | None,
+                       progress: ProgressHook | None, total: int) -> None:
+        """Shared storage: stay until every pair is done, helping with any that is free.
+
+        Other workers may have consumed the grid, and pairs they hold are running there. A claim
+        older than `run.claim_timeout_s` belongs to a worker that died and is taken over.
+        """
+        timeout = self.plan.scenario.run.claim_timeout_s
+        while not self.stop.is_set:
+            missing = self._missing(store)
+            if not missing:
+                return
+            store.release_stale_claims(live_owners=[self.owner], older_than_s=timeout)
+            with self._taken_lock:
+                # The store's claims keep pairs exclusive; this set only saves queries.
+                self._taken.difference_update(missing)
+            self._pending_pairs = missing
+            asyncio.run(self._work([], store, cache, base_url, progress, total))
+            if not self._missing(store):
+                return
+            self.stop.event.wait(SHARED_POLL_S)
+
+    def _missing(self, store: Store) -> list[Pair]:
+        done = store.done()
+        return [p for p in self.plan.pairs if p not in done]
+
     async def _work(self, shard: list[Pair], store: Store, cache: ResponseCache | None, base_url: str | None,
                     progress: ProgressHook | None, total: int) -> tuple[int, int]:
+        clients = ClientPool()
+        try:
+            return await self._work_pairs(shard, store, cache, base_url, progress, total, clients)
+        finally:
+            await clients.close()
+
+    async def _work_pairs(self, shard: list[Pair], store: Store, cache: ResponseCache | None, base_url: str | None,
+                          progress: ProgressHook | None, total: int, clients: ClientPool) -> tuple[int, int]:
         scenario = self.plan.scenario
-        n = k = 0
-        # Own shard first, then help: the other shards' pairs from the far end, where their own
-        # workers will arrive last.
-        for pair in itertools.chain(shard, reversed(self._pending_pairs)):
-            self.budget.check()
-            if self.stop.is_set:
-                break
-            with self._taken_lock:
-                if pair in self._taken:
-                    continue
-                self._taken.add(pair)
-            if not store.claim(pair, self.owner):
-                continue  # finished already, or another process holds it
-            condition = self.conditions[pair[0]]
-            question = self.questions[(pair[1], pair[2])]
-            try:
-                # budget_match: this question's budget goes into the condition's settings, or an error row.
-                matched = self.plan.budget.apply(condition, question, pair[3]) if self.plan.budget else condition
-                if isinstance(matched, QuestionResult):
-                    result = matched
-                else:
-                    result = await run_question(matched, question, self.plan.model_spec, base_url=base_url,
-                                                cache=cache, repeat=pair[3], scoring=scenario.dataset.scoring,
-                                                client_factory=self.client_factory, hooks=[self.budget.on_event],
-                                                before_call=self.budget.before_call)
-                cost = sum(event_cost(e, self.budget.prices) for e in result.events)
-                row = store.commit(result, question, self.owner, cost_usd=cost)
-            except RunHalted:
-                store.release(pair, self.owner)  # unfinished: resume runs it again
-                break
-            except BaseException:
-                store.release(pair, self.owner)
-                raise
-            self.tally.add(row, result)
-            n += 1
-            k += row.correct
+        counts = [0, 0]  # committed, correct
+        # A finished question's commit (transcript file, fsync, row) runs in a thread while this
+        # worker claims and starts the next question, so disk time is not spent between two model
+        # calls. At most one commit is in flight per worker; it is awaited before the next one is
+        # queued and before the worker returns, and a failed commit releases its pair and raises.
+        in_flight: _Commit | None = None
+
+        def count(commit: _Commit) -> None:
+            """Tally a finished commit once: from its done-callback (live progress) or from `settle`."""
+            if commit.counted or not commit.future.done() or commit.future.cancelled():
+                return
+            if commit.future.exception() is not None:
+                return  # raised where the commit is awaited
+            commit.counted = True
+            row = commit.future.result()
+            self.tally.add(row, commit.result)
+            counts[0] += 1
+            counts[1] += row.correct
             if progress is not None:
                 progress(self.tally, total)
             max_errors = scenario.run.max_errors
             if max_errors is not None and self.tally.errors > max_errors:
                 self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions errored); "
                               "fix the cause, then resume")
-        return n, k
+
+        async def settle() -> None:
+            nonlocal in_flight
+            if in_flight is None:
+                return
+            commit, in_flight = in_flight, None
+            try:
+                await commit.future
+            except BaseException:
+                store.release(commit.pair, self.owner)
+                raise
+            count(commit)
+
+        try:
+            # Own shard first, then help: the other shards' pairs from the far end, where their own
+            # workers will arrive last.
+            for pair in itertools.chain(shard, reversed(self._pending_pairs)):
+                self.budget.check()
+                if self.stop.is_set:
+                    break
+                with self._taken_lock:
+                    if pair in self._taken:
+                        continue
+                    self._taken.add(pair)
+                if not store.claim(pair, self.owner):
+                    continue  # finished already, or another process holds it
+                self.timings.setdefault("first_question_s", time.time() - self._session_started)
+                condition = self.conditions[pair[0]]
+                question = self.questions[(pair[1], pair[2])]
+                try:
+                    # budget_match: this question's budget goes into the condition's settings, or an error row.
+                    matched = self.plan.budget.apply(condition, question, pair[3]) if self.plan.budget else condition
+                    if isinstance(matched, QuestionResult):
+                        result = matched
+                    else:
+                        result = await run_question(matched, question, self.plan.model_spec, base_url=base_url,
+                                                    cache=cache, repeat=pair[3], scoring=scenario.dataset.scoring,
+                                                    client_factory=self.client_factory,
+                                                    hooks=[self.budget.on_event],
+                                                    before_call=self.budget.before_call, clients=clients)
+                    cost = sum(event_cost(e, self.budget.prices) for e in result.events)
+                    await settle()
+                except RunHalted:
+                    store.release(pair, self.owner)  # unfinished: resume runs it again
+                    break
+                except BaseException:
+                    store.release(pair, self.owner)
+                    raise
+                in_flight = _Commit(asyncio.ensure_future(asyncio.to_thread(
+                    store.commit, result, question, self.owner, cost_usd=cost)), pair, result)
+                in_flight.future.add_done_callback(functools.partial(lambda c, _f: count(c), in_flight))
+        finally:
+            await settle()
+        return counts[0], counts[1]
 
     def _install_signals(self) -> Callable[[], None] | None:
         if threading.current_thread() is not threading.main_thread():
