@@ -1,12 +1,14 @@
 """A small OpenAI-compatible chat server on 127.0.0.1 (stdlib only), for tests and benchmarks.
 
 `FakeOpenAI(handler)` answers `/v1/chat/completions` with whatever the handler returns (faults
-included); `fixed_latency(ms)` builds a handler that answers a valid structured reply after a fixed
-delay, and `concurrency` bounds how many requests are served at once, like a real endpoint.
+included); `latency_ms` makes every answer take exactly that long once a slot is free (the server's
+own work included, as with a real endpoint), and `concurrency` bounds how many requests are served
+at once. It speaks HTTP/1.1 with keep-alive, like a real endpoint, so clients reuse connections.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -30,15 +32,25 @@ def completion(content: str, prompt_tokens: int = 10, completion_tokens: int = 5
 class FakeOpenAI:
     """Serves `/v1/chat/completions` from a handler `(body, n) -> Reply`; records every request."""
 
-    def __init__(self, handler: Callable[[dict[str, Any], int], Reply], *, concurrency: int | None = None) -> None:
+    def __init__(self, handler: Callable[[dict[str, Any], int], Reply], *, concurrency: int | None = None,
+                 latency_ms: float = 0.0) -> None:
         self.handler = handler
+        self.latency_s = latency_ms / 1000
         self.slots = threading.Semaphore(concurrency) if concurrency else None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self.client_ports: list[int] = []
+        """The client's port per request: one port for many requests means a kept-alive connection."""
         self.lock = threading.Lock()
         outer = self
 
         class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, a kept-alive connection waits
+            # for the client's delayed ACK (~40 ms) between them.
+            disable_nagle_algorithm = True
+
             def log_message(self, *args: Any) -> None:
                 pass
 
@@ -46,25 +58,34 @@ class FakeOpenAI:
                 self._send(200, {}, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
             def do_POST(self) -> None:
+                arrived = time.perf_counter()
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with outer.lock:
                     outer.requests.append(body)
                     outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    outer.paths.append(self.path)
+                    outer.client_ports.append(self.client_address[1])
                     n = len(outer.requests)
-                if outer.slots is not None:
-                    with outer.slots:
-                        status, headers, payload = outer.handler(body, n)
-                else:
+                asked = time.perf_counter()
+                with outer.slots or contextlib.nullcontext():
+                    # Service time runs from arrival, less any wait for a free slot.
+                    start = arrived + (time.perf_counter() - asked)
                     status, headers, payload = outer.handler(body, n)
+                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                    # Pad to the fixed latency: the server's own work is part of it, not extra.
+                    time.sleep(max(0.0, outer.latency_s - (time.perf_counter() - start)))
                 if status == 0:  # drop the connection without an answer
                     self.close_connection = True
                     self.connection.shutdown(2)
                     return
-                self._send(status, headers, payload)
+                self._send(status, headers, data)
 
             def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
-                data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                if isinstance(payload, bytes):
+                    data = payload
+                else:
+                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -114,10 +135,16 @@ def schema_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {k: value(v) for k, v in schema.get("properties", {}).items()}
 
 
+def valid_reply(body: dict[str, Any], n: int) -> Reply:
+    """A handler: a valid structured reply for the request's schema, at once."""
+    return 200, {}, completion(json.dumps(schema_reply(body)))
+
+
 def fixed_latency(ms: float) -> Callable[[dict[str, Any], int], Reply]:
+    """A handler: a valid structured reply after `ms` (on top of the server's own work)."""
     def handler(body: dict[str, Any], n: int) -> Reply:
         time.sleep(ms / 1000)
-        return 200, {}, completion(json.dumps(schema_reply(body)))
+        return valid_reply(body, n)
 
     return handler
 
@@ -132,7 +159,7 @@ def main() -> None:
     ap.add_argument("--latency-ms", type=float, default=200.0)
     ap.add_argument("--concurrency", type=int, default=None)
     args = ap.parse_args()
-    srv = FakeOpenAI(fixed_latency(args.latency_ms), concurrency=args.concurrency)
+    srv = FakeOpenAI(valid_reply, concurrency=args.concurrency, latency_ms=args.latency_ms)
     print(srv.base_url, flush=True)
     srv.server.serve_forever()
 
