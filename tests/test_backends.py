@@ -87,6 +87,62 @@ def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None
         build_client(spec)
 
 
+def test_the_request_sent_is_the_request_recorded() -> None:
+    """What the transcript shows is byte for byte what the endpoint received (no SDK rewriting)."""
+    with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
+        spec = ModelSpec(backend="openai", name="fake-model", base_url=srv.base_url, cache="off", max_tokens=77)
+        result = _run(spec, cond("generalist", c=1))
+    calls = [e for e in result.events if e.kind == "call"]
+    assert len(calls) == len(srv.requests) >= 2
+    for event, body in zip(calls, srv.requests, strict=True):
+        assert body["messages"] == event.messages
+        assert body["model"] == "fake-model" and body["max_tokens"] == 77
+    assert srv.paths[0] == "/v1/chat/completions"
+
+
+def test_azure_posts_to_the_deployment_route_with_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MP_AZURE_KEY", "azure-secret-1")
+    with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
+        endpoint = srv.base_url.removesuffix("/v1")
+        spec = ModelSpec(backend="azure", name="my-gpt4o", base_url=endpoint, api_key_env="MP_AZURE_KEY",
+                         api_version="2024-10-21", cache="off")
+        result = _run(spec)
+    assert result.answer == ("A",), result.error
+    assert srv.paths[0] == "/openai/deployments/my-gpt4o/chat/completions?api-version=2024-10-21"
+    assert srv.headers[0]["api-key"] == "azure-secret-1"
+
+
+def test_a_worker_reuses_one_client_and_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients are built per worker loop, not per question, and keep their connection alive."""
+    import medpanel.agents.run as run_module
+    from medpanel.experiments.runner import Runner, make_plan
+    from medpanel.experiments.scenario import Scenario
+
+    built: list[Any] = []
+
+    def counting(spec: ModelSpec, *, base_url: str | None = None) -> Any:
+        client = build_client(spec, base_url=base_url)
+        built.append(client)
+        return client
+
+    monkeypatch.setattr(run_module, "build_client", counting)
+    with FakeOpenAI(lambda body, n: (200, {}, completion(ANSWER))) as srv:
+        data = tmp_path / "q.jsonl"
+        data.write_text("".join(json.dumps({"realidx": f"q{i}", "question": f"Question {i}?", "answer_idx": "A",
+                                            "options": {"A": "a", "B": "b"}}) + "\n" for i in range(8)))
+        scenario = Scenario.model_validate({
+            "name": "pool", "pipeline": "generalist", "flags": {"c": [0]},
+            "dataset": {"source": "jsonl", "path": str(data)},
+            "model": {"backend": "openai", "name": "fake-model", "base_url": srv.base_url, "cache": "off"},
+            "run": {"workers": 1, "shard_size": 8}})
+        runner = Runner.create(make_plan(scenario, base_dir=tmp_path), run_dir=tmp_path / "run")
+        assert runner.run(install_signals=False)["state"] == "complete"
+    assert len(srv.requests) == 8
+    assert len(built) == 1, f"{len(built)} clients built for 8 questions"
+    assert len(set(srv.client_ports)) == 1, "the connection was not reused"
+    assert built[0]._client.sdk.is_closed(), "the worker's client was left open"
+
+
 def _key(**over: Any) -> str:
     base = {"model": "m", "backend": "openai", "base_url": "u", "temperature": 0.0, "seed": 42, "max_tokens": 10,
             "mode": "json_schema", "schema": None, "messages": [{"role": "user", "content": "hi"}]}

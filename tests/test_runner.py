@@ -150,3 +150,69 @@ def test_five_random_sigkills_then_resume_each_time(tmp_path: Path) -> None:
     with sqlite3.connect(run_dir / "study.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
+
+
+def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, monkeypatch) -> None:
+    """Commits run in a thread beside the next question; a failing one must still free its pair."""
+    import threading
+
+    real_commit = Store.commit
+    calls = {"n": 0}
+    lock = threading.Lock()
+
+    def flaky(self: Store, *args, **kwargs):
+        with lock:
+            calls["n"] += 1
+            n = calls["n"]
+        if n == 5:
+            raise OSError("disk full")
+        return real_commit(self, *args, **kwargs)
+
+    monkeypatch.setattr(Store, "commit", flaky)
+    plan = make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path)
+    plan.scenario = plan.scenario.model_copy(update={"run": plan.scenario.run.model_copy(update={"workers": 1})})
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    status = runner.run(install_signals=False)
+    assert status["state"] == "incomplete" and status["remaining"] > 0
+    with sqlite3.connect(runner.run_dir / "study.db") as conn:
+        assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0, "a failed commit kept its claim"
+    assert runner.tally.done == len(_rows(runner.run_dir)) == 4, "the tally must count exactly the committed pairs"
+
+    monkeypatch.setattr(Store, "commit", real_commit)
+    again = Runner.open(runner.run_dir)
+    assert again.run(install_signals=False)["state"] == "complete"
+    rows = _rows(runner.run_dir)
+    assert len(rows) == 24 and len(set(rows)) == 24
+
+
+def test_progress_counts_each_commit_once_as_it_lands(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path, latency=5, shard=3)), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    seen: list[int] = []
+    runner.run(progress=lambda t, total: seen.append(t.done), install_signals=False)
+    assert sorted(seen) == list(range(1, 25)), seen
+    assert runner.tally.done == 24
+
+
+def test_a_reopened_run_skips_optunas_schema_check_only_for_the_same_version(tmp_path: Path, monkeypatch) -> None:
+    import optuna
+
+    plan = make_plan(load_scenario(_scenario(tmp_path)), base_dir=tmp_path)
+    run_dir = Runner.create(plan, run_dir=tmp_path / "run").run_dir
+    seen: list[bool] = []
+    real = optuna.storages.RDBStorage
+
+    class Spy(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args, **kwargs) -> None:
+            seen.append(kwargs.get("skip_compatibility_check", False))
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optuna.storages, "RDBStorage", Spy)
+    assert Runner.open(run_dir).run(install_signals=False)["state"] == "complete"
+    assert seen == [True]
+    meta = json.loads((run_dir / "run.json").read_text())
+    meta["versions"]["optuna"] = "0.0.1"
+    (run_dir / "run.json").write_text(json.dumps(meta))
+    seen.clear()
+    Runner.open(run_dir)._optuna_storage()
+    assert seen == [False]
