@@ -41,6 +41,12 @@ def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: b
     return create_model(name, **fields)
 
 
+def letters_of(parsed: Any) -> tuple[str, ...]:
+    """The letters of a parsed `answer_model` reply, sorted and unique (one letter or a list)."""
+    ans = parsed.answer
+    return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
+
+
 @functools.lru_cache(maxsize=512)
 def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     """A model's JSON schema, generated once per class (pydantic rebuilds it on every call).

@@ -23,7 +23,7 @@ from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.knowledge import EvidenceSource, KnowledgeSettings, instruction_like, passages_block
 from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model
+from medpanel.agents.structured import answer_model, letters_of
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 
@@ -114,8 +114,7 @@ def answer_of(parsed: Any, q: Question) -> Answer | None:
     if not q.options:
         text = str(parsed.answer).strip()
         return (text,) if text else None
-    ans = parsed.answer
-    return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
+    return letters_of(parsed)
 
 
 def local_query(q: Question) -> str:

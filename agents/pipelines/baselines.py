@@ -40,9 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
-from medpanel.agents.pipelines.generalist import letters_of
 from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model
+from medpanel.agents.structured import answer_model, letters_of
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Kind = Literal["direct", "cot", "sc"]

@@ -24,7 +24,7 @@ from medpanel.agents.client import QuestionSession
 from medpanel.agents.knowledge import KnowledgeChannel, KnowledgeSettings, Timing, prepare
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model
+from medpanel.agents.structured import answer_model, letters_of
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 TIMING_CONDITIONS: dict[str, Timing] = {
@@ -37,11 +37,6 @@ TIMING_CONDITIONS: dict[str, Timing] = {
 
 class GeneralistSettings(KnowledgeSettings):
     challenger_depth: Literal["light", "standard", "deep"] = "standard"
-
-
-def letters_of(parsed: Any) -> tuple[str, ...]:
-    ans = parsed.answer
-    return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
 
 
 def resolve(condition: Condition, settings: KnowledgeSettings) -> tuple[bool, Timing]:

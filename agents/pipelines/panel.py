@@ -46,10 +46,9 @@ from medpanel.agents.challenger import challenge
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings, prepare
 from medpanel.agents.pipelines.base import Outcome, register
-from medpanel.agents.pipelines.generalist import letters_of
 from medpanel.agents.roles import RoleAgent, agent_name, format_question, render
 from medpanel.agents.schemas import Critique, RecruitCheck, Specialist, TeamChoice
-from medpanel.agents.structured import answer_model, letters_type
+from medpanel.agents.structured import answer_model, letters_of, letters_type
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 # Used only when the selector's reply is invalid twice: a panel must exist for the debate to run,
