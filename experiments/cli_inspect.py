@@ -79,6 +79,8 @@ def compare(
                        "in the first run against each other run.")] = None,
     condition: Annotated[list[str] | None, typer.Option(
         "--condition", help="Only these condition slugs (repeatable).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Also write each table as CSV, and compare.md, into this directory.")] = None,
 ) -> None:
     """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
     from medpanel.experiments.compare import align, compare_tables
@@ -92,7 +94,13 @@ def compare(
                 raise UserError(f"{p!r} is not a pair. Write it as RUN/COND,RUN/COND", field="--pair")
             pairs.append((parts[0], parts[1]))
     cmp = align(run_dirs, pairs=pairs, conditions=condition or None)
-    _print_tables(compare_tables(cmp))
+    tables = compare_tables(cmp)
+    _print_tables(tables)
+    if out is not None:
+        from medpanel.experiments.report import write_tables
+
+        written = write_tables(out, tables, title=f"Compare: {', '.join(cmp.labels)}", md_name="compare.md")
+        _echo(f"Tables written to {out} ({len(written)} files)")
 
 
 def export(

@@ -257,17 +257,21 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
-    out_dir = run_dir / "report"
-    out_dir.mkdir(exist_ok=True)
+    return write_tables(run_dir / "report", tables, title=f"Report: {run_dir.name}", md_name="report.md")
+
+
+def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str) -> list[Path]:
+    """Each table as `<title>.csv`, and all of them in one markdown file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    md = [f"# Report: {run_dir.name}", ""]
+    md = [f"# {title}", ""]
     for t in tables:
         name = t.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
         path = out_dir / f"{name}.csv"
         path.write_text(t.csv(), encoding="utf-8")
         written.append(path)
         md.append(t.markdown())
-    md_path = out_dir / "report.md"
+    md_path = out_dir / md_name
     md_path.write_text("\n".join(md), encoding="utf-8")
     written.append(md_path)
     return written

@@ -95,6 +95,16 @@ def test_compare_cli_and_errors(runs: tuple[Path, Path], tmp_path: Path) -> None
     res = CliRunner().invoke(_app(), ["compare", str(a), str(b), "--pair", "one/gen/c0,two/gen/c1"])
     assert res.exit_code == 0, res.output
     assert "Paired comparisons" in res.output and "one/gen/c0" in res.output and "two/gen/c1" in res.output
+    out = tmp_path / "cmp"
+    res = CliRunner().invoke(_app(), ["compare", str(a), str(b), "--pair", "one/gen/c0,two/gen/c1", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    import csv
+
+    with (out / "paired_comparisons.csv").open() as fh:
+        paired = list(csv.DictReader(fh))
+    assert [(r["a"], r["b"]) for r in paired] == [("one/gen/c0", "two/gen/c1")]
+    assert {"runs_compared.csv", "compare.md"} <= {p.name for p in out.iterdir()}
+    assert "one/gen/c0" in (out / "compare.md").read_text()
     res = CliRunner().invoke(_app(), ["compare", str(a), str(b), "--pair", "one/gen/c0,nope/c9"])
     assert isinstance(res.exception, UserError) and "unknown label 'nope/c9'" in str(res.exception)
     res = CliRunner().invoke(_app(), ["compare", str(a)])
