@@ -87,14 +87,26 @@ def _requested_tokens(run_dir: Path, row: Row) -> int | None:
     return sum(int(u.get("prompt_tokens", 0)) + int(u.get("completion_tokens", 0)) for u in usage)
 
 
-def load_reference(spec: BudgetMatch, *, file: str = "scenario") -> BudgetReference:
-    """Read the reference condition's per-question compute; every run-level problem is a `UserError`."""
+def load_reference(spec: BudgetMatch, *, model: tuple[str, str] | None = None,
+                   file: str = "scenario") -> BudgetReference:
+    """Read the reference condition's per-question compute; every run-level problem is a `UserError`.
+
+    `model` is this run's (backend, model name): a reference measured with another model is refused
+    unless `allow_other_model` says so, since its calls and tokens are another model's behaviour.
+    """
     run_dir = Path(spec.run).expanduser().resolve()
     meta_path = run_dir / "run.json"
     if not meta_path.is_file():
         raise UserError(f"{spec.run} is not a medpanel run directory (no run.json). {FIX}", file=file,
                         field="budget_match.run")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    ref_model = meta.get("model") or {}
+    theirs = (str(ref_model.get("backend", "")), str(ref_model.get("name") or ""))
+    if model is not None and theirs != model and not spec.allow_other_model:
+        raise UserError(f"the reference run {spec.run} used model {'/'.join(theirs)}, this scenario uses "
+                        f"{'/'.join(model)}: its budgets measure another model. Use the reference's model, or set "
+                        "budget_match.allow_other_model: true to match against it anyway", file=file,
+                        field="budget_match.allow_other_model")
     slugs = [c["slug"] for c in meta.get("conditions", [])]
     if spec.condition not in slugs:
         raise UserError(f"condition {spec.condition!r} is not in the reference run {spec.run}; its conditions are: "

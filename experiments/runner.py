@@ -188,7 +188,7 @@ def _budget_match(scenario: Scenario, pipeline: Any, conditions: list[Condition]
                             "only (pipeline sc). Remove budget_match, or run sc", file=file, field="budget_match")
     spec = scenario.budget_match
     assert spec is not None
-    budget = load_reference(spec, file=file)
+    budget = load_reference(spec, model=(scenario.model.backend, scenario.model.model_name), file=file)
     if not any((q.dataset, q.qid) in budget.calls for q in questions):
         raise UserError(f"none of this run's {len(questions)} questions has a usable row for condition "
                         f"{spec.condition!r} in the reference run {spec.run}. Use the reference's dataset block "

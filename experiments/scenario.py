@@ -84,6 +84,8 @@ class BudgetMatch(_Strict):
     """The reference condition's slug, e.g. `c1r1`."""
     by: Literal["calls", "tokens"] = "calls"
     """Match model calls, or tokens (prompt + completion), both as requested: cache hits included."""
+    allow_other_model: bool = False
+    """Budgets measured with another model (backend or name) are refused unless this is true."""
 
 
 class Scenario(_Strict):

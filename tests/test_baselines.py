@@ -368,3 +368,18 @@ def test_sc_under_a_hand_set_budget_respects_the_sample_cap() -> None:
     result, client = run(baseline("sc", max_samples=3, budget={"by": "calls", "target": 50}), Q4,
                          lambda r: {"reasoning": "r", "answer": "A"})
     assert len(client.requests) == 3 and result.summary["budget"]["capped"] is True
+
+
+def test_a_reference_from_another_model_is_refused_unless_allowed(tmp_path: Path) -> None:
+    ref_dir = reference_run(tmp_path)
+    budget = f"budget_match: {{run: '{ref_dir}', condition: c1, by: calls}}"
+    other = MATCHED.format(pipeline="sc", budget=budget).replace("{backend: scripted}",
+                                                                 "{backend: scripted, name: bigger-model}")
+    path = write(tmp_path / "other.yaml", other)
+    with pytest.raises(UserError) as exc:
+        make_plan(load_scenario(path), base_dir=tmp_path, file=str(path))
+    assert exc.value.field == "budget_match.allow_other_model"
+    assert "scripted/scripted" in str(exc.value) and "scripted/bigger-model" in str(exc.value)
+    allowed = write(tmp_path / "allowed.yaml", other.replace("by: calls}", "by: calls, allow_other_model: true}"))
+    plan = make_plan(load_scenario(allowed), base_dir=tmp_path, file=str(allowed))
+    assert plan.budget is not None and plan.budget.calls
