@@ -125,7 +125,9 @@ def make_engine(url: str) -> sa.Engine:
                                   pool_size=64, max_overflow=64)
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return sa.create_engine(normalize_url(url), pool_pre_ping=True)
+    # The same 2 x workers connections at once; PostgreSQL's default of 100 connections leaves room
+    # for six 8-worker processes.
+    return sa.create_engine(normalize_url(url), pool_pre_ping=True, pool_size=16, max_overflow=48)
 
 
 def write_atomic(path: Path, text: str) -> None:
