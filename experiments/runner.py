@@ -251,6 +251,8 @@ class _Commit:
     pair: Pair
     result: QuestionResult
     counted: bool = False
+    hook_error: BaseException | None = None
+    """An exception from counting it in the done-callback (a progress hook), raised at `settle`."""
 
 
 class Runner:
@@ -596,6 +598,15 @@ class Runner:
                 store.release(commit.pair, self.owner)
                 raise
             count(commit)
+            if commit.hook_error is not None:
+                raise commit.hook_error
+
+        def count_landed(commit: _Commit) -> None:
+            # A done-callback's exception would only be logged by the event loop: keep it for settle.
+            try:
+                count(commit)
+            except BaseException as exc:
+                commit.hook_error = exc
 
         try:
             # Own shard first, then help: the other shards' pairs from the far end, where their own
@@ -634,7 +645,7 @@ class Runner:
                     raise
                 in_flight = _Commit(asyncio.ensure_future(asyncio.to_thread(
                     store.commit, result, question, self.owner, cost_usd=cost)), pair, result)
-                in_flight.future.add_done_callback(functools.partial(lambda c, _f: count(c), in_flight))
+                in_flight.future.add_done_callback(functools.partial(lambda c, _f: count_landed(c), in_flight))
         finally:
             await settle()
         return counts[0], counts[1]

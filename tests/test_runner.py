@@ -216,3 +216,19 @@ def test_a_reopened_run_skips_optunas_schema_check_only_for_the_same_version(tmp
     seen.clear()
     Runner.open(run_dir)._optuna_storage()
     assert seen == [False]
+
+
+def test_an_error_in_the_progress_hook_is_raised_not_swallowed(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path)
+    plan.scenario = plan.scenario.model_copy(update={"run": plan.scenario.run.model_copy(update={"workers": 1})})
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+
+    def hook(t, total: int) -> None:
+        if t.done == 3:
+            raise RuntimeError("progress display broke")
+
+    status = runner.run(progress=hook, install_signals=False)
+    assert status["state"] == "incomplete"  # the trial failed on the hook's error instead of running on
+    assert len(_rows(runner.run_dir)) == 3
+    with sqlite3.connect(runner.run_dir / "study.db") as conn:
+        assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
