@@ -1,4 +1,4 @@
-"""Reply models of the supervisory roles (the answer models are built per question)."""
+"""Reply models of the supervisory roles (the answer models come from `structured.answer_model`, one per option set)."""
 
 from __future__ import annotations
 
