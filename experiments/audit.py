@@ -21,6 +21,7 @@ from typing import Any
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.report import Table
+from medpanel.experiments.rundir import read_questions
 from medpanel.experiments.store import Row
 from medpanel.retrieval.leakage import DIRECT, UPSTREAM, QuestionProbe, Thresholds
 
@@ -40,14 +41,8 @@ def evidence_items(event: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, 
 
 
 def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str, str], dict[str, Any]]:
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    qfile = run_dir / "questions.jsonl"
-    if qfile.is_file():
-        for line in qfile.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                if isinstance(rec.get("provenance"), dict):
-                    out[(str(rec["dataset"]), str(rec["qid"]))] = rec["provenance"]
+    out = {key: rec["provenance"] for key, rec in read_questions(run_dir).items()
+           if isinstance(rec.get("provenance"), dict)}
     if extra is not None:
         if not extra.is_file():
             raise UserError("no such file. Give a JSONL file with dataset, qid and pmid/url/title per line",

@@ -36,6 +36,18 @@ class RunData:
         return json.loads(path.read_text(encoding="utf-8"))
 
 
+def read_questions(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The run's `questions.jsonl` as records keyed by (dataset, qid); empty if it has none."""
+    questions: dict[tuple[str, str], dict[str, Any]] = {}
+    qfile = run_dir / "questions.jsonl"
+    if qfile.is_file():
+        for line in qfile.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                q = json.loads(line)
+                questions[(str(q["dataset"]), str(q["qid"]))] = q
+    return questions
+
+
 def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     """Everything the viewer, export and audit need; a UserError if it is not a run directory."""
     run_dir = Path(run_dir)
@@ -47,13 +59,7 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
         rows = store.rows()
     finally:
         store.close()
-    questions: dict[tuple[str, str], dict[str, Any]] = {}
-    qfile = run_dir / "questions.jsonl"
-    if qfile.is_file():
-        for line in qfile.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                q = json.loads(line)
-                questions[(str(q["dataset"]), str(q["qid"]))] = q
+    questions = read_questions(run_dir)
     status_path = run_dir / "status.json"
     status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
     return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)
