@@ -215,10 +215,6 @@ class Store:
             rows = conn.execute(sa.select(results.c.condition, results.c.dataset, results.c.qid, results.c.repeat))
             return {(r[0], r[1], r[2], r[3]) for r in rows}
 
-    def is_done(self, pair: Pair) -> bool:
-        with self.engine.connect() as conn:
-            return conn.execute(_IS_DONE, _key_params(pair)).first() is not None
-
     def claim(self, pair: Pair, owner: str) -> bool:
         """Take a pair before any model call; False if finished or someone else holds it."""
         now = time.time()

@@ -140,15 +140,6 @@ def valid_reply(body: dict[str, Any], n: int) -> Reply:
     return 200, {}, completion(json.dumps(schema_reply(body)))
 
 
-def fixed_latency(ms: float) -> Callable[[dict[str, Any], int], Reply]:
-    """A handler: a valid structured reply after `ms` (on top of the server's own work)."""
-    def handler(body: dict[str, Any], n: int) -> Reply:
-        time.sleep(ms / 1000)
-        return valid_reply(body, n)
-
-    return handler
-
-
 def main() -> None:
     """`python -m medpanel.experiments.bench.fake_server --latency-ms 200 --concurrency 4` serves until
     killed and prints its base URL: benchmarks run it in its own process so it does not share the
