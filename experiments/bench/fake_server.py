@@ -29,6 +29,11 @@ def completion(content: str, prompt_tokens: int = 10, completion_tokens: int = 5
     }
 
 
+def _encode(payload: Any) -> bytes:
+    """A reply body: a str is sent verbatim (truncated JSON and the like), anything else as JSON."""
+    return payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+
+
 class FakeOpenAI:
     """Serves `/v1/chat/completions` from a handler `(body, n) -> Reply`; records every request."""
 
@@ -55,7 +60,7 @@ class FakeOpenAI:
                 pass
 
             def do_GET(self) -> None:  # /v1/models for health checks
-                self._send(200, {}, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                self._send(200, {}, _encode({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 
             def do_POST(self) -> None:
                 arrived = time.perf_counter()
@@ -72,7 +77,7 @@ class FakeOpenAI:
                     # Service time runs from arrival, less any wait for a free slot.
                     start = arrived + (time.perf_counter() - asked)
                     status, headers, payload = outer.handler(body, n)
-                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+                    data = _encode(payload)
                     # Pad to the fixed latency: the server's own work is part of it, not extra.
                     time.sleep(max(0.0, outer.latency_s - (time.perf_counter() - start)))
                 if status == 0:  # drop the connection without an answer
@@ -81,11 +86,7 @@ class FakeOpenAI:
                     return
                 self._send(status, headers, data)
 
-            def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
-                if isinstance(payload, bytes):
-                    data = payload
-                else:
-                    data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
