@@ -22,6 +22,7 @@ from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
 from medpanel.agents.client import CallTag, to_openai
+from medpanel.agents.structured import fields_of, schema_of
 
 
 @dataclass
@@ -52,14 +53,9 @@ def _pick(options: list[Any], seed: str) -> Any:
 
 def synthesize(model: type[BaseModel], seed: str) -> dict[str, Any]:
     """A reply valid for `model`, chosen deterministically from `seed`."""
-    schema = model.model_json_schema()
-    defs = schema.get("$defs", {})
+    defs = schema_of(model).get("$defs", {})
     out: dict[str, Any] = {}
-    for name, prop in schema.get("properties", {}).items():
-        if "$ref" in prop:
-            prop = defs[prop["$ref"].split("/")[-1]]
-        if "anyOf" in prop:
-            prop = next(p for p in prop["anyOf"] if p.get("type") != "null")
+    for name, prop in fields_of(model):
         s = f"{seed}/{name}"
         if "enum" in prop:
             out[name] = _pick(prop["enum"], s)

@@ -55,6 +55,21 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return model.model_json_schema()
 
 
+def fields_of(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
+    """A reply model's top-level fields with their schemas: a `$ref` followed, an optional's `null`
+    branch dropped."""
+    schema = schema_of(model)
+    defs = schema.get("$defs", {})
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        if "$ref" in prop:
+            prop = defs.get(prop["$ref"].split("/")[-1], {})
+        if "anyOf" in prop:
+            prop = next((p for p in prop["anyOf"] if p.get("type") != "null"), {})
+        out.append((key, prop))
+    return out
+
+
 def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None = None) -> Any:
     # Placeholders in angle brackets: tiny models copy a literal example ("...", "A|B|C|D")
     # verbatim, but fill in a slot that reads like one.
@@ -82,15 +97,10 @@ def format_instructions(model: type[BaseModel]) -> str:
 
     Small models follow an example far better than a JSON schema.
     """
-    schema = schema_of(model)
-    defs = schema.get("$defs", {})
+    defs = schema_of(model).get("$defs", {})
     shape: dict[str, Any] = {}
     notes = []
-    for key, prop in schema.get("properties", {}).items():
-        if "$ref" in prop:
-            prop = defs.get(prop["$ref"].split("/")[-1], {})
-        if "anyOf" in prop:
-            prop = next((p for p in prop["anyOf"] if p.get("type") != "null"), {})
+    for key, prop in fields_of(model):
         shape[key] = _example_value(prop, key, defs)
         if prop.get("description"):
             notes.append(f"- {key}: {prop['description']}")
