@@ -455,8 +455,7 @@ class Runner:
         with self._taken_lock:
             return all(p in self._taken for p in self._pending_pairs)
 
-    def pending_shards(self, store: Store) -> list[int]:
-        done = store.done()
+    def pending_shards(self, done: set[Pair]) -> list[int]:
         return [i for i, shard in enumerate(self.plan.shards()) if any(p not in done for p in shard)]
 
     def run(self, *, progress: ProgressHook | None = None, install_signals: bool = True) -> dict[str, Any]:
@@ -470,8 +469,8 @@ class Runner:
             for row in store.rows():
                 self.tally.add(row)
             self.budget.add_prior(self.tally.calls, self.tally.tokens, self.tally.cost_usd)
-            pending = self.pending_shards(store)
             done = store.done()
+            pending = self.pending_shards(done)
             self._taken = set(done)
             self._pending_pairs = [p for p in self.plan.pairs if p not in done]
             server: LocalServer | None = None
