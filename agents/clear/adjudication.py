@@ -195,13 +195,8 @@ class Adjudicator:
         else:
             fu = await self.follow_up("guard", default, challenger, [], rnd)
             rec["followup"] = {"query": fu.query, **fu.counts}
-            judgement = await self.judge(fu, rnd)
-            if judgement is None:
-                rec["outcome"] = "rejected_judge_invalid"
-            elif failed := failing(judgement):
-                rec["outcome"], rec["failed"] = "rejected_conditions", failed
-            else:
-                rec["outcome"], granted, fu.revised = "granted", True, True
+            granted = await self.judged(fu, rnd, rec, invalid="rejected_judge_invalid",
+                                        unsupported="rejected_conditions", accepted="granted")
         self.guard_record = rec
         self.note("guard", "override_guard", f"override guard: {rec['outcome']}", rec, rnd)
         if granted:
@@ -212,6 +207,20 @@ class Adjudicator:
                        confidence="high" if kind == "parametric_local_consensus" else "medium",
                        rationale=f"{verdict.rationale} [override guard: {rec['outcome']}; default kept]",
                        verifier_answer=verdict.verifier_answer)
+
+    async def judged(self, fu: FollowUp, rnd: int, rec: dict[str, Any], *, invalid: str, unsupported: str,
+                     accepted: str) -> bool:
+        """The judge's ruling on follow-up evidence, written into `rec` under the caller's outcome
+        names. Each rule (guard, audit) keeps its own thresholds before it asks."""
+        judgement = await self.judge(fu, rnd)
+        if judgement is None:
+            rec["outcome"] = invalid
+            return False
+        if failed := failing(judgement):
+            rec["outcome"], rec["failed"] = unsupported, failed
+            return False
+        rec["outcome"], fu.revised = accepted, True
+        return True
 
     # -- challenge audit -----------------------------------------------------------------------
 
@@ -231,13 +240,8 @@ class Adjudicator:
             if not (c["n_high"] >= 1 or c["n_medium"] >= 2):
                 rec["outcome"] = "kept_below_threshold"
             else:
-                judgement = await self.judge(fu, rnd)
-                if judgement is None:
-                    rec["outcome"] = "kept_judge_invalid"
-                elif failed := failing(judgement):
-                    rec["outcome"], rec["failed"] = "kept_not_supported", failed
-                else:
-                    rec["outcome"], reopened, fu.revised = "reopened", True, True
+                reopened = await self.judged(fu, rnd, rec, invalid="kept_judge_invalid",
+                                             unsupported="kept_not_supported", accepted="reopened")
         self.audit_record = rec
         self.note("audit", "challenge_audit", f"challenge audit: {rec['outcome']}", rec, rnd)
         if reopened:
