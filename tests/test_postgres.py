@@ -44,8 +44,10 @@ def _rows(url: str) -> list[tuple]:
 
 
 def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) -> None:
+    # The scripted model is slow enough (600 ms a call) that the main runner alone would take far
+    # longer than the second process needs to start, even on a loaded 2-core machine.
     f = write(tmp_path / "s.yaml", "name: pg\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
-                                   "model: {backend: scripted, latency_ms: 250}\nrun: {workers: 2, shard_size: 3}\n")
+                                   "model: {backend: scripted, latency_ms: 600}\nrun: {workers: 2, shard_size: 3}\n")
     main_dir, worker_dir = tmp_path / "main", tmp_path / "worker"
     runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(f), "--storage", pg_url,
                                "--run-dir", str(main_dir), "--quiet"], stdout=subprocess.PIPE,
