@@ -3,11 +3,16 @@
 The loader is the one place that sees the raw records, so it is also the place that drops every
 field that gives the answer away (`answer`, `answer_rationale`, `reason`, metadata): only the
 stem, the options, the gold letters and the id survive into a `Question`.
+
+Whether an item is multi-answer (prompted "Select ALL correct options", answered with a set) is the
+data's declared type: the record's `multi_answer` field or the dataset setting, never the number of
+gold letters, which would tell the agents something about the answer.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 import re
 from collections.abc import Iterable
@@ -17,6 +22,8 @@ from typing import Any
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
+
+log = logging.getLogger("medpanel.datasets")
 
 SOURCES = ("medagentsbench", "jsonl", "sample", "freetext")
 """Valid values of `load_dataset(source=...)`."""
@@ -41,11 +48,14 @@ def load_dataset(
     seed: int,
     *,
     base_dir: Path | None = None,
+    multi_answer: bool | None = None,
 ) -> list[Question]:
     """Load questions for a run, in subset order then file order.
 
     `limit` applies per subset (a seeded sample, kept in file order); `subsets` None means all.
     A relative `path` is resolved against `base_dir` (the scenario file's folder), else the CWD.
+    `multi_answer` declares every item's type (the scenario's `dataset.multi_answer`); None reads
+    each record's own `multi_answer` field (default false: single best answer).
     """
     if source not in SOURCES:
         raise UserError(
@@ -94,6 +104,15 @@ def load_dataset(
     out: list[Question] = []
     for _subset, questions in groups:
         out.extend(_sample(questions, limit, seed))
+    if multi_answer is not None:
+        out = [q.model_copy(update={"multi_answer": multi_answer}) for q in out]
+    undeclared = sum(1 for q in out if len(q.gold) > 1 and not q.multi_answer)
+    if undeclared:
+        # Prompted as single-best: under exact_set they cannot be answered right, under any_of a gold
+        # letter counts. Said once, so a dataset that lacks its declaration is noticed.
+        log.warning("%d item(s) have several gold letters but are not declared multi-answer; they are asked "
+                    "for the single best option (declare multi_answer: true on the record or in dataset)",
+                    undeclared)
     return out
 
 
@@ -257,13 +276,21 @@ def _parse_record(line: str, where: str, default_dataset: str, use_dataset_field
             )
         dataset = dataset.strip()
 
+    multi = raw.get("multi_answer", False)
+    if not isinstance(multi, bool):
+        raise UserError(
+            f"must be true or false, got {multi!r}. Declare a select-all item with multi_answer: true",
+            file=where,
+            field="multi_answer",
+        )
+
     return Question(
         dataset=dataset,
         qid=str(qid).strip(),
         text=text.strip(),
         options=options,
         gold=gold,
-        multi_answer=len(gold) > 1,
+        multi_answer=multi,
     )
 
 

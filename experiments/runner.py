@@ -164,7 +164,8 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
                         f"{', '.join(pipeline.settings_model.model_fields)}", file=file,
                         field=f"settings.{loc}" if loc else "settings") from None
     ds = scenario.dataset
-    questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir)
+    questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir,
+                             multi_answer=ds.multi_answer)
     if not questions:
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")

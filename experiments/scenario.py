@@ -41,6 +41,10 @@ class DatasetSpec(_Strict):
     """Seed of the per-subset sample."""
     scoring: Literal["exact_set", "any_of"] = "exact_set"
     """How multi-answer items are scored; single-answer items score the same either way."""
+    multi_answer: bool | None = None
+    """Declares the items' type: `true` every item is select-all, `false` every item is single-best,
+    unset each record's own `multi_answer` field decides (absent: single-best). Never read from the
+    gold letters, which would tell the agents about the answer."""
 
 
 class RunSpec(_Strict):

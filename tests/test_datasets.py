@@ -231,8 +231,11 @@ def test_options_sorted_and_multi_answer_parsed(tmp_path: Path) -> None:
     rec = _record(options={"C": "c", "A": " a ", "B": "b"}, answer_idx="C, A", question="  stem\nline 2  \n")
     (q,) = load_medagentsbench_file(_write(tmp_path / "f.jsonl", [rec, ""]), "t")
     assert list(q.options) == ["A", "B", "C"] and q.options["A"] == "a"
-    assert q.gold == ("A", "C") and q.multi_answer
+    # Two gold letters alone do not make a multi-answer item: only a declared type does.
+    assert q.gold == ("A", "C") and not q.multi_answer
     assert q.text == "stem\nline 2"
+    (declared,) = load_medagentsbench_file(_write(tmp_path / "g.jsonl", [{**rec, "multi_answer": True}]), "t")
+    assert declared.gold == ("A", "C") and declared.multi_answer
 
 
 # -- malformed lines -----------------------------------------------------------------------------
