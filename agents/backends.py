@@ -51,8 +51,11 @@ class ModelSpec(BaseModel):
     """Per-call timeout."""
     max_retries: int = Field(default=4, ge=0)
     """Retries of a failing call (429, 5xx, timeouts, dropped connections) with backoff."""
-    cache: Literal["run", "off"] = "run"
-    """`run` answers identical requests once per run directory (shared by all conditions)."""
+    cache: Literal["run", "condition", "off"] = "run"
+    """`run` answers identical requests once per run directory, shared by all conditions (common
+    random numbers: conditions that ask the same thing get the same reply); `condition` keeps one
+    cache namespace per condition, so every condition sends its own requests, as the paper's
+    isolated per-condition scripts did; `off` caches nothing."""
     max_string_chars: int | None = Field(default=None, ge=20)
     """`json_object` mode only: cap every free-text field of a reply at this many characters in the
     grammar, so a small model cannot loop inside a string until `max_tokens` cuts the JSON. Default

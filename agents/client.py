@@ -181,6 +181,9 @@ class QuestionSession:
     before_call: Any = None
     """An async callable awaited before every request that goes to the model (not cache hits):
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
+    namespace: str | None = None
+    """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
+    answer each other's requests (a repeat's seed already keeps repeats apart)."""
 
     def record(self, event: TranscriptEvent) -> None:
         self.events.append(event)
@@ -207,7 +210,7 @@ class RecordingClient(ChatCompletionClient):
         unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
         if unknown:
             raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
-        return {
+        request = {
             "model": spec.model_name,
             "backend": spec.backend,
             # The embedded server gets a new port each start; its identity is the model, not the URL.
@@ -220,6 +223,10 @@ class RecordingClient(ChatCompletionClient):
             "string_cap": spec.string_cap if spec.mode == "json_object" else None,
             "messages": messages,
         } | self.overrides
+        if self.session.namespace is not None:
+            # Only when set, so `cache: run` keys (and existing caches) stay as they were.
+            request["cache_namespace"] = self.session.namespace
+        return request
 
     async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
         spec = self.session.spec
@@ -261,7 +268,7 @@ class RecordingClient(ChatCompletionClient):
         spec = self.session.spec
         oai = [to_openai(m) for m in messages]
         request = self._request(oai)
-        cache = self.session.cache if spec.cache == "run" else None
+        cache = self.session.cache if spec.cache != "off" else None
         key = cache_key(request) if cache is not None else ""
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)

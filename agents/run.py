@@ -66,7 +66,8 @@ async def run_question(
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
-                              before_call=before_call)
+                              before_call=before_call,
+                              namespace=condition.slug if spec.cache == "condition" else None)
     result = QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
                             gold=question.gold, repeat=repeat)
     try:

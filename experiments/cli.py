@@ -54,6 +54,10 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     if not rows:
         console.print("No finished questions yet.")
         return
+    from medpanel.experiments.run_settings import header_lines
+
+    for line in header_lines(meta):
+        console.print(line, markup=False, highlight=False)
     tables = build_tables(rows, meta)
     for t in tables:
         print_table(t)

@@ -332,7 +332,8 @@ class Runner:
             "storage": _redact_url(runner.storage_url),
             "model": {"backend": plan.scenario.model.backend, "name": plan.scenario.model.model_name,
                       "base_url": plan.scenario.model.base_url, "mode": plan.scenario.model.mode,
-                      "temperature": plan.scenario.model.temperature, "seed": plan.scenario.model.seed},
+                      "temperature": plan.scenario.model.temperature, "seed": plan.scenario.model.seed,
+                      "cache": plan.scenario.model.cache},
             "git": git_commit(),
             "versions": versions(),
             "host": socket.gethostname(),
@@ -475,7 +476,7 @@ class Runner:
             self._taken = set(done)
             self._pending_pairs = [p for p in self.plan.pairs if p not in done]
             server: LocalServer | None = None
-            cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache == "run" else None
+            cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache != "off" else None
             restore = self._install_signals() if install_signals else None
             try:
                 if pending:

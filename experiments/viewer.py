@@ -29,6 +29,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.experiments.audit import LEAKAGE_FILE, evidence_items, leakage_table, refresh_leakage
 from medpanel.experiments.report import Table, build_tables, default_comparisons
+from medpanel.experiments.run_settings import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.rundir import RunData, load_run
 from medpanel.experiments.store import Row
 
@@ -270,6 +271,8 @@ def _header(data: RunData) -> dict[str, Any]:
         "updated": data.status.get("updated", ""), "remaining": data.status.get("remaining", ""),
         "n_pairs": meta.get("n_pairs", ""), "done": len(data.rows), "repeats": meta.get("repeats", 1),
         "versions": meta.get("versions", {}), "dataset": sc.get("dataset", {}),
+        "cache": cache_mode(meta), "cache_meaning": CACHE_MEANING.get(cache_mode(meta), ""),
+        "accommodations": accommodations_text(meta),
     }
 
 

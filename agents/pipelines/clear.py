@@ -57,7 +57,7 @@ async def side_session(session: QuestionSession, spec: ModelSpec | None) -> Asyn
     url = session.base_url if spec.backend == "local" else None
     inner = build_client(spec, base_url=url) if own else session.inner
     side = QuestionSession(spec=spec, inner=inner, base_url=url, cache=session.cache, events=session.events,
-                           hooks=session.hooks)
+                           hooks=session.hooks, namespace=session.namespace)
     try:
         yield side
     finally:
