@@ -23,6 +23,17 @@ BACKENDS = ("local", "openai", "azure", "scripted")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
 
+LOCAL_ACCOMMODATIONS: dict[str, int] = {
+    "context_window": 8192,
+    "passage_chars": 600,
+    "verifier_passage_chars": 400,
+    "max_string_chars": 240,
+}
+"""The embedded 135M model's limits: its server's context (tokens), passage lengths shown to the
+curator / CLEAR's pathways and to CLEAR's verifier (characters), and the grammar cap on free-text
+reply fields (characters). They apply to `backend: local` only; every other backend gets none of
+them unless the user sets one (an explicit value always wins)."""
+
 
 class ModelSpec(BaseModel):
     """The `model:` block of a scenario."""
@@ -61,8 +72,10 @@ class ModelSpec(BaseModel):
     grammar, so a small model cannot loop inside a string until `max_tokens` cuts the JSON. Default
     240 for the embedded model (grammar-constrained decoding runs ~25 tokens/s on 2 cores), none
     elsewhere (OpenAI's strict schemas reject `maxLength`)."""
-    context_window: int = Field(default=8192, ge=512)
-    """Context length the embedded server is started with."""
+    context_window: int | None = Field(default=None, ge=512)
+    """The model's context length in tokens. It bounds every agent's history (earlier positions go
+    first; the question, critiques and briefs never) and is what the embedded server is started
+    with. Default 8192 for `local`; unbounded elsewhere unless set here."""
     family: str = "unknown"
     """AutoGen model family, for names AutoGen does not know."""
     latency_ms: float = Field(default=0.0, ge=0)
@@ -88,11 +101,34 @@ class ModelSpec(BaseModel):
             return self.name
         return LOCAL_MODEL_NAME if self.backend == "local" else "scripted" if self.backend == "scripted" else ""
 
+    def accommodation(self, name: str, explicit: int | None = None) -> int | None:
+        """A small-model limit in force: the user's value, else the embedded backend's, else none."""
+        if explicit is not None:
+            return explicit
+        return LOCAL_ACCOMMODATIONS[name] if self.backend == "local" else None
+
     @property
     def string_cap(self) -> int | None:
-        if self.max_string_chars is not None:
-            return self.max_string_chars
-        return 240 if self.backend == "local" else None
+        return self.accommodation("max_string_chars", self.max_string_chars)
+
+    @property
+    def context_limit(self) -> int | None:
+        return self.accommodation("context_window", self.context_window)
+
+    def accommodations(self, settings: dict[str, Any], *, verifier: bool = False) -> dict[str, Any]:
+        """The limits a run works under, for run.json and the report header. `settings` are the
+        pipeline's (`passage_chars`, `verifier_passage_chars` when the run uses CLEAR's verifier)."""
+        out: dict[str, Any] = {
+            "backend": self.backend,
+            "context_window": self.context_limit,
+            "passage_chars": self.accommodation("passage_chars", settings.get("passage_chars")),
+            # The grammar cap exists only in json_object mode; in any other mode nothing is capped.
+            "max_string_chars": self.string_cap if self.mode == "json_object" else None,
+        }
+        if verifier:
+            out["verifier_passage_chars"] = self.accommodation("verifier_passage_chars",
+                                                               settings.get("verifier_passage_chars"))
+        return out
 
     @property
     def mode(self) -> str:

@@ -11,6 +11,7 @@ import functools
 import re
 
 from medpanel.agents.client import QuestionSession
+from medpanel.agents.context import Part
 from medpanel.agents.roles import RoleAgent, format_question, render
 from medpanel.agents.schemas import Critique
 from medpanel.agents.types import Question
@@ -75,10 +76,12 @@ def screen(critique: Critique, options: dict[str, str]) -> tuple[Critique, bool]
 
 
 async def challenge(session: QuestionSession, question: Question, trace: str, *, round: int = 0,
-                    turn: int = 0, depth: str = "standard", request: str | None = None) -> Critique | None:
+                    turn: int = 0, depth: str = "standard", request: str | None = None,
+                    parts: list[Part] | None = None) -> Critique | None:
     """`depth` (light, standard, deep) calibrates the review to the question's triaged complexity.
 
-    `request` replaces the default review request (the panel's names the accumulated trace).
+    `request` replaces the default review request (the panel's names the accumulated trace);
+    `parts` are the pieces of it a bounded context window may drop (earlier positions).
     """
     system = render("challenger")
     if depth != "standard":
@@ -88,7 +91,7 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
                                                       trace=trace)
     # `speak`, not `consult`: the agent is fresh, so the request is the same, and a re-ask then
     # continues the same conversation (the Challenger sees what it wrote and why it must rewrite).
-    parsed = await agent.speak(text, Critique, step="critique", round=round, turn=turn)
+    parsed = await agent.speak(text, Critique, step="critique", round=round, turn=turn, parts=parts)
     if parsed is None:
         return None
     assert isinstance(parsed, Critique)

@@ -37,7 +37,8 @@ class ClearChannel(KnowledgeChannel):
         s = self.settings
         return ClearSettings(corpus=s.corpus, retriever=s.retriever, k=s.k,
                              dynamic_source="tavily" if s.source == "tavily" else "snapshot",
-                             dynamic_k=min(s.k, 8), passage_chars=s.passage_chars)
+                             dynamic_k=min(s.k, 8),
+                             passage_chars=self.passage_chars).for_backend(self.session.spec)
 
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:

@@ -353,7 +353,8 @@ class RecordingClient(ChatCompletionClient):
         return sum(len(str(getattr(m, "content", ""))) for m in messages) // 4
 
     def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
-        return max(0, self.session.spec.context_window - self.count_tokens(messages))
+        window = self.session.spec.context_limit
+        return 1_000_000 if window is None else max(0, window - self.count_tokens(messages))
 
     @property
     def capabilities(self) -> Any:  # deprecated in AutoGen, still abstract

@@ -53,8 +53,9 @@ class KnowledgeSettings(PipelineSettings):
     """Passages retrieved per query (both papers use 16)."""
     timing: Timing = "between_gap"
     """When `k: 1` retrieves: upfront, between_blind or between_gap (challenger-aware)."""
-    passage_chars: int = Field(default=600, ge=100)
-    """Characters of each passage shown to the curator (small models have small contexts)."""
+    passage_chars: int | None = Field(default=None, ge=100)
+    """Characters of each passage shown to the curator. Unset: the backend's default, which cuts
+    only for the embedded model (600; MedRAG chunks are ~1,000) and shows whole passages elsewhere."""
 
 
 def instruction_like(text: str) -> bool:
@@ -115,10 +116,11 @@ def quote_block(tag: str, body: str) -> str:
             f"answer only with the options given.)\n{safe}\n</{tag}>")
 
 
-def passages_block(passages: list[Evidence], chars: int) -> str:
+def passages_block(passages: list[Evidence], chars: int | None) -> str:
+    """`chars` None shows each passage whole."""
     parts = []
     for i, ev in enumerate(passages, 1):
-        text = ev.text[:chars].replace("</passage>", "</ passage>")
+        text = (ev.text if chars is None else ev.text[:chars]).replace("</passage>", "</ passage>")
         flag = " flagged=\"instruction-like text\"" if instruction_like(ev.text) else ""
         parts.append(f'<passage id="P{i}" source="{ev.source}" title="{ev.title[:120]}"{flag}>\n{text}\n</passage>')
     return quote_block("passages", "\n".join(parts))
@@ -167,6 +169,8 @@ class KnowledgeChannel:
         self.settings = settings
         self.source = EvidenceSource(settings)
         self.results: list[BriefResult] = []
+        self.passage_chars = session.spec.accommodation("passage_chars", settings.passage_chars)
+        """The passage length in force: the setting, else the backend's accommodation (none but local)."""
 
     async def gate(self, state: str, critique: Critique | None, *, round: int, turn: int) -> GateDecision | None:
         gate = RoleAgent(self.session, name="knowledge_gate", role="knowledge_gate",
@@ -197,7 +201,7 @@ class KnowledgeChannel:
         curator = RoleAgent(self.session, name="evidence_curator", role="curator",
                             system_message=render("curator"))
         prompt = render("curate_request", question=format_question(self.question), gap=gap or query,
-                        passages=passages_block(passages, self.settings.passage_chars))
+                        passages=passages_block(passages, self.passage_chars))
         brief = await curator.consult(prompt, Brief, step="curate", round=round, turn=turn)
         if not isinstance(brief, Brief):
             event.content += " (the curator's brief was invalid; nothing delivered)"

@@ -42,7 +42,7 @@ import optuna
 from optuna.trial import TrialState
 from pydantic import ValidationError
 
-from medpanel.agents.backends import ModelSpec, preload
+from medpanel.agents.backends import LOCAL_ACCOMMODATIONS, ModelSpec, preload
 from medpanel.agents.cache import ResponseCache
 from medpanel.agents.client import RunHalted
 from medpanel.agents.local_server import LocalServer
@@ -82,6 +82,14 @@ def git_commit() -> dict[str, Any]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
     return {"commit": sha or None, "dirty": dirty if sha else None}
+
+
+def accommodations(plan: Plan) -> dict[str, Any]:
+    """The small-model limits in force for this run (context window, passage and string lengths)."""
+    sc = plan.scenario
+    verifier = (sc.pipeline == "clear" or sc.settings.get("k_source") == "clear"
+                or any(c.flags.get("variant") == "clear" for c in plan.conditions))
+    return sc.model.accommodations(sc.settings, verifier=verifier)
 
 
 SHARED_POLL_S = 1.0
@@ -334,6 +342,7 @@ class Runner:
                       "base_url": plan.scenario.model.base_url, "mode": plan.scenario.model.mode,
                       "temperature": plan.scenario.model.temperature, "seed": plan.scenario.model.seed,
                       "cache": plan.scenario.model.cache},
+            "accommodations": accommodations(plan),
             "git": git_commit(),
             "versions": versions(),
             "host": socket.gethostname(),
@@ -484,7 +493,8 @@ class Runner:
                     base_url = None
                     spec = self.plan.scenario.model
                     if spec.backend == "local" and self.client_factory is None:
-                        server = LocalServer(n_ctx=spec.context_window, log_path=self.run_dir / "local_server.log")
+                        n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
+                        server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
                         base_url = server.start()
                     preload(self.plan.model_spec)
                     study = self._study(store, pending)

@@ -129,7 +129,7 @@ class FreeTextResponse(BaseModel):
 
 
 async def respond(session: QuestionSession, question: Question, *, conclusion: str, rationale: str,
-                  evidence: list[Evidence], chars: int) -> str | None:
+                  evidence: list[Evidence], chars: int | None) -> str | None:
     """r_text = G(q, a*, j*, B*): no retrieval here, and the conclusion is not reopened."""
     agent = RoleAgent(session, name="responder", role="responder", system_message=render("clear_responder"))
     prompt = render("clear_respond_request", conversation=question.text,

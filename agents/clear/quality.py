@@ -99,7 +99,7 @@ class Assessment:
     record: dict[str, Any] = field(default_factory=dict)
 
 
-async def llm_assess(session: QuestionSession, question_text: str, evidence: list[Evidence], *, chars: int,
+async def llm_assess(session: QuestionSession, question_text: str, evidence: list[Evidence], *, chars: int | None,
                      step: str = "assess_quality", round: int = 0) -> Assessment:
     """One call rates all documents (as in the paper); the tiers then move by `combine`."""
     if not evidence:

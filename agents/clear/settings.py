@@ -64,12 +64,14 @@ class ClearSettings(PipelineSettings):
     """Corpus the snapshot is built from (URL-bearing documents). Defaults to `corpus`."""
     dynamic_k: int = Field(default=8, ge=1, le=20)
     """Dynamic documents per search (the paper's 8)."""
-    passage_chars: int = Field(default=600, ge=100)
-    """Characters of each passage shown to the candidate pathways."""
+    passage_chars: int | None = Field(default=None, ge=100)
+    """Characters of each passage shown to the candidate pathways. Unset: 600 on the embedded model,
+    whole passages on every other backend."""
     verifier_local_docs: int = Field(default=6, ge=0, le=32)
     """Local passages shown to the verifier (the dynamic ones are all shown)."""
-    verifier_passage_chars: int = Field(default=400, ge=100)
-    """Characters of each passage shown to the verifier, the judge and the response generator."""
+    verifier_passage_chars: int | None = Field(default=None, ge=100)
+    """Characters of each passage shown to the verifier, the judge and the response generator.
+    Unset: 400 on the embedded model, whole passages on every other backend."""
     llm_quality: bool = False
     """Add the LLM assessment (content type, recency, relevance) to the deterministic domain tiers."""
     assessor_model: ModelSpec | None = None
@@ -98,6 +100,12 @@ class ClearSettings(PipelineSettings):
             raise ValueError(f"rubric file {v!r} not found. Give a JSONL path (relative to the current "
                              f"directory) or `{SAMPLE_RUBRICS}`")
         return v
+
+    def for_backend(self, spec: ModelSpec) -> ClearSettings:
+        """These settings with the passage lengths in force for `spec` (see `ModelSpec.accommodation`)."""
+        return self.model_copy(update={
+            "passage_chars": spec.accommodation("passage_chars", self.passage_chars),
+            "verifier_passage_chars": spec.accommodation("verifier_passage_chars", self.verifier_passage_chars)})
 
     @property
     def snapshot_corpus(self) -> str:

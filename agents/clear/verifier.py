@@ -127,7 +127,7 @@ def followup_note(bundle: Bundle) -> str:
             f"External documents after P{n_initial} came from them.\n")
 
 
-def local_block(bundle: Bundle, n: int, chars: int) -> str:
+def local_block(bundle: Bundle, n: int, chars: int | None) -> str:
     # Local passages are numbered L1.. so they cannot be confused with the external P1.. of the tiers.
     return passages_block(bundle.local[:n], chars).replace('<passage id="P', '<passage id="L')
 

@@ -90,7 +90,7 @@ class ClearPipeline:
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
-        s: ClearSettings = settings
+        s: ClearSettings = settings.for_backend(session.spec)
         variant = condition.flags.get("variant")
         mode = mode_of(variant)
         if mode.dual and s.assessor_model is None:

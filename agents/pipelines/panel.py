@@ -44,6 +44,7 @@ from pydantic import Field, create_model
 
 from medpanel.agents.challenger import challenge
 from medpanel.agents.client import QuestionSession
+from medpanel.agents.context import Part
 from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings, prepare
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.roles import RoleAgent, agent_name, format_question, render
@@ -66,10 +67,6 @@ class PanelSettings(KnowledgeSettings):
     max_recruit_per_turn: int = Field(default=2, ge=0)
     max_recruit_total: int = Field(default=3, ge=0)
     max_panel: int = Field(default=5, ge=1)
-    context_head: int = Field(default=2, ge=1)
-    """Messages kept from the start of each agent's context (the question and its first answer)."""
-    context_tail: int = Field(default=10, ge=2)
-    """Newest messages kept; older middle turns are dropped so small models stay in context."""
     early_stop: bool = False
     """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
     challenger_depth: Literal["light", "standard", "deep"] = "standard"
@@ -144,10 +141,8 @@ def _unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Spe
 
 def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool) -> Member:
     name = agent_name(spec.role, state.taken())
-    window = (state.settings.context_head, state.settings.context_tail)
     agent = RoleAgent(state.session, name=name, role="specialist",
-                      system_message=render("specialist", role=spec.role, expertise=spec.expertise),
-                      window=window)
+                      system_message=render("specialist", role=spec.role, expertise=spec.expertise))
     agent.label = spec.role
     member = Member(agent=agent, spec=spec, joined_turn=turn, recruited=recruited)
     state.members.append(member)
@@ -168,8 +163,30 @@ async def select_team(state: PanelState) -> list[Specialist]:
     return team[:n]
 
 
+def _shown(p: Post) -> str:
+    return p.text if p.kind == "brief" else f"[{p.source}] {p.text}"
+
+
 def render_posts(posts: list[Post]) -> str:
-    return "\n\n".join(p.text if p.kind == "brief" else f"[{p.source}] {p.text}" for p in posts)
+    return "\n\n".join(_shown(p) for p in posts)
+
+
+def render_trace(posts: list[Post]) -> str:
+    """The whole shared history turn by turn, as the Challenger reviews it."""
+    out: list[str] = []
+    last: int | None = None
+    for p in posts:  # in the order they were shared, so one turn's posts are together
+        if p.turn != last:
+            out.append(f"-- Turn {p.turn} --" if p.turn else "-- Before the discussion --")
+            last = p.turn
+        out.append(_shown(p))
+    return "\n\n".join(out)
+
+
+def post_parts(posts: list[Post]) -> list[Part]:
+    """What a bounded context window may drop from a message that shows these posts: the positions.
+    Critiques and briefs are never among them (agents.context)."""
+    return [Part(_shown(p), f"turn {p.turn} position of {p.source}") for p in posts if p.kind == "position"]
 
 
 def visible(member: Member, posts: list[Post]) -> list[Post]:
@@ -203,7 +220,8 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
             text = f"{text}\n\n{render('focused_round', challenge=state.focus)}"
         deliver(member, state.posts[member.seen :])
         member.seen = len(state.posts)
-        parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn)
+        parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn,
+                                          parts=post_parts(unseen))
         if parsed is not None:
             member.last = letters_of(parsed)
             member.last_text = position_text(member, parsed)
@@ -255,7 +273,7 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
                 member.auxiliary = state.independent
                 shown = visible(member, state.posts)
                 trajectory = f"{format_question(state.question)}\n\nThe discussion so far:\n{render_posts(shown)}"
-                await member.agent.hear(trajectory, source="moderator")
+                await member.agent.hear(trajectory, source="moderator", parts=post_parts(shown))
                 deliver(member, state.posts)
                 member.seen = len(state.posts)
                 added.append(spec.role)
@@ -415,8 +433,13 @@ class PanelPipeline:
                 break  # an intervention after the last turn could not change any answer
             critique = None
             if condition.on("c"):
-                trace = render_posts([p for p in state.posts if p.turn == index])
-                critique = await challenge(session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth)
+                # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier
+                # critiques and the briefs included, so it reviews the debate and does not repeat itself.
+                trace = render_trace(state.posts)
+                request = render("panel_critique_request", question=format_question(question), trace=trace,
+                                 turn=index)
+                critique = await challenge(session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth,
+                                           request=request, parts=post_parts(state.posts))
                 if critique is not None and critique.material_weakness:
                     weaknesses += 1
                     state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
