@@ -10,6 +10,12 @@ both the discussion and the Challenger's depth:
 | advanced     | multi-group: `groups` panels discuss separately; the | deep             |
 |              | final answer is the majority over all their members  |                  |
 
+The groups of the advanced level are distinct panels: each group's selector is told the roles
+seated in earlier groups and must choose others, and the group's identity ("discussion group 2 of
+2") is part of its selector's, specialists' and Challenger's requests. So no group replays another
+from the response cache (before, group 2 sent group 1's requests and got group 1's replies: one
+group counted twice). An upfront brief is retrieved once for the question and shown to every group.
+
 Knowledge recruitment uses the same conditions as the generalist (`no-retrieval`, `upfront`,
 `between-blind`, `between-gap`, or flags c/k), so `live_search.yaml` can compare them with the
 offline web snapshot or Tavily as the evidence source. An invalid triage reply routes to the
@@ -24,10 +30,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import KnowledgeSettings
+from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
-from medpanel.agents.pipelines.panel import PanelPipeline, PanelSettings
+from medpanel.agents.pipelines.panel import Group, PanelPipeline, PanelSettings
 from medpanel.agents.roles import RoleAgent, format_question, render
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
@@ -100,10 +106,18 @@ class CalibratedPipeline:
         votes: dict[str, str] = {}
         summaries = []
         decisions: list[str] = []
+        seated: list[str] = []
+        upfront: BriefResult | None = None
+        shared = condition.on("k") and settings.timing == "upfront"
+        if shared:
+            upfront = await KnowledgeChannel(session, question, settings).upfront()
         for g in range(1, n_groups + 1):
             session.record(TranscriptEvent(kind="note", role="pipeline", agent=f"group_{g}", step="group_start",
-                                           content=f"group {g} of {n_groups}"))
-            outcome = await PanelPipeline()(question, condition, session, settings)
+                                           content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated}))
+            group = Group(index=g, of=n_groups, seated=tuple(seated), upfront=upfront, shared_upfront=shared)
+            outcome = await PanelPipeline().discuss(question, condition, session, settings, group=group)
+            seated += [r for r in outcome.summary.get("initial_panel", []) + outcome.summary.get("recruited_roles", [])
+                       if r not in seated]
             vote = next(e for e in reversed(session.events) if e.kind == "vote")
             votes.update({f"g{g}:{name}": letters for name, letters in vote.data.get("votes", {}).items()})
             summaries.append(outcome.summary)
@@ -130,7 +144,15 @@ class CalibratedPipeline:
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final_groups",
                                        content=",".join(answer) or "invalid", data=record))
         summary = {"groups": n_groups, "final_panel_size": sum(sm.get("final_panel_size", 0) for sm in summaries),
-                   "recruited": 0}
+                   "recruited": 0, "group_panels": [sm.get("initial_panel", []) for sm in summaries]}
+        if any("retrievals" in sm for sm in summaries):
+            # The groups' knowledge channels together; a shared upfront brief is one retrieval, not one a group.
+            summary.update({
+                "gate_fired": any(sm.get("gate_fired") for sm in summaries),
+                "retrievals": sum(sm.get("retrievals", 0) for sm in summaries) - (n_groups - 1 if upfront else 0),
+                "queries": [q for i, sm in enumerate(summaries)
+                            for q in sm.get("queries", [])[1 if upfront and i else 0:]],
+                "brief_received_by": sorted({n for sm in summaries for n in sm.get("brief_received_by", [])})})
         return Outcome(answer=answer, invalid=not answer, summary=summary)
 
 

@@ -53,11 +53,34 @@ from medpanel.agents.structured import answer_model, letters_of, letters_type
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 # Used only when the selector's reply is invalid twice: a panel must exist for the debate to run,
-# and the fallback is recorded in the transcript.
+# and the fallback is recorded in the transcript. The later entries let several groups of one
+# question (the calibrated backbone) still seat different fallback roles.
 FALLBACK_TEAM = (
     Specialist(role="Internal medicine physician", expertise="Broad adult medicine and diagnosis."),
     Specialist(role="Clinical pharmacologist", expertise="Drugs, mechanisms and therapeutics."),
+    Specialist(role="Emergency physician", expertise="Acute presentations and first management."),
+    Specialist(role="Pathologist", expertise="Disease mechanisms and laboratory findings."),
+    Specialist(role="General surgeon", expertise="Surgical conditions and their management."),
+    Specialist(role="Family physician", expertise="Primary care, prevention and common conditions."),
 )
+
+
+@dataclass(frozen=True)
+class Group:
+    """One of several panels discussing the same question separately (the calibrated backbone's
+    multi-group level). Its identity and the roles already seated elsewhere enter its requests, so
+    it is a panel of its own and never a replay of another group."""
+
+    index: int
+    of: int
+    seated: tuple[str, ...] = ()
+    """Roles seated in earlier groups: this group's selector must choose others."""
+    upfront: BriefResult | None = None
+    shared_upfront: bool = False
+    """True when the question's upfront brief was retrieved once for all groups (`upfront`)."""
+
+    def note(self) -> str:
+        return render("group_note", index=self.index, of=self.of)
 
 
 class PanelSettings(KnowledgeSettings):
@@ -113,6 +136,7 @@ class PanelState:
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every turn's positions, for cumulative support in the tie rule."""
     independent: bool = False
+    group: Group | None = None
     routed: bool = False
     focus: str | None = None
     """Routed coordination: a challenge the next turn must answer point by point."""
@@ -141,8 +165,10 @@ def _unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Spe
 
 def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool) -> Member:
     name = agent_name(spec.role, state.taken())
-    agent = RoleAgent(state.session, name=name, role="specialist",
-                      system_message=render("specialist", role=spec.role, expertise=spec.expertise))
+    system = render("specialist", role=spec.role, expertise=spec.expertise)
+    if state.group is not None:
+        system = f"{system}\n{state.group.note()}"
+    agent = RoleAgent(state.session, name=name, role="specialist", system_message=system)
     agent.label = spec.role
     member = Member(agent=agent, spec=spec, joined_turn=turn, recruited=recruited)
     state.members.append(member)
@@ -151,15 +177,24 @@ def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: boo
 
 async def select_team(state: PanelState) -> list[Specialist]:
     n = state.settings.initial_specialists
+    group = state.group
+    seated = list(group.seated) if group is not None else []
     selector = RoleAgent(state.session, name="selector", role="selector", system_message=render("selector"))
-    choice = await selector.consult(render("select_request", question=format_question(state.question), n=n),
-                                    TeamChoice, step="select_specialists")
-    team = _unique_roles(choice.specialists, []) if isinstance(choice, TeamChoice) else []
+    request = render("select_request", question=format_question(state.question), n=n)
+    if group is not None:
+        request += "\n" + render("select_group", note=group.note(),
+                                 seated=", ".join(seated) if seated else "none yet")
+    choice = await selector.consult(request, TeamChoice, step="select_specialists")
+    team = _unique_roles(choice.specialists, seated) if isinstance(choice, TeamChoice) else []
     if len(team) < n:
-        team += _unique_roles(list(FALLBACK_TEAM), [s.role for s in team])
+        fill = _unique_roles(list(FALLBACK_TEAM), seated + [s.role for s in team])
+        if len(team) + len(fill) < n:  # every fallback role is seated elsewhere: repeat one, recorded
+            fill += _unique_roles(list(FALLBACK_TEAM), [s.role for s in team + fill])
+        team += fill
         state.session.record(TranscriptEvent(kind="note", role="pipeline", agent="selector", step="fallback_team",
                                              content="Selector gave fewer distinct specialists than needed; "
-                                                     "filled from the fallback team."))
+                                                     "filled from the fallback team.",
+                                             data={"seated_elsewhere": seated}))
     return team[:n]
 
 
@@ -400,11 +435,16 @@ class PanelPipeline:
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
-        s: PanelSettings = settings
+        return await self.discuss(question, condition, session, settings)
+
+    async def discuss(self, question: Question, condition: Condition, session: QuestionSession,
+                      settings: PanelSettings, *, group: Group | None = None) -> Outcome:
+        """One panel's discussion; `group` when it is one of several panels on the same question."""
+        s = settings
         routed = condition.flags.get("variant") == "routed"
         if routed and not condition.on("c"):
             raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
-        state = PanelState(question=question, session=session, settings=s,
+        state = PanelState(question=question, session=session, settings=s, group=group,
                            independent=condition.flags.get("variant") == "ind" or routed, routed=routed)
         channel: KnowledgeChannel | None = None
         if condition.on("k") or routed:
@@ -418,7 +458,12 @@ class PanelPipeline:
         for spec in await select_team(state):
             add_member(state, spec, turn=1, recruited=False)
         if channel is not None and s.timing == "upfront":
-            brief = await channel.upfront()
+            if group is not None and group.shared_upfront:
+                brief = group.upfront  # retrieved once for every group of the question
+                if brief is not None:
+                    channel.results.append(brief)
+            else:
+                brief = await channel.upfront()
             if brief is not None:
                 state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
         answer_type = answer_model(question.letters, multi=question.multi_answer)
@@ -437,7 +482,7 @@ class PanelPipeline:
                 # critiques and the briefs included, so it reviews the debate and does not repeat itself.
                 trace = render_trace(state.posts)
                 request = render("panel_critique_request", question=format_question(question), trace=trace,
-                                 turn=index)
+                                 turn=index, group=f"{state.group.note()}\n" if state.group else "")
                 critique = await challenge(session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth,
                                            request=request, parts=post_parts(state.posts))
                 if critique is not None and critique.material_weakness:
