@@ -19,9 +19,11 @@ previous turn), so speaking order cannot bias a turn. After each turn but the la
    retrieves once before the first turn with the question as the query.
 
 Channel coordination when both channels are on: `c1r1k1` (naive) - recruits hear the whole
-trajectory, briefs included. `c1r1k1-ind` (independent) - recruits never receive a brief; they
-see the discussion without it and answer on their own, as auxiliary assessments for the
-moderator's vote, without posting into the evidence-informed discussion.
+trajectory, briefs included. `c1r1k1-ind` (independent, paper section 3.2 and A.2) - a recruit
+never enters the evidence-informed discussion: it is consulted once, on joining, for a targeted
+assessment of the gap that summoned it (the Challenger's critique and what the panel said was
+missing; never a brief, never the panel's posts), and the moderator decides from the panel's votes
+and these auxiliary assessments (`moderate_with_auxiliary`, README: "Independent coordination").
 
 Routed coordination (`c1-routed`, beyond the paper): the Challenger's gap type picks one channel
 per turn, recorded as a `route` note: insufficient evidence -> the Knowledge Gate and retrieval;
@@ -109,7 +111,10 @@ class Member:
     joined_turn: int = 0
     recruited: bool = False
     auxiliary: bool = False
-    """Independent coordination: never receives a brief and does not post to the shared discussion."""
+    """Never receives a brief and does not post to the shared discussion (`-ind`, routed)."""
+    assessor: bool = False
+    """`-ind`: consulted once for a targeted assessment of its gap; takes no turns, casts no panel vote."""
+    assessment: dict[str, Any] | None = None
     seen: int = 0
     """How many shared posts this member has already been shown."""
     last: tuple[str, ...] = ()
@@ -136,6 +141,8 @@ class PanelState:
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every turn's positions, for cumulative support in the tie rule."""
     independent: bool = False
+    assessors: bool = False
+    """`-ind`: recruits give auxiliary assessments to the moderator instead of joining the discussion."""
     group: Group | None = None
     routed: bool = False
     focus: str | None = None
@@ -146,6 +153,10 @@ class PanelState:
 
     def roles(self) -> list[str]:
         return [m.spec.role for m in self.members]
+
+    def discussants(self) -> list[Member]:
+        """The members who take turns and vote (everyone but `-ind`'s auxiliary assessors)."""
+        return [m for m in self.members if not m.assessor]
 
 
 def _norm(role: str) -> str:
@@ -163,14 +174,15 @@ def _unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Spe
     return out
 
 
-def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool) -> Member:
+def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool, assessor: bool = False) -> Member:
     name = agent_name(spec.role, state.taken())
-    system = render("specialist", role=spec.role, expertise=spec.expertise)
+    system = render("auxiliary_specialist" if assessor else "specialist", role=spec.role, expertise=spec.expertise)
     if state.group is not None:
         system = f"{system}\n{state.group.note()}"
     agent = RoleAgent(state.session, name=name, role="specialist", system_message=system)
     agent.label = spec.role
-    member = Member(agent=agent, spec=spec, joined_turn=turn, recruited=recruited)
+    member = Member(agent=agent, spec=spec, joined_turn=turn, recruited=recruited, auxiliary=assessor,
+                    assessor=assessor)
     state.members.append(member)
     return member
 
@@ -243,7 +255,7 @@ def position_text(member: Member, parsed: Any) -> str:
 async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, index: int) -> None:
     """Every active member answers the same state; their posts are shared after the turn."""
     new_posts: list[Post] = []
-    for member in list(state.members):
+    for member in state.discussants():
         unseen = visible(member, state.posts[member.seen :])
         if index == 1 and not member.recruited:
             text = format_question(state.question)
@@ -266,7 +278,7 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
         if not member.auxiliary:
             new_posts.append(post)
     state.posts.extend(new_posts)
-    state.history.append({m.agent.name: m.last for m in state.members})
+    state.history.append({m.agent.name: m.last for m in state.discussants()})
     state.focus = None
 
 
@@ -286,7 +298,7 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
     checks: list[dict[str, Any]] = []
     context = (f"The Challenger raised: [{critique.gap_type}] {critique.challenge}\n"
                if critique is not None and critique.material_weakness else "")
-    for member in list(state.members):
+    for member in state.discussants():
         check = await member.agent.consult(render("recruit_check", panel=", ".join(state.roles()), context=context),
                                            RecruitCheck, step="recruit_check", round=rnd, turn=turn)
         if isinstance(check, RecruitCheck):
@@ -303,21 +315,109 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
                    needs=needs, critique=crit, k=room),
             TeamChoice, step="recruit", round=rnd, turn=turn)
         if isinstance(proposal, TeamChoice):
+            gap = "\n".join(([f"The Challenger's critique: [{critique.gap_type}] {critique.challenge}"]
+                              if context and critique else [])
+                             + [f"What the team said was missing:\n{needs}"])
             for spec in _unique_roles(proposal.specialists, state.roles())[:room]:
-                member = add_member(state, spec, turn=index, recruited=True)
+                member = add_member(state, spec, turn=index, recruited=True, assessor=state.assessors)
                 member.auxiliary = state.independent
+                added.append(spec.role)
+                if member.assessor:
+                    await assess(state, member, gap, rnd=rnd, turn=turn, index=index)
+                    continue
                 shown = visible(member, state.posts)
                 trajectory = f"{format_question(state.question)}\n\nThe discussion so far:\n{render_posts(shown)}"
                 await member.agent.hear(trajectory, source="moderator", parts=post_parts(shown))
                 deliver(member, state.posts)
                 member.seen = len(state.posts)
-                added.append(spec.role)
     state.session.record(TranscriptEvent(
         kind="note", role="pipeline", agent="recruiter", step="recruitment", round=rnd, turn=turn,
         content=f"recruited: {', '.join(added)}" if added else "no recruitment",
         data={"trigger": trigger, "checks": checks, "flagged": len(flagged),
               "room": room, "recruited": added, "panel": state.roles()}))
     return added
+
+
+async def assess(state: PanelState, member: Member, gap: str, *, rnd: int, turn: int, index: int) -> None:
+    """`-ind`: the recruit's one targeted assessment of the gap that summoned it, for the moderator.
+
+    It sees the question and the gap (the critique, what the panel said was missing), not the
+    discussion, so it stays independent of the evidence-informed shared history and its brief.
+    """
+    q = state.question
+    model = answer_model(q.letters, multi=q.multi_answer, name="AuxiliaryAssessment")
+    parsed = await member.agent.speak(render("auxiliary_request", question=format_question(q), role=member.spec.role,
+                                             gap=gap), model, step="auxiliary_assessment", round=rnd, turn=turn)
+    member.assessment = {"agent": member.agent.name, "role": member.spec.role, "turn": index, "gap": gap,
+                         "valid": parsed is not None, "answer": list(letters_of(parsed)) if parsed else None,
+                         "reasoning": getattr(parsed, "reasoning", None)}
+    if parsed is not None:
+        member.last = letters_of(parsed)
+        member.last_text = position_text(member, parsed)
+
+
+AUXILIARY_RULE = "auxiliary-informed moderator"
+
+
+async def moderate_with_auxiliary(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """`-ind`'s decision: the panel's votes plus the auxiliary assessments (README: "Independent
+    coordination").
+
+    1. No valid assessment: the panel's usual vote (majority, tie-break, support).
+    2. The candidates are the panel's leading position(s) and every assessment's answer. One
+       candidate: it stands (panel and assessors agree), no call.
+    3. Otherwise a moderator call, whose answer type admits only the candidates, decides.
+    4. A moderator reply invalid twice: the pooled majority of panel votes and assessments (one
+       each); a tie there goes to the most support over all turns (panel history plus
+       assessments); still tied: `invalid`. Never a default letter.
+    """
+    panel = {m.agent.name: ",".join(m.last) for m in state.discussants() if m.last}
+    assessments = [m.assessment for m in state.members if m.assessor and m.assessment is not None]
+    valid = [a for a in assessments if a["valid"]]
+    aux_votes = {a["agent"]: ",".join(a["answer"]) for a in valid}
+    base = {"auxiliary": [m.agent.name for m in state.members if m.assessor],
+            "auxiliary_invalid": len(assessments) - len(valid),
+            "inputs": {"panel_votes": panel, "auxiliary": assessments}}
+    if not valid:
+        answer, usual = await moderate(state, skip_auxiliary=True)
+        return answer, {**usual, **base, "auxiliary_rule": f"{AUXILIARY_RULE}: no valid assessment, panel vote",
+                        "outcome": {"answer": list(answer), "decided_by": usual["rule"]}}
+    counts = Counter(panel.values())
+    leaders = sorted(k for k, v in counts.items() if v == max(counts.values())) if counts else []
+    candidates = sorted(set(leaders) | set(aux_votes.values()))
+    base["inputs"]["candidates"] = candidates
+    record: dict[str, Any] = {"rule": AUXILIARY_RULE, "votes": {**panel, **aux_votes}, "counts": dict(counts),
+                              "auxiliary_counts": dict(Counter(aux_votes.values())), **base}
+
+    def done(answer: tuple[str, ...], decided_by: str, **extra: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+        return answer, {**record, **extra, "outcome": {"answer": list(answer), "decided_by": decided_by}}
+
+    if len(candidates) == 1:
+        return done(tuple(candidates[0].split(",")), "agreement")
+    q = state.question
+    model = create_model("AuxiliaryDecision", reasoning=(str, Field(description="Brief reasoning.")),
+                         answer=(letters_type(candidates), Field(description="One of the candidate options.")))
+    moderator = RoleAgent(state.session, name="moderator", role="moderator",
+                          system_message=render("auxiliary_moderator"))
+    positions = "\n\n".join(f"[{m.spec.role}] {m.last_text}" for m in state.discussants() if m.last) or "(none valid)"
+    notes = "\n\n".join(f"[{a['role']}, consulted on]\n{a['gap']}\n[Assessment] {a['reasoning']}\n"
+                         f"Answer: {', '.join(a['answer'])}" for a in valid)
+    parsed = await moderator.consult(render("auxiliary_moderator_request", question=format_question(q),
+                                            positions=positions, assessments=notes, candidates=" / ".join(candidates)),
+                                     model, step="auxiliary_moderation")
+    if parsed is not None:
+        return done(tuple(str(parsed.answer).split(",")), "moderator")
+    pooled = Counter([*panel.values(), *aux_votes.values()])
+    top = max(pooled.values())
+    tied = sorted(k for k, v in pooled.items() if v == top)
+    if len(tied) == 1:
+        return done(tuple(tied[0].split(",")), "fallback: pooled majority", pooled=dict(pooled))
+    support = Counter(",".join(v) for turn in state.history for v in turn.values() if v) + Counter(aux_votes.values())
+    ranked = sorted(tied, key=lambda k: -support[k])
+    if support[ranked[0]] > support[ranked[1]]:
+        return done(tuple(ranked[0].split(",")), "fallback: pooled majority, tie -> cumulative support",
+                    pooled=dict(pooled), support=dict(support))
+    return done((), "fallback: unresolved tie", pooled=dict(pooled), support=dict(support))
 
 
 def information_blocks(state: PanelState) -> dict[str, list[str]]:
@@ -347,13 +447,15 @@ def block_counts(state: PanelState, votes: dict[str, str]) -> tuple[Counter[str]
     return out, record
 
 
-async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
+async def moderate(state: PanelState, *, skip_auxiliary: bool = False) -> tuple[tuple[str, ...], dict[str, Any]]:
     """Majority vote over last valid letters; ties go to the moderator model, then to support.
 
     Under routed coordination the majority is over information blocks first; raw counts break a
-    tie between blocks.
+    tie between blocks. Under `-ind` the auxiliary rule decides (`moderate_with_auxiliary`).
     """
-    votes = {m.agent.name: ",".join(m.last) for m in state.members if m.last}
+    if state.assessors and not skip_auxiliary:
+        return await moderate_with_auxiliary(state)
+    votes = {m.agent.name: ",".join(m.last) for m in state.discussants() if m.last}
     record: dict[str, Any] = {"votes": votes, "rule": "majority",
                               "auxiliary": [m.agent.name for m in state.members if m.auxiliary]}
     if not votes:
@@ -383,7 +485,7 @@ async def moderate(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
     model = create_model("TieBreak", reasoning=(str, Field(description="Brief reasoning.")),
                          answer=(letters_type(tied), Field(description="One of the tied options.")))
     moderator = RoleAgent(state.session, name="moderator", role="moderator", system_message=render("moderator"))
-    positions = "\n\n".join(f"[{m.spec.role}] {m.last_text}" for m in state.members if m.last)
+    positions = "\n\n".join(f"[{m.spec.role}] {m.last_text}" for m in state.discussants() if m.last)
     parsed = await moderator.consult(render("tiebreak_request", question=format_question(q),
                                             tied=" / ".join(tied), positions=positions), model, step="tie_break")
     if parsed is not None:
@@ -444,8 +546,9 @@ class PanelPipeline:
         routed = condition.flags.get("variant") == "routed"
         if routed and not condition.on("c"):
             raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
+        ind = condition.flags.get("variant") == "ind"
         state = PanelState(question=question, session=session, settings=s, group=group,
-                           independent=condition.flags.get("variant") == "ind" or routed, routed=routed)
+                           independent=ind or routed, assessors=ind, routed=routed)
         channel: KnowledgeChannel | None = None
         if condition.on("k") or routed:
             if s.k_source == "clear" or condition.flags.get("variant") == "clear":
@@ -508,7 +611,8 @@ class PanelPipeline:
                 state.focus = f"[{critique.gap_type}] {critique.challenge}"
             if (condition.on("r") and (index == 1 or not s.self_assessment)) or route == "recruit":
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
-            agreed = len({m.last for m in state.members}) == 1 and all(m.last for m in state.members)
+            panel = state.discussants()
+            agreed = len({m.last for m in panel}) == 1 and all(m.last for m in panel)
             if s.early_stop and agreed and not (critique and critique.material_weakness):
                 stopped_early = True
                 session.record(TranscriptEvent(kind="note", role="pipeline", agent="moderator", step="early_stop",
@@ -531,6 +635,9 @@ class PanelPipeline:
         if channel is not None:
             summary.update(channel.summary())
             summary["independent"] = state.independent
+        if state.assessors:
+            summary["auxiliary_assessments"] = sum(1 for m in state.members if m.assessment and m.assessment["valid"])
+            summary["auxiliary_invalid"] = sum(1 for m in state.members if m.assessment and not m.assessment["valid"])
         if routed:
             summary["routes"] = routes
         return Outcome(answer=answer, invalid=not answer, summary=summary)
