@@ -375,9 +375,9 @@ async def moderate_with_auxiliary(state: PanelState) -> tuple[tuple[str, ...], d
     assessments = [m.assessment for m in state.members if m.assessor and m.assessment is not None]
     valid = [a for a in assessments if a["valid"]]
     aux_votes = {a["agent"]: ",".join(a["answer"]) for a in valid}
+    inputs: dict[str, Any] = {"panel_votes": panel, "auxiliary": assessments}
     base = {"auxiliary": [m.agent.name for m in state.members if m.assessor],
-            "auxiliary_invalid": len(assessments) - len(valid),
-            "inputs": {"panel_votes": panel, "auxiliary": assessments}}
+            "auxiliary_invalid": len(assessments) - len(valid), "inputs": inputs}
     if not valid:
         answer, usual = await moderate(state, skip_auxiliary=True)
         return answer, {**usual, **base, "auxiliary_rule": f"{AUXILIARY_RULE}: no valid assessment, panel vote",
@@ -385,7 +385,7 @@ async def moderate_with_auxiliary(state: PanelState) -> tuple[tuple[str, ...], d
     counts = Counter(panel.values())
     leaders = sorted(k for k, v in counts.items() if v == max(counts.values())) if counts else []
     candidates = sorted(set(leaders) | set(aux_votes.values()))
-    base["inputs"]["candidates"] = candidates
+    inputs["candidates"] = candidates
     record: dict[str, Any] = {"rule": AUXILIARY_RULE, "votes": {**panel, **aux_votes}, "counts": dict(counts),
                               "auxiliary_counts": dict(Counter(aux_votes.values())), **base}
 
