@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import ssl
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -86,6 +87,14 @@ class ModelSpec(BaseModel):
     def _known_backend(cls, v: str) -> str:
         if v not in BACKENDS:
             raise ValueError(f"unknown backend {v!r}; use one of {', '.join(BACKENDS)}")
+        return v
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        # `localhost:8000/v1` (no scheme) is a common slip; the HTTP client would fail on every call.
+        if v is not None and not re.match(r"https?://[^/\s]+", v):
+            raise ValueError(f"base_url {v!r} is not an http(s) URL. Write it like http://localhost:8000/v1")
         return v
 
     @field_validator("structured_output")

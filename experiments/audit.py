@@ -19,9 +19,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.errors import UserError
+from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.report import Table
-from medpanel.experiments.rundir import read_questions
+from medpanel.experiments.rundir import read_questions, read_transcript
 from medpanel.experiments.store import Row
 from medpanel.retrieval.leakage import DIRECT, UPSTREAM, QuestionProbe, Thresholds
 
@@ -44,10 +44,11 @@ def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str,
     out = {key: rec["provenance"] for key, rec in read_questions(run_dir).items()
            if isinstance(rec.get("provenance"), dict)}
     if extra is not None:
-        if not extra.is_file():
+        if not extra.exists():
             raise UserError("no such file. Give a JSONL file with dataset, qid and pmid/url/title per line",
                             file=str(extra), field="--provenance")
-        for n, line in enumerate(extra.read_text(encoding="utf-8").splitlines(), 1):
+        text = read_text(extra, what="provenance file", fix="Give a UTF-8 JSONL file", field="--provenance")
+        for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
@@ -76,7 +77,7 @@ def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str
         path = run_dir / row.transcript
         if not path.is_file():
             continue
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = read_transcript(path)
         probe = probes.get(row.key)
         if probe is None:
             probe = probes[row.key] = QuestionProbe.from_question(doc["question"], provenance.get(row.key), th)
@@ -141,7 +142,8 @@ def read_leakage(run_dir: Path) -> dict[str, Any] | None:
     path = run_dir / "report" / LEAKAGE_FILE
     if not path.is_file():
         return None
-    return json.loads(path.read_text(encoding="utf-8"))
+    doc = read_json(path, what="leakage report", fix="Delete it; medpanel audit writes it again")
+    return doc if isinstance(doc, dict) else None
 
 
 def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | None = None,

@@ -22,8 +22,9 @@ from typing import Any
 
 from medpanel.agents.types import Condition, Question, QuestionResult
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.rundir import load_meta, open_store
 from medpanel.experiments.scenario import BudgetMatch
-from medpanel.experiments.store import Row, Store
+from medpanel.experiments.store import Row
 
 Key = tuple[str, str]
 FIX = ("First run the reference scenario (e.g. medpanel run scenarios/ablation_2x2.yaml), then pass its "
@@ -99,7 +100,7 @@ def load_reference(spec: BudgetMatch, *, model: tuple[str, str] | None = None,
     if not meta_path.is_file():
         raise UserError(f"{spec.run} is not a medpanel run directory (no run.json). {FIX}", file=file,
                         field="budget_match.run")
-    meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    meta = load_meta(run_dir, arg="budget_match.run")
     ref_model = meta.get("model") or {}
     theirs = (str(ref_model.get("backend", "")), str(ref_model.get("name") or ""))
     if model is not None and theirs != model and not spec.allow_other_model:
@@ -112,8 +113,7 @@ def load_reference(spec: BudgetMatch, *, model: tuple[str, str] | None = None,
         raise UserError(f"condition {spec.condition!r} is not in the reference run {spec.run}; its conditions are: "
                         f"{', '.join(slugs) or 'none'}. Set budget_match.condition to one of them", file=file,
                         field="budget_match.condition")
-    url = meta.get("scenario", {}).get("run", {}).get("storage") or f"sqlite:///{run_dir / 'study.db'}"
-    store = Store(url, run_dir)
+    store = open_store(run_dir, meta)
     try:
         store.sync_transcripts()
         rows = [r for r in store.rows() if r.condition == spec.condition]

@@ -19,10 +19,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
 # Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
 console = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True)
 
 
 def _corpus_app() -> None:
+    if any(group.name == "corpus" for group in app.registered_groups):
+        return  # main() may run many times in one process (tests, notebooks)
     try:
         from medpanel.experiments.corpus_cli import corpus_app
     except ImportError:  # the retrieval extra's CLI is optional at import time
@@ -42,12 +43,11 @@ def print_table(t: Any) -> None:
 
 
 def summarise(run_dir: Path, *, write: bool = True) -> None:
-    from medpanel.experiments.report import build_tables, load_meta, write_report
-    from medpanel.experiments.rundir import storage_url
-    from medpanel.experiments.store import Store
+    from medpanel.experiments.report import build_tables, write_report
+    from medpanel.experiments.rundir import load_meta, open_store
 
     meta = load_meta(run_dir)
-    store = Store(storage_url(run_dir, meta), run_dir)
+    store = open_store(run_dir, meta)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
@@ -109,23 +109,32 @@ def run(
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
-    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
 
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
+    session = {"workers": workers, "max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost_usd,
+               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm}
+    # Every override meets the bounds of the scenario key it replaces before anything is read or made.
+    updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
+    updated(DatasetSpec(), {"limit": limit}, block="dataset")
     if resume is not None:
+        for option, value in (("--limit", limit), ("--repeat", repeat), ("--storage", storage),
+                              ("--run-dir", run_dir), ("--set", set_)):
+            if value:
+                raise UserError(f"{option} cannot change a run that exists (its questions and grid are fixed). "
+                                "Start a new run with it instead", field=option)
         runner = Runner.open(resume)
     else:
         assert scenario is not None
         sc = load_scenario(scenario, set_)
-        if storage:
-            sc = sc.model_copy(update={"run": sc.run.model_copy(update={"storage": storage})})
+        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage}, block="run")})
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
-    runner.override(workers=workers, max_calls=max_calls, max_tokens=max_tokens, max_cost_usd=max_cost_usd,
-                    max_errors=max_errors, max_wall_s=max_wall_s, requests_per_minute=rpm)
+    runner.override(**session)
+    check_cost_budget(runner.plan.scenario.run, field="--max-cost-usd" if max_cost_usd else "run.max_cost_usd")
     total = len(runner.plan.pairs)
     console.print(f"run directory: {runner.run_dir}")
     console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
@@ -166,8 +175,10 @@ def worker(
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
     from medpanel.experiments.runner import Runner
+    from medpanel.experiments.scenario import RunSpec, updated
     from medpanel.experiments.store import is_shared
 
+    updated(RunSpec(), {"workers": workers}, block="run")  # before connecting anywhere
     if "://" in target:
         if not is_shared(target):
             raise UserError("a worker needs shared storage (postgresql://...); for SQLite runs use "
@@ -195,8 +206,6 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
                                                             "audit.")] = False) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
-    if not (run_dir / "run.json").is_file():
-        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
     summarise(run_dir)
     if html:
         from medpanel.experiments.cli_inspect import write_html_report
@@ -213,9 +222,17 @@ def show(
     full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
 ) -> None:
     """Print a debate turn by turn, with parsed fields and tokens."""
+    from medpanel.experiments.rundir import read_transcript
+
     base = run_dir / "transcripts"
     if not base.is_dir():
-        raise UserError(f"{run_dir} has no transcripts/ folder. Is it a run directory?", field="RUN_DIR")
+        what = "is a file, not a run directory" if run_dir.is_file() else (
+            "does not exist" if not run_dir.exists() else "has no transcripts/ folder. Is it a run directory?")
+        raise UserError(f"{run_dir} {what}", field="RUN_DIR")
+    if condition is not None and not (base / condition).is_dir():
+        known = sorted(p.name for p in base.iterdir() if p.is_dir())
+        raise UserError(f"no condition {condition!r} in this run. Its conditions are: {', '.join(known) or 'none'}",
+                        field="--condition")
     matches = sorted(p for p in base.glob("*/*.json")
                      if (p.stem == qid or p.stem.endswith(f"__{qid}") or p.stem.split("__r")[0].endswith(f"__{qid}"))
                      and (condition is None or p.parent.name == condition))
@@ -223,7 +240,7 @@ def show(
         raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
                         f"List them with: ls {base}/*/", field="QID")
     for path in matches:
-        print_transcript(json.loads(path.read_text(encoding="utf-8")), full=full)
+        print_transcript(read_transcript(path), full=full)
 
 
 def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
@@ -264,49 +281,109 @@ def _colour(role: str) -> str:
 @app.command()
 def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
     """List run directories with their status."""
+    from medpanel.experiments.rundir import load_meta
+
     if not runs_dir.is_dir():
-        raise UserError(f"{runs_dir} does not exist. Runs are created by medpanel run", field="RUNS_DIR")
+        what = "is a file, not a folder of runs" if runs_dir.exists() else "does not exist"
+        raise UserError(f"{runs_dir} {what}. Runs are created by medpanel run", field="RUNS_DIR")
     table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
     for col in ("run", "scenario", "model", "pairs", "state", "created"):
         table.add_column(col)
+    damaged: list[UserError] = []
     for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
-        meta = json.loads((d / "run.json").read_text(encoding="utf-8"))
+        try:
+            meta = load_meta(d)
+        except UserError as exc:  # list the others, then say which could not be read
+            damaged.append(exc)
+            table.add_row(d.name, "-", "-", "-", "damaged run.json", "-")
+            continue
         status_path = d / "status.json"
-        status = json.loads(status_path.read_text()) if status_path.is_file() else {"state": "running or killed"}
+        try:
+            status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+        except (OSError, ValueError):
+            status = {"state": "unreadable status.json"}
+        status = status if isinstance(status, dict) else {"state": "unreadable status.json"}
+        status.setdefault("state", "running or killed")
         if (d / "runner.lock").exists() and status_path.is_file():
             status["state"] = "running"
-        table.add_row(d.name, meta["name"], f"{meta['model']['backend']}/{meta['model']['name']}",
-                      str(meta["n_pairs"]), f"{status['state']}"
+        model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
+        table.add_row(d.name, meta["name"], f"{model.get('backend', '?')}/{model.get('name')}",
+                      str(meta.get("n_pairs", "?")), f"{status['state']}"
                       + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
-                      meta["created"][:19])
+                      str(meta.get("created", ""))[:19])
     console.print(table)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged run.json)" if len(damaged) > 1 else ""
+        raise UserError(f"{damaged[0]}{more}")
+
+
+def _usage_error_types() -> tuple[type[Exception], ...]:
+    """The exception classes a command-line usage mistake arrives as.
+
+    Older typer raises click's own `click.ClickException`s; recent releases (0.29 here) vendor click
+    and raise `typer._click.exceptions.ClickException`, a subclass of the public `typer.TyperException`. Both
+    carry `format_message()` and `exit_code`; catching both keeps usage errors one line whichever
+    typer the environment resolved (pyproject allows `typer>=0.12`).
+    """
+    types: list[type[Exception]] = []
+    vendored = getattr(typer, "TyperException", None)
+    if isinstance(vendored, type) and issubclass(vendored, Exception):
+        types.append(vendored)
+    try:
+        import click
+    except ImportError:  # a typer that vendors click need not have it installed
+        pass
+    else:
+        types.append(click.ClickException)
+    return tuple(types)
+
+
+def _usage_line(exc: Exception) -> str:
+    """`Invalid value for '--limit': ...` plus where to read the usage, on one line."""
+    msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    msg = msg.replace("Value error, ", "").rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    path = getattr(ctx, "command_path", None) or "medpanel"
+    return f"{msg}. See: {path} --help"
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one `error:` line on stderr and exit. Newlines inside a message are folded, so every
+    error is exactly one line whatever produced it (a pydantic message, an OS error)."""
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    sys.stderr.write(f"error: {line}\n")
+    sys.stderr.flush()
+    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """The `medpanel` console script. Exit codes: 0 done, 2 a user mistake (one line, no traceback),
+    3 a run stopped before the end (resumable), 130 aborted."""
     _corpus_app()
+    usage_errors = _usage_error_types()
     try:
-        rc = app(args=argv, standalone_mode=False)
+        rc = app(args=argv, prog_name="medpanel", standalone_mode=False)
         if isinstance(rc, int) and rc:
             sys.exit(rc)
     except UserError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(exc.exit_code)
+        fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         sys.exit(130)
-    except Exception as exc:  # click usage errors: one line, exit 2
-        import click
-
-        if isinstance(exc, click.ClickException):
-            err.print(f"error: {exc.format_message()}", markup=False, highlight=False)
-            sys.exit(exc.exit_code)
+    except usage_errors as exc:
+        fail(_usage_line(exc), 2)
+    except Exception as exc:
         from medpanel.agents.backends import BackendError
         from medpanel.agents.local_server import LocalModelError
 
         if isinstance(exc, BackendError | LocalModelError):
-            err.print(f"error: {exc}", markup=False, highlight=False)
-            sys.exit(2)
+            fail(str(exc), 2)
+        if isinstance(exc, OSError):
+            # The OS refused a path or a device the user gave (a folder where a file was expected, a
+            # full disk, a permission): the path and the OS's reason are the line.
+            where = f"{exc.filename}: " if exc.filename is not None else ""
+            fail(f"{where}{exc.strerror or exc}. Check the path, its permissions and free space", 2)
         raise
 
 

@@ -8,6 +8,7 @@ commands so `medpanel --help` stays fast.
 from __future__ import annotations
 
 import errno
+import io
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -23,10 +24,7 @@ def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages
     """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
     from medpanel.experiments.viewer import build_site
 
-    run_dir = Path(run_dir)
-    if not (run_dir / "run.json").is_file():
-        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
-    return build_site(run_dir, provenance=provenance, messages=messages)
+    return build_site(Path(run_dir), provenance=provenance, messages=messages)  # load_run checks the directory
 
 
 def _print_tables(tables: list) -> None:
@@ -44,12 +42,14 @@ def _echo(text: str) -> None:
 
 def view(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
-    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
     rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
 ) -> None:
     """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
+    from medpanel.experiments.rundir import load_meta
     from medpanel.experiments.viewer import make_server
 
+    load_meta(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
     if rebuild or not (report / "index.html").is_file():
         paths = write_html_report(run_dir)
@@ -57,9 +57,8 @@ def view(
     try:
         server = make_server(report, port)
     except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        raise UserError(f"port {port} is in use. Choose another with --port N (or --port 0 for any free port)",
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror or exc})"
+        raise UserError(f"port {port} {why}. Choose another with --port N (or --port 0 for any free port)",
                         field="--port") from None
     host, bound = server.server_address[:2]
     _echo(f"Serving {report} read-only at http://{host}:{bound}/index.html  (Ctrl-C to stop)")
@@ -85,6 +84,8 @@ def compare(
     """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
     from medpanel.experiments.compare import align, compare_tables
 
+    if out is not None:
+        _check_out_dir(out)  # before the (slow) alignment and bootstrap
     pairs = None
     if pair:
         pairs = []
@@ -98,6 +99,8 @@ def compare(
     _print_tables(tables)
     if out is not None:
         from medpanel.experiments.report import write_tables
+
+        _check_out_dir(out)
 
         written = write_tables(out, tables, title=f"Compare: {', '.join(cmp.labels)}", md_name="compare.md")
         _echo(f"Tables written to {out} ({len(written)} files)")
@@ -114,26 +117,47 @@ def export(
 
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}. Use --format jsonl or --format csv", field="--format")
-    if not (run_dir / "run.json").is_file():
-        raise UserError(f"{run_dir} is not a run directory (no run.json)", field="RUN_DIR")
+    from medpanel.experiments.rundir import load_meta
+
+    load_meta(run_dir)
     if out is not None and str(out) == "-":
         write_export(run_dir, fmt, sys.stdout)
         return
     path = out or run_dir / "report" / f"results.{fmt}"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise UserError(f"{path} is a folder. Give a file name, e.g. --out {path / f'results.{fmt}'}", field="--out")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the folder of {path} ({exc.strerror or exc}). Choose another --out",
+                        field="--out") from None
+    # Rendered before the file is opened, so a damaged run leaves no empty output behind.
+    buffer = io.StringIO()
+    n = write_export(run_dir, fmt, buffer)
     with open(path, "w", encoding="utf-8", newline="") as fh:
-        n = write_export(run_dir, fmt, fh)
+        fh.write(buffer.getvalue())
     _echo(f"{n} records written to {path}")
+
+
+def _check_out_dir(out: Path) -> None:
+    """`--out DIR` for a folder of tables: refuse a file, or a folder that cannot be created."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file. Give a folder for the tables", field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out} ({exc.strerror or exc}). Choose another --out", field="--out") from None
 
 
 def audit(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     provenance: Annotated[Path | None, typer.Option(
         help="JSONL of {dataset, qid, pmid/pmcid/doi/url/title} for upstream-source checks.")] = None,
-    stem_chars: Annotated[int | None, typer.Option(help="Contiguous stem match length that fires (default 80).")]
-    = None,
+    stem_chars: Annotated[int | None, typer.Option(
+        min=1, help="Contiguous stem match length that fires (default 80).")] = None,
     ngram_containment: Annotated[float | None, typer.Option(
-        help="Share of the stem's 8-grams in a passage that fires (default 0.3).")] = None,
+        min=0.0, max=1.0, help="Share of the stem's 8-grams in a passage that fires (default 0.3).")]
+    = None,
     strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
 ) -> None:
     """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""

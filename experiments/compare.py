@@ -47,6 +47,12 @@ def align(run_dirs: list[Path], *, pairs: list[tuple[str, str]] | None = None,
                         field="RUN_DIRS")
     runs = [load_run(Path(d), arg="RUN_DIRS") for d in run_dirs]
     labels = run_labels([r.run_dir for r in runs])
+    if conditions:
+        known = list(dict.fromkeys(c for run in runs for c in run.conditions))
+        unknown = [c for c in conditions if c not in known]
+        if unknown:
+            raise UserError(f"no run has condition {unknown[0]!r}. The runs' conditions are: {', '.join(known)}",
+                            field="--condition")
     rows: list[Row] = []
     ordered: list[str] = []
     slugs_by_run: list[list[str]] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.types import Question
-from medpanel.experiments.errors import UserError
+from medpanel.experiments.errors import UserError, read_text
 
 log = logging.getLogger("medpanel.datasets")
 
@@ -89,6 +89,13 @@ def load_dataset(
         groups = _select(groups, subsets, where="the built-in sample set")
     elif source == "jsonl":
         file = _resolve(path, base_dir)
+        if file.is_dir():
+            raise UserError(
+                "is a folder. Point path at one JSONL file, or use source 'medagentsbench' for a folder of "
+                f"<subset>/{HARD_FILE}",
+                file=str(file),
+                field="dataset.path",
+            )
         if not file.is_file():
             raise UserError(
                 "no such file. Point path at a JSONL file (relative paths are resolved against the "
@@ -211,22 +218,22 @@ def _load_jsonl(path: Path, *, default_dataset: str, use_dataset_field: bool) ->
         raise UserError("no such file. Check the dataset path", file=str(path), field="dataset.path")
     questions: list[Question] = []
     first_line: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            q = _parse_record(line, where, default_dataset, use_dataset_field)
-            key = (q.dataset, q.qid)
-            if key in first_line:
-                raise UserError(
-                    f"duplicate id {q.qid!r} in dataset {q.dataset!r} (first on line "
-                    f"{first_line[key]}). Give every record a unique realidx",
-                    file=where,
-                    field="realidx",
-                )
-            first_line[key] = lineno
-            questions.append(q)
+    text = read_text(path, what="dataset file", fix="Check the dataset path", field="dataset.path")
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        q = _parse_record(line, where, default_dataset, use_dataset_field)
+        key = (q.dataset, q.qid)
+        if key in first_line:
+            raise UserError(
+                f"duplicate id {q.qid!r} in dataset {q.dataset!r} (first on line "
+                f"{first_line[key]}). Give every record a unique realidx",
+                file=where,
+                field="realidx",
+            )
+        first_line[key] = lineno
+        questions.append(q)
     return questions
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -278,4 +277,7 @@ def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str
 
 
 def load_meta(run_dir: Path) -> dict[str, Any]:
-    return json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    """run.json of a run directory, checked (see `rundir.load_meta`)."""
+    from medpanel.experiments.rundir import load_meta as checked  # rundir imports this module
+
+    return checked(run_dir)

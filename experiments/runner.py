@@ -53,7 +53,8 @@ from medpanel.experiments.budget import Budget, RateLimiter, event_cost
 from medpanel.experiments.budget_match import BudgetReference, load_reference
 from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.scenario import Scenario
+from medpanel.experiments.rundir import load_meta, read_run_questions, require_study
+from medpanel.experiments.scenario import Scenario, updated
 from medpanel.experiments.store import Pair, Row, Store, is_shared, normalize_url, write_atomic
 from medpanel.retrieval.errors import RetrievalError
 
@@ -136,12 +137,12 @@ class Plan:
 
 def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = None, repeats: int | None = None,
               workers: int | None = None, file: str = "scenario") -> Plan:
-    if limit is not None:
-        scenario = scenario.model_copy(update={"dataset": scenario.dataset.model_copy(update={"limit": limit})})
+    # Overrides go through the scenario's own models, so --limit 0 or --workers 0 meet the bounds
+    # the YAML keys have (model_copy(update=...) would skip validation).
+    scenario = scenario.model_copy(update={
+        "dataset": updated(scenario.dataset, {"limit": limit}, block="dataset"),
+        "run": updated(scenario.run, {"workers": workers, "repeats": repeats}, block="run")})
     run = scenario.run
-    if workers is not None or repeats is not None:
-        run = run.model_copy(update={k: v for k, v in (("workers", workers), ("repeats", repeats)) if v is not None})
-        scenario = scenario.model_copy(update={"run": run})
     conditions = scenario.conditions()
     try:
         pipeline = get_pipeline(scenario.pipeline)
@@ -299,7 +300,7 @@ class Runner:
         """Change run settings for this session (a higher budget on resume, more workers)."""
         values = {k: v for k, v in values.items() if v is not None}
         if values:
-            run = self.plan.scenario.run.model_copy(update=values)
+            run = updated(self.plan.scenario.run, values, block="run")  # the YAML's bounds, naming the option
             self.plan.scenario = self.plan.scenario.model_copy(update={"run": run})
             self.budget = self._budget()
 
@@ -321,7 +322,16 @@ class Runner:
         if (run_dir / "run.json").exists():
             raise UserError(f"{run_dir} already holds a run. Resume it with medpanel run --resume {run_dir}, "
                             "or choose another --run-dir", field="--run-dir")
-        run_dir.mkdir(parents=True, exist_ok=True)
+        if run_dir.exists() and not run_dir.is_dir():
+            raise UserError(f"{run_dir} is a file, not a folder. Choose another --run-dir", field="--run-dir")
+        if plan.scenario.run.storage:
+            # Reach the storage before anything is written, so a wrong URL leaves no half-made run.
+            Store(normalize_url(plan.scenario.run.storage), run_dir).close()
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot create {run_dir} ({exc.strerror or exc}). Choose another --run-dir "
+                            "(or run.runs_dir)", field="--run-dir") from None
         runner = cls(run_dir, plan)
         write_atomic(run_dir / "questions.jsonl", "".join(q.model_dump_json() + "\n" for q in plan.questions))
         scenario_doc = plan.scenario.model_dump(mode="json")
@@ -381,19 +391,21 @@ class Runner:
 
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
-        meta_path = run_dir / "run.json"
-        if not meta_path.is_file():
-            raise UserError(f"{run_dir} is not a run directory (no run.json). Pass a directory under runs/",
-                            field="RUN_DIR")
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        scenario = Scenario.model_validate(meta["scenario"])
-        questions = [Question.model_validate_json(line) for line in
-                     (run_dir / "questions.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
-        budget = meta.get("budget_reference")
-        plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c) for c in meta["conditions"]],
-                    questions=questions, repeats=int(meta.get("repeats", 1)), shard_size=int(meta["shard_size"]),
-                    budget=BudgetReference.from_json(budget) if budget else None)
+        meta = load_meta(run_dir)
+        try:
+            scenario = Scenario.model_validate(meta["scenario"])
+            budget = meta.get("budget_reference")
+            plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c) for c in meta["conditions"]],
+                        questions=read_run_questions(run_dir), repeats=int(meta.get("repeats", 1)),
+                        shard_size=int(meta["shard_size"]),
+                        budget=BudgetReference.from_json(budget) if budget else None)
+        except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+            detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+            raise UserError(f"run.json is damaged or from an incompatible medpanel ({detail}). Restore it from a "
+                            "backup, or start the run again", file=str(run_dir / "run.json")) from None
         runner = cls(run_dir, plan)
+        if not runner.shared:
+            require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
         runner.created_with = meta.get("versions") or {}
         return runner
 

@@ -9,8 +9,10 @@ overwrites, never a row without its transcript.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -22,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
 from medpanel.agents.types import Question, QuestionResult
+from medpanel.experiments.errors import UserError
 
 metadata = sa.MetaData()
 
@@ -109,6 +112,36 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def redact_url(url: str) -> str:
+    """A storage URL without its password, for messages and files."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url
+
+
+def check_sqlite(url: str) -> None:
+    """Refuse a SQLite study file that is not a database or has damaged pages, naming it.
+
+    SQLite reports damage only when a query reaches a damaged page, which may be deep inside a
+    report or a resumed run; `PRAGMA quick_check` reads every page once (milliseconds for a run's
+    study.db), so the problem is one line before anything else happens.
+    """
+    path = sa.engine.make_url(url).database
+    if not path or path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return
+    fix = ("Restore it from a backup, or start the run again in a new --run-dir (its transcripts/ folder "
+           "keeps every finished debate)")
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        raise UserError(f"the study database is damaged ({verdict}). {fix}", file=path)
+
+
 def is_shared(url: str) -> bool:
     """Storage that several processes or machines may use at once (anything but SQLite)."""
     return not url.startswith("sqlite")
@@ -178,8 +211,17 @@ class Store:
         self.url = url
         self.run_dir = run_dir
         self.shared = is_shared(url)
-        self.engine = make_engine(url)
-        metadata.create_all(self.engine)
+        if not self.shared:
+            check_sqlite(url)
+        try:
+            self.engine = make_engine(url)
+            metadata.create_all(self.engine)
+        except (sa.exc.OperationalError, sa.exc.DatabaseError, sa.exc.ArgumentError, ImportError) as exc:
+            # Unreachable server, refused login, a SQLite file in a missing folder, a missing driver.
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            hint = " Install it with pip install 'medpanel[postgres]'" if isinstance(exc, ImportError) else ""
+            raise UserError(f"cannot open the study storage {redact_url(url)} ({reason}).{hint} Check the URL, "
+                            "that the server is running and the folder exists", field="storage") from None
 
     def put_meta(self, key: str, value: str) -> None:
         with self.engine.begin() as conn:

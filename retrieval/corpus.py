@@ -161,7 +161,8 @@ def _progress(console: Console, enabled: bool, *, bytes_: bool) -> Progress:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
-        disable=not enabled,
+        # A bar redrawn into a pipe or a log is noise (and the only stderr output besides errors).
+        disable=not enabled or not console.is_terminal,
         transient=False,
     )
 
@@ -232,13 +233,16 @@ def ingest(
             changed.add(doc.id)
     report.seconds_read = time.perf_counter() - started
     report.dropped_fields = dict(dropped)
-    _print_problems(console, report)
-
     if len(store) == 0:
+        # One line: the first problem says what is wrong with the input (a binary or non-UTF-8 file,
+        # the wrong format); a warning per line would bury it.
+        first = f" First problem: {report.problems[0]}" if report.problems else ""
+        more = f" ({len(report.problems) - 1} more lines skipped)" if len(report.problems) > 1 else ""
         raise CorpusInputError(
-            f"{', '.join(report.files)}: no valid record (need 'id', 'title', 'content' per line). "
-            "Fix the lines listed above"
+            f"{', '.join(report.files)}: no valid record (need 'id', 'title', 'content' per line).{first}{more}. "
+            "Give MedRAG JSONL saved as UTF-8"
         )
+    _print_problems(console, report)
     corpus_dir.mkdir(parents=True, exist_ok=True)
 
     started = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -12,6 +13,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from medpanel.experiments.errors import UserError
 from medpanel.experiments.runner import Runner, make_plan
 from medpanel.experiments.scenario import load_scenario
 from medpanel.experiments.store import Store
@@ -232,3 +236,50 @@ def test_an_error_in_the_progress_hook_is_raised_not_swallowed(tmp_path: Path) -
     assert len(_rows(runner.run_dir)) == 3
     with sqlite3.connect(runner.run_dir / "study.db") as conn:
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
+
+
+def test_overrides_are_validated_like_the_yaml_on_every_path(tmp_path: Path) -> None:
+    # make_plan (run), Runner.override (run, --resume, worker): model_copy(update=...) used to skip
+    # validation, so --workers 0 crashed and --max-calls -5 halted at once as "budget reached".
+    sc = load_scenario(_scenario(tmp_path))
+    with pytest.raises(UserError, match=r"^--workers: .*greater than or equal to 1"):
+        make_plan(sc, base_dir=tmp_path, workers=0)
+    with pytest.raises(UserError, match=r"^--repeat: "):
+        make_plan(sc, base_dir=tmp_path, repeats=0)
+    with pytest.raises(UserError, match=r"^--limit: "):
+        make_plan(sc, base_dir=tmp_path, limit=0)
+    runner = Runner.create(make_plan(sc, base_dir=tmp_path), run_dir=tmp_path / "run")
+    for values, option in [({"max_calls": -5}, "--max-calls"), ({"max_wall_s": -1.0}, "--max-wall-s"),
+                           ({"requests_per_minute": 0.0}, "--rpm"), ({"workers": 0}, "--workers")]:
+        with pytest.raises(UserError, match=f"^{option}: "):
+            runner.override(**values)
+    runner.override(max_calls=7, workers=2)
+    assert runner.plan.scenario.run.max_calls == 7 and runner.budget.max_calls == 7
+    assert runner.plan.scenario.run.workers == 2
+
+
+def test_an_unreachable_storage_leaves_no_run_directory(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path), ["run.storage=postgresql://u@127.0.0.1:1/db"]),
+                     base_dir=tmp_path)
+    with pytest.raises(UserError, match="cannot open the study storage postgresql"):
+        Runner.create(plan, run_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_damaged_study_db_is_one_line_naming_it(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path)), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    runner.run(install_signals=False)
+    with sqlite3.connect(runner.run_dir / "study.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    # A copy no connection of this process holds (a pooled one would write its WAL back over the damage).
+    run_dir = Path(shutil.copytree(runner.run_dir, tmp_path / "copy"))
+    db = run_dir / "study.db"
+    data = bytearray(db.read_bytes())
+    data[4096:4096 * 3] = bytes(range(256)) * 32  # the result table's pages; the schema page is intact
+    db.write_bytes(bytes(data))
+    with pytest.raises(UserError) as info:
+        Store(f"sqlite:///{db}", run_dir)
+    assert str(db) in str(info.value) and "damaged" in str(info.value)
+    with pytest.raises(UserError, match="study database is damaged"):
+        Runner.open(run_dir).run(install_signals=False)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.scenario import load_scenario, slug_for
+from medpanel.experiments.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
 
 from .conftest import ROOT, write
 
@@ -98,3 +99,136 @@ def test_set_overrides_dotted_keys(tmp_path: Path) -> None:
         load_scenario(f, ["settings.rounds"])
     with pytest.raises(UserError, match=r"model\.max_tokns"):
         load_scenario(f, ["model.max_tokns=1"])
+
+
+# -- hostile and mistaken scenarios (issue 13) ------------------------------------------------------
+
+
+def test_an_alias_bomb_is_refused_in_well_under_a_second(tmp_path: Path) -> None:
+    # Nine levels of nine aliases: 9^9 (387 million) strings once expanded, in 600 bytes.
+    levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"] + [
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    f = write(tmp_path / "bomb.yaml", "name: bomb\nsettings:\n  " + "\n  ".join(levels) + "\n")
+    started = time.perf_counter()
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    assert time.perf_counter() - started < 1.0
+    msg = str(info.value)
+    assert str(f) in msg and "aliases" in msg and "10,000 values" in msg and "\n" not in msg
+
+
+def test_modest_anchors_and_merge_keys_still_load(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\npipeline: panel\nsettings: &s {rounds: 2}\n"
+                                   "model: &m {backend: scripted, max_tokens: 64}\n")
+    sc = load_scenario(f)
+    assert sc.settings == {"rounds": 2} and sc.model.max_tokens == 64
+    # A key written next to a merge (`<<: *anchor`) overrides the merged one: that is no duplicate.
+    f = write(tmp_path / "m.yaml", "name: x\npipeline: panel\nsettings:\n  <<: {rounds: 3, turns_per_round: 2}\n"
+                                   "  rounds: 1\n")
+    assert load_scenario(f).settings == {"rounds": 1, "turns_per_round": 2}
+
+
+def test_a_duplicate_key_is_refused_with_both_lines(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\nrun:\n  max_calls: 5\n  workers: 1\n  max_calls: 900\n")
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    msg = str(info.value)
+    assert "line 5" in msg and "'max_calls' appears twice (first on line 3)" in msg and str(f) in msg
+    with pytest.raises(UserError, match="appears twice"):
+        load_scenario(write(tmp_path / "t.yaml", "name: a\nname: b\n"))
+
+
+def test_a_key_given_twice_with_set_takes_the_last_value(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\nrun: {workers: 4}\n")
+    assert load_scenario(f, ["run.workers=3", "run.workers=2"]).run.workers == 2
+    with pytest.raises(UserError, match=r"--set.*appears twice"):
+        load_scenario(f, ["run={workers: 1, workers: 2}"])
+    with pytest.raises(UserError, match=r"--set.*malformed YAML"):
+        load_scenario(f, ["run.workers=[1,"])
+
+
+@pytest.mark.parametrize("values", ["[0, 2, -1]", "[0, 2]", "[-1]", "[0, maybe]", "['1']"])
+def test_binary_flags_take_only_0_and_1(tmp_path: Path, values: str) -> None:
+    f = write(tmp_path / "s.yaml", f"name: x\npipeline: generalist\nflags: {{c: {values}}}\n")
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    assert "flags.c takes 0 (off) or 1 (on)" in str(info.value) and "(line 3)" in str(info.value)
+
+
+def test_string_valued_variant_flags_and_booleans_stay_valid(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\npipeline: panel\nflags: {c: [false, true], r: [1], k: [1], "
+                                   "variant: [ind]}\n")
+    assert [c.slug for c in load_scenario(f).conditions()] == ["c0r1k1-ind", "c1r1k1-ind"]
+
+
+def test_a_flag_grid_larger_than_the_limit_is_refused_before_expanding(tmp_path: Path) -> None:
+    flags = ", ".join(f"f{chr(97 + i)}: [0, 1]" for i in range(24))  # 16.7 million conditions
+    f = write(tmp_path / "s.yaml", f"name: x\nflags: {{{flags}}}\n")
+    started = time.perf_counter()
+    with pytest.raises(UserError, match="16,777,216 conditions; a scenario may have at most 1,024"):
+        load_scenario(f)
+    assert time.perf_counter() - started < 1.0
+
+
+def test_a_compare_pair_must_name_conditions_of_the_scenario(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", "name: x\npipeline: panel\nflags: {c: [0, 1], r: [0, 1]}\n"
+                                   "compare: [[c0r0, c1r0], [c1r0, c1r2]]\n")
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    msg = str(info.value)
+    assert "compare[1]" in msg and "'c1r2'" in msg and "c0r0, c0r1, c1r0, c1r1" in msg and "(line 4)" in msg
+    f = write(tmp_path / "t.yaml", "name: x\nflags: {c: [0, 1]}\ncompare: [[c1, c1]]\n")
+    with pytest.raises(UserError, match="with itself"):
+        load_scenario(f)
+
+
+def test_size_limits_name_the_limit(tmp_path: Path) -> None:
+    big = write(tmp_path / "big.yaml", "name: x\n#" + "x" * 2_000_000 + "\n")
+    with pytest.raises(UserError, match="at most 1,000,000"):
+        load_scenario(big)
+    with pytest.raises(UserError, match="at most 100,000 are allowed"):
+        load_scenario(write(tmp_path / "s.yaml", "name: x\ndescription: " + "y" * 150_000 + "\n"))
+    with pytest.raises(UserError, match="more than 10,000 values"):
+        load_scenario(write(tmp_path / "l.yaml", "name: x\nsettings: {a: [" + "1, " * 20_000 + "1]}\n"))
+    with pytest.raises(UserError, match="deeper than 32 levels"):
+        load_scenario(write(tmp_path / "d.yaml", "name: x\nsettings: " + "[" * 40 + "]" * 40 + "\n"))
+
+
+def test_unreadable_scenarios_are_one_line(tmp_path: Path) -> None:
+    cases = {"latin1.yaml": ("name: caf\xe9\n".encode("latin-1"), "not UTF-8 text (byte 0xe9 on line 1)"),
+             "img.png": (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), "a binary file, not text")}
+    for name, (body, expected) in cases.items():
+        (tmp_path / name).write_bytes(body)
+        with pytest.raises(UserError) as info:
+            load_scenario(tmp_path / name)
+        assert expected in str(info.value) and name in str(info.value)
+    with pytest.raises(UserError, match="is a folder, not a scenario"):
+        load_scenario(tmp_path)
+    # A UTF-8 byte-order mark (Windows editors) is not a mistake.
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbfname: bom\n")
+    assert load_scenario(tmp_path / "bom.yaml").name == "bom"
+
+
+@pytest.mark.parametrize(("url", "expected"), [("::::", "Could not parse"), ("nosuch://x", "Can't load plugin"),
+                                               ("postgresql://me:hunter2@h:port/db", "invalid literal")])
+def test_a_storage_url_is_checked_when_the_scenario_loads(tmp_path: Path, url: str, expected: str) -> None:
+    f = write(tmp_path / "s.yaml", f"name: x\nrun: {{storage: '{url}'}}\n")
+    with pytest.raises(UserError) as info:
+        load_scenario(f)
+    msg = str(info.value)
+    assert expected in msg and "run.storage" in msg and "not a storage URL" in msg
+    assert "hunter2" not in msg  # the password never reaches a message
+
+
+def test_cli_overrides_meet_the_yaml_bounds_and_name_the_option() -> None:
+    run = RunSpec()
+    for name, value, option in [("workers", 0, "--workers"), ("max_calls", -5, "--max-calls"),
+                                ("max_wall_s", -1.0, "--max-wall-s"), ("repeats", 0, "--repeat"),
+                                ("requests_per_minute", 0.0, "--rpm"), ("max_errors", -1, "--max-errors")]:
+        with pytest.raises(UserError) as info:
+            updated(run, {name: value}, block="run")
+        assert str(info.value).startswith(f"{option}: ") and f"run.{name}" in str(info.value)
+    with pytest.raises(UserError, match=r"^--limit: "):
+        updated(DatasetSpec(), {"limit": 0}, block="dataset")
+    assert updated(run, {"workers": 2, "max_calls": None}, block="run").workers == 2
+    assert updated(run, {"max_calls": None}, block="run") is run

@@ -82,7 +82,12 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
         raise TaskFileError(f"{file}: no such file. Give a JSONL file of free-text tasks")
     tasks: list[FreeTextTask] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = file.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        bad_line = file.read_bytes().count(b"\n", 0, exc.start) + 1
+        raise TaskFileError(f"{file}: not UTF-8 text (line {bad_line}). Save the task file as UTF-8") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         where = f"{file}:{lineno}"
