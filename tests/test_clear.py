@@ -658,3 +658,32 @@ def test_unknown_variant_is_a_user_error(tmp_path: Path) -> None:
     f.write_text("name: x\npipeline: clear\nvariants: [clear-turbo]\nmodel: {backend: scripted}\n")
     with pytest.raises(UserError, match="clear-turbo"):
         make_plan(load_scenario(f), base_dir=tmp_path)
+
+
+# -- counting revisions (Table 5) ------------------------------------------------------------------
+
+
+def test_one_changed_answer_is_one_revision_when_a_guard_follows_a_needs_more_search(
+        env: Callable[..., Env]) -> None:
+    # needs_more_search (A) -> follow-up 1 -> re-verification proposes the web's C against a three-way
+    # split -> the guard's follow-up 2 grants it. The answer changed once (A -> C), so one revision:
+    # follow-up 1 left the standing answer at A (the guard's default), follow-up 2 changed it.
+    env([docs(low=2), docs(high=1, tag="nms "), docs(high=1, tag="guard ")])
+    s = Script(p="A", lc="B", d="C", verify=Seq(verdict("needs_more_search", "A"), verdict("accept_dynamic", "C")))
+    result = run_clear(Q3, s)
+    assert result.answer == ("C",) and result.summary["guard"] == "granted"
+    assert result.summary["follow_ups"] == 2 and result.summary["revisions"] == 1
+    fus = decision(result).data["bundle"]["followups"]
+    assert [(f["purpose"], f["revised"]) for f in fus] == [("needs_more_search", False), ("guard", True)]
+    assert (fus[0]["answer_before"], fus[0]["answer_after"]) == (["A"], ["A"])
+
+
+def test_two_searches_before_one_change_count_one_revision(env: Callable[..., Env]) -> None:
+    env([docs(low=1)])
+    s = Script(p="A", lc="B", d="C", verify=Seq(verdict("needs_more_search", "A"), verdict("needs_more_search", "A"),
+                                                verdict("keep_local", "B")))
+    result = run_clear(Q3, s)
+    assert result.answer == ("B",) and result.summary["follow_ups"] == 2
+    assert result.summary["revisions"] == 1
+    fus = decision(result).data["bundle"]["followups"]
+    assert [f["revised"] for f in fus] == [False, True]
