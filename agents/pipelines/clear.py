@@ -160,6 +160,7 @@ class ClearPipeline:
             data["format_gate"] = gate.record()
         else:
             response = None
+            summary["rubric"] = rubric is not None
             if answer is not None:
                 response = await freetext.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
                                                   evidence=evidence, chars=s.verifier_passage_chars)
