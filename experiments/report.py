@@ -143,6 +143,31 @@ def recruitment_table(rows: list[Row], conditions: list[str]) -> Table | None:
                                  "recruits_per_q", "mean_final_panel"], out)
 
 
+def recruitment_by_dataset_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    """The seed paper's Table 11: recruitment rate beside accuracy, per dataset and condition."""
+    datasets = sorted({r.dataset for r in rows})
+    out = []
+    for cond in conditions:
+        if not any(r.condition == cond and "final_panel_size" in r.summary for r in rows):
+            continue
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in rows if r.condition == cond and (ds == OVERALL or r.dataset == ds)]
+            if not sel:
+                continue
+            ok = [r for r in sel if not r.error and "final_panel_size" in r.summary]
+            recruited_q = sum(1 for r in ok if r.summary.get("recruited", 0) > 0)
+            out.append([cond, ds, len(sel), len(sel) - len(ok), round(_pct(sum(r.correct for r in sel), len(sel)), 1),
+                        recruited_q, round(_pct(recruited_q, len(ok)), 1),
+                        round(sum(r.summary.get("recruited", 0) for r in ok) / len(ok), 2) if ok else 0.0,
+                        round(sum(r.summary["final_panel_size"] for r in ok) / len(ok), 2) if ok else 0.0])
+    if not out:
+        return None
+    return Table("Recruitment per dataset", ["condition", "dataset", "n", "errors", "accuracy_%", "questions_recruited",
+                                            "recruitment_rate_%", "recruits_per_q", "mean_final_panel"], out,
+                 note="The seed paper's Table 11: recruitment rate = questions with at least one recruited role / "
+                      "questions answered without error; accuracy over all n (errors and invalid answers wrong).")
+
+
 def knowledge_table(rows: list[Row], conditions: list[str]) -> Table | None:
     """How often the knowledge channel fired, and who received the briefs."""
     out = []
@@ -242,7 +267,8 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
-    for extra in (recruitment_table(rows, conditions), knowledge_table(rows, conditions),
+    for extra in (recruitment_table(rows, conditions), recruitment_by_dataset_table(rows, conditions),
+                  knowledge_table(rows, conditions),
                   self_assessment_table(rows, conditions),
                   repeats_table(rows, conditions), errors_table(rows)):
         if extra is not None:

@@ -91,3 +91,23 @@ def test_knowledge_table_rates() -> None:
             row("between-gap", "2", False, extra={"retrievals": 0, "gate_fired": False, "brief_received_by": []})]
     t = knowledge_table(rows, ["between-gap"])
     assert t is not None and t.rows == [["between-gap", 2, 1, 50.0, 1.0, 0.5]]
+
+
+def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
+    from medpanel.experiments.report import recruitment_by_dataset_table
+
+    rows = [row("c1r1", "1", True, ds="medqa", recruited=1, panel=3), row("c1r1", "2", False, ds="medqa"),
+            row("c1r1", "3", True, ds="medqa", recruited=2, panel=4), row("c1r1", "4", True, ds="pubmedqa"),
+            row("c1r1", "5", False, ds="pubmedqa", error="timeout: x"),
+            row("c1r0", "1", True, ds="medqa"), row("c1r0", "4", False, ds="pubmedqa")]
+    t = recruitment_by_dataset_table(rows, ["c1r0", "c1r1"])
+    assert t is not None
+    got = {(r[0], r[1]): r[2:] for r in t.rows}
+    # medqa: 3 questions, 2 right; 2 of 3 recruited; 3 recruits / 3; panels (3 + 2 + 4) / 3
+    assert got[("c1r1", "medqa")] == [3, 0, 66.7, 2, 66.7, 1.0, 3.0]
+    # pubmedqa: 2 rows, 1 errored (wrong, and not in the recruitment denominator): 0 of 1 recruited
+    assert got[("c1r1", "pubmedqa")] == [2, 1, 50.0, 0, 0.0, 0.0, 2.0]
+    assert got[("c1r1", "overall")] == [5, 1, 60.0, 2, 50.0, 0.75, 2.75]
+    assert got[("c1r0", "medqa")] == [1, 0, 100.0, 0, 0.0, 0.0, 2.0]
+    titles = [x.title for x in build_tables(rows, {"conditions": [], "scenario": {}}, n_boot=10)]
+    assert "Recruitment per dataset" in titles
