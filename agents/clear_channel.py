@@ -54,6 +54,7 @@ class ClearChannel(KnowledgeChannel):
                         local=list(loc.evidence), dynamic=list(docs), quality_record=record)
         decision = await Adjudicator(ctx, bundle).run()
         passages = [*decision.bundle.local, *decision.bundle.dynamic]
+        self.found.append(len(passages))
         points = brief_points(decision, len(decision.bundle.local))
         event = TranscriptEvent(kind="note", role="curator", agent="clear_channel", step="brief", round=round,
                                 turn=turn, content=f"query: {query} -> route {decision.route}",

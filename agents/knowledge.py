@@ -167,6 +167,11 @@ class KnowledgeChannel:
         self.settings = settings
         self.source = EvidenceSource(settings)
         self.results: list[BriefResult] = []
+        """Briefs written (a search found passages and the curator's brief was valid)."""
+        self.queries: list[str] = []
+        """Every query written: the gate's when it fired, the question text for `upfront`."""
+        self.found: list[int] = []
+        """Passages returned by each search, in order."""
 
     async def gate(self, state: str, critique: Critique | None, *, round: int, turn: int) -> GateDecision | None:
         gate = RoleAgent(self.session, name="knowledge_gate", role="knowledge_gate",
@@ -183,6 +188,7 @@ class KnowledgeChannel:
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:
         passages = await asyncio.to_thread(self.source.search, query, self.settings.k)
+        self.found.append(len(passages))
         event = TranscriptEvent(kind="note", role="curator", agent="evidence_curator", step="brief", round=round,
                                 turn=turn, content=f"query: {query}",
                                 data={"trigger": trigger, "query": query, "gap": gap,
@@ -214,6 +220,7 @@ class KnowledgeChannel:
     async def upfront(self) -> BriefResult | None:
         """Unconditional retrieval before reasoning; the question text is the query."""
         query = self.question.text[:500]
+        self.queries.append(query)
         return await self.retrieve_and_curate(query, "", round=0, turn=0, trigger="upfront")
 
     async def between(self, state: str, critique: Critique | None, *, blind: bool, round: int = 0,
@@ -228,13 +235,21 @@ class KnowledgeChannel:
                   "gap": decision.knowledge_gap if decision else None, "valid": decision is not None}))
         if not fired or decision is None:
             return None
+        self.queries.append(decision.query.strip())
         return await self.retrieve_and_curate(decision.query.strip(), decision.knowledge_gap, round=round, turn=turn,
                                               trigger="between_blind" if blind else "between_gap")
 
     def summary(self) -> dict[str, Any]:
+        """Four separate facts, since each can happen without the next: a query was written (the
+        gate fired), a search returned passages, a brief was written, and who received it."""
         return {
-            "gate_fired": len(self.results) > 0,
-            "retrievals": len(self.results),
-            "queries": [r.query for r in self.results],
+            "gate_fired": bool(self.queries),
+            "queries_written": len(self.queries),
+            "queries": list(self.queries),
+            "searches": len(self.found),
+            "retrievals": sum(1 for n in self.found if n),
+            "passages_retrieved": sum(self.found),
+            "briefs_written": len(self.results),
+            "briefs_delivered": sum(1 for r in self.results if r.received_by),
             "brief_received_by": sorted({n for r in self.results for n in r.received_by}),
         }

@@ -453,6 +453,7 @@ class PanelPipeline:
             "recruited": len(recruited),
             "recruited_roles": recruited,
             "initial_panel": [m.spec.role for m in state.members if not m.recruited],
+            "recruit_names": [m.agent.name for m in state.members if m.recruited],
             "final_panel_size": len(state.members),
             "critiques_with_weakness": weaknesses,
             "stopped_early": stopped_early,
