@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.roles import RoleAgent, format_question, render
@@ -25,6 +25,7 @@ from medpanel.agents.schemas import Critique
 from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
+from medpanel.retrieval.quickstart import web_corpus_for
 
 Timing = Literal["none", "upfront", "between_blind", "between_gap"]
 SourceKind = Literal["corpus", "snapshot", "tavily"]
@@ -43,18 +44,37 @@ class KnowledgeSettings(PipelineSettings):
     """Settings of the knowledge channel, shared by every pipeline that can retrieve."""
 
     corpus: str = "quickstart"
-    """Corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and ingested on
-    first use; ingest others with `medpanel corpus ingest`."""
+    """Local corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and
+    ingested on first use; ingest others with `medpanel corpus ingest`."""
     retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
     source: SourceKind = "corpus"
-    """`corpus` (local retrieval), `snapshot` (the offline web built from a URL-bearing corpus) or
-    `tavily` (live web search; needs TAVILY_API_KEY)."""
+    """`corpus` (local retrieval), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`)
+    or `tavily` (live web search; needs TAVILY_API_KEY)."""
+    web_corpus: str | None = None
+    """The offline web (`source: snapshot`, and the web pathway of CLEAR as the panel's channel): a
+    URL-bearing corpus of its own, never the local `corpus`. Default: the packaged `quickstart-web`
+    when `corpus` is `quickstart`; required otherwise."""
     k: int = Field(default=16, ge=1, le=100)
     """Passages retrieved per query (both papers use 16)."""
     timing: Timing = "between_gap"
     """When `k: 1` retrieves: upfront, between_blind or between_gap (challenger-aware)."""
     passage_chars: int = Field(default=600, ge=100)
     """Characters of each passage shown to the curator (small models have small contexts)."""
+
+
+    @property
+    def snapshot_corpus(self) -> str:
+        web = web_corpus_for(self.corpus, self.web_corpus)
+        if web is None:
+            raise ValueError(f"the offline web needs a corpus of its own: set settings.web_corpus to a URL-bearing "
+                             f"corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+        return web
+
+    @model_validator(mode="after")
+    def _web_is_named(self) -> KnowledgeSettings:
+        if self.source == "snapshot":
+            _ = self.snapshot_corpus  # raises when the web cannot be resolved
+        return self
 
 
 def instruction_like(text: str) -> bool:
@@ -134,10 +154,6 @@ class EvidenceSource:
     def open(self) -> Any:
         if self._backend is None:
             s = self.settings
-            from medpanel.retrieval.quickstart import ensure_quickstart_corpus
-
-            if s.corpus == "quickstart":
-                ensure_quickstart_corpus()
             if s.source == "corpus":
                 from medpanel.retrieval.retrievers import open_retriever
 
@@ -145,7 +161,7 @@ class EvidenceSource:
             else:
                 from medpanel.retrieval.search import open_search_backend
 
-                self._backend = (open_search_backend("snapshot", corpus=s.corpus) if s.source == "snapshot"
+                self._backend = (open_search_backend("snapshot", corpus=s.snapshot_corpus) if s.source == "snapshot"
                                  else open_search_backend("tavily"))
         return self._backend
 

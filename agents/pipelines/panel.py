@@ -379,6 +379,10 @@ class PanelPipeline:
     def prepare(self, conditions: list[Condition], settings: PanelSettings) -> None:
         if any(c.on("k") or c.flags.get("variant") == "routed" for c in conditions):
             prepare(settings)
+        if any(c.on("k") and (settings.k_source == "clear" or c.flags.get("variant") == "clear") for c in conditions):
+            from medpanel.agents.clear_channel import prepare_channel
+
+            prepare_channel(settings)
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
