@@ -55,6 +55,13 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     if not rows:
         console.print("No finished questions yet.")
         return
+    from medpanel.experiments.protocol import protocol_line
+
+    sc = meta.get("scenario", {})
+    # The header says what was run and how it departs from the papers before any number is read.
+    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", meta.get("name", ""))),
+                                f": {sc['description']}" if sc.get("description") else ""))
+    console.print(Text(f"protocol: {protocol_line(sc)}"))
     tables = build_tables(rows, meta)
     for t in tables:
         print_table(t)

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.experiments.audit import LEAKAGE_FILE, evidence_items, leakage_table, refresh_leakage
+from medpanel.experiments.protocol import protocol_line
 from medpanel.experiments.report import Table, build_tables, default_comparisons
 from medpanel.experiments.rundir import RunData, load_run
 from medpanel.experiments.store import Row
@@ -272,6 +273,7 @@ def _header(data: RunData) -> dict[str, Any]:
     return {
         "name": meta.get("name", data.run_dir.name), "run_dir": data.run_dir.name,
         "description": sc.get("description", ""), "pipeline": sc.get("pipeline", ""),
+        "protocol": protocol_line(sc),
         "scenario_file": meta.get("scenario_file") or "",
         "model": f"{model.get('backend', '')}/{model.get('name') or 'default'}",
         "base_url": _redact(model.get("base_url")) if model.get("base_url") else "",

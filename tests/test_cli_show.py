@@ -54,3 +54,29 @@ def test_report_tables_print_cells_and_notes_verbatim(out: io.StringIO) -> None:
     cli.print_table(Table("t", ["condition", "dataset"], [["c1r0", "[medqa]"]], note="rates over [n] rows"))
     text = out.getvalue()
     assert "[medqa]" in text and "rates over [n] rows" in text
+
+
+def test_report_headers_show_the_description_and_the_protocol_deviations(tmp_path: Any,
+                                                                         out: io.StringIO) -> None:
+    from pathlib import Path
+
+    from medpanel.agents.scripted import ScriptedChatCompletionClient
+    from medpanel.experiments.runner import Runner, make_plan
+    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.viewer import build_site
+
+    f = Path(tmp_path) / "s.yaml"
+    f.write_text("name: hdr\ndescription: 'Generalist on the samples. Deviation: temperature = 0.3 to sample.'\n"
+                 "pipeline: generalist\nflags: {c: [0]}\ndataset: {source: sample, limit: 1}\n"
+                 "model: {backend: scripted, temperature: 0.3}\n", encoding="utf-8")
+    runner = Runner.create(make_plan(load_scenario(f), base_dir=Path(tmp_path)), run_dir=Path(tmp_path) / "run")
+    runner.client_factory = lambda spec: ScriptedChatCompletionClient()
+    assert runner.run(install_signals=False)["state"] == "complete"
+    cli.summarise(runner.run_dir, write=False)
+    head = out.getvalue().splitlines()[:2]
+    assert head[0] == "scenario hdr: Generalist on the samples. Deviation: temperature = 0.3 to sample."
+    assert head[1] == "protocol: differs from the papers' protocol: temperature = 0.3 (paper: 0.0)"
+    build_site(runner.run_dir, plots=False, n_boot=10)
+    html = (runner.run_dir / "report" / "index.html").read_text(encoding="utf-8")
+    assert "Deviation: temperature = 0.3 to sample." in html
+    assert "<dt>protocol</dt><dd>differs from the papers&#39; protocol: temperature = 0.3 (paper: 0.0)</dd>" in html
