@@ -122,7 +122,11 @@ QUALITY_TABLE: tuple[QualityRule, ...] = (
            ("ahajournals.org", "specialty journal (AHA: Circulation, Stroke)"),
            ("atsjournals.org", "specialty journal (ATS)")),
     *_rows("medium", "medpanel",
-           ("ac.uk", "academic institution (UK), like .edu")),
+           ("ac.uk", "academic institution (UK), like .edu"),
+           ("gov.uk", "government (UK), like .gov"),
+           ("gov.au", "government (Australia), like .gov"),
+           ("gc.ca", "government (Canada), like .gov"),
+           ("europa.eu", "EU institution, like .gov")),
     *(QualityRule(pattern, "low", "preprint server", "medpanel", "preprint")
       for pattern in ("medrxiv.org", "biorxiv.org", "arxiv.org", "researchsquare.com", "ssrn.com")),
 )
