@@ -166,3 +166,28 @@ def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> No
     assert not any(e.role == "knowledge_gate" for e in plain.events) and "queries_written" not in plain.summary
     assert sum(e.step == "gate" for e in knowledge.events) == 8  # after every turn but the last
     assert knowledge.summary["queries_written"] == 8
+
+
+def test_self_assessment_scenario_starts_from_one_agent_like_kamac() -> None:
+    from medpanel.agents.pipelines.panel import PanelSettings
+    from medpanel.agents.scripted import ScriptedRequest
+    from medpanel.agents.types import Condition
+
+    from .scripted_helpers import Q4, run
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "self_assessment.yaml")
+    s = PanelSettings.model_validate(sc.settings)
+    assert s.initial_specialists == 1 and s.self_assessment and (s.rounds, s.turns_per_round) == (3, 3)
+    assert "KAMAC" in sc.description and "initial_specialists = 1" in sc.description
+
+    def respond(r: ScriptedRequest) -> object:
+        if r.tag.step.startswith("select_specialists"):
+            return {"specialists": [{"role": "Cardiologist", "expertise": "heart"}]}
+        if r.tag.step.startswith("recruit_check"):
+            return {"needed": False, "specialty": "", "reason": "enough"}
+        return {"reasoning": "thinks", "answer": "A"}
+
+    [cond] = [Condition(slug=c.slug, pipeline="panel", flags=c.flags, settings=sc.settings) for c in sc.conditions()]
+    result, _ = run(cond, Q4, respond)
+    assert result.summary["initial_panel"] == ["Cardiologist"] and result.summary["final_panel_size"] == 1
+    assert sum(e.step == "recruit_check" for e in result.events) == 1  # asked once, after the first turn
