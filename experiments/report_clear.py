@@ -107,9 +107,9 @@ def followup_table(rows: list[Row], conditions: list[str]) -> Table | None:
     return Table("CLEAR follow-up search", ["condition", "dataset", "n", "searches_triggered", "questions_searched",
                                             "accepted_revisions", "acceptance_rate_%", "accuracy_%"], out,
                  note="searches_triggered = targeted follow-up searches (guard, audit and needs_more_search); "
-                      "accepted_revisions = follow-ups after which the answer changed (guard granted, audit "
-                      "reopened, or re-verification changed the preliminary answer); acceptance rate = "
-                      "accepted_revisions / searches_triggered.")
+                      "accepted_revisions = answer changes, each credited to one follow-up (guard granted, audit "
+                      "reopened, or the answer standing after the next verification differs from the preliminary "
+                      "one); acceptance rate = accepted_revisions / searches_triggered.")
 
 
 def _right(answer: Any, gold: set[str]) -> bool:

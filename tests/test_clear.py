@@ -584,11 +584,13 @@ def test_one_call_labels_every_document_by_default_with_the_table_as_prior(env: 
     assert "P1: medium" in s.requests("dynamic")[0].last
 
 
-def test_a_retracted_document_stays_low_whatever_its_label() -> None:
-    from medpanel.agents.clear.quality import deterministic
-
-    [ev] = deterministic([web("high", 1).model_copy(update={"title": "RETRACTED: a trial"})])
-    assert ev.quality == "low" and "retracted" in ev.flags
+def test_a_retracted_document_stays_low_whatever_its_label(env: Callable[..., Env]) -> None:
+    env([[web("high", 1).model_copy(update={"title": "RETRACTED: a trial"}), web("low", 2)]])
+    s = Script(extra={"assess_quality": {"P1": "high", "P2": "medium"}})
+    result = run_clear(Q3, s, settings={"llm_quality": True})
+    q = notes(result, "source_quality")[0].data
+    assert q["tiers"] == {"high1": "low", "low2": "medium"}
+    assert [c["doc_id"] for c in q["changes"]] == ["low2"]  # the retracted one was low and stayed low
 
 
 def test_qpis_plans_and_searches_until_sufficient(env: Callable[..., Env]) -> None:
