@@ -23,8 +23,11 @@ from medpanel.agents.clear.adjudication import Adjudicator, Decision
 from medpanel.agents.clear.bundle import Bundle, Candidate
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
 from medpanel.agents.clear.settings import ClearSettings, mode_of
-from medpanel.agents.knowledge import BriefResult, KnowledgeChannel
+from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
 from medpanel.agents.types import TranscriptEvent
+from medpanel.retrieval.errors import SourceConfigError
+from medpanel.retrieval.quickstart import web_corpus_for
+from medpanel.retrieval.search import check_separate
 
 
 class ClearChannel(KnowledgeChannel):
@@ -34,11 +37,7 @@ class ClearChannel(KnowledgeChannel):
     """Set by the panel before each use: its current majority position."""
 
     def clear_settings(self) -> ClearSettings:
-        s = self.settings
-        return ClearSettings(corpus=s.corpus, retriever=s.retriever, k=s.k,
-                             dynamic_source="tavily" if s.source == "tavily" else "snapshot",
-                             dynamic_k=min(s.k, 8),
-                             passage_chars=self.passage_chars).for_backend(self.session.spec)
+        return clear_settings(self.settings, passage_chars=self.passage_chars).for_backend(self.session.spec)
 
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:
@@ -55,6 +54,7 @@ class ClearChannel(KnowledgeChannel):
                         local=list(loc.evidence), dynamic=list(docs), quality_record=record)
         decision = await Adjudicator(ctx, bundle).run()
         passages = [*decision.bundle.local, *decision.bundle.dynamic]
+        self.found.append(len(passages))
         points = brief_points(decision, len(decision.bundle.local))
         event = TranscriptEvent(kind="note", role="curator", agent="clear_channel", step="brief", round=round,
                                 turn=turn, content=f"query: {query} -> route {decision.route}",
@@ -80,6 +80,30 @@ class ClearChannel(KnowledgeChannel):
         out["clear_routes"] = routes
         out["clear_guard"] = [r.event.data.get("guard", {}).get("outcome") for r in self.results]
         return out
+
+
+def clear_settings(s: KnowledgeSettings, *, passage_chars: int | None = None) -> ClearSettings:
+    """CLEAR's settings for the panel's channel: the local corpus, and the web of `web_corpus`.
+    `passage_chars` is the length in force for the backend (the setting, else its accommodation)."""
+    return ClearSettings(corpus=s.corpus, retriever=s.retriever, k=s.k,
+                         dynamic_source="tavily" if s.source == "tavily" else "snapshot",
+                         dynamic_corpus=s.web_corpus, dynamic_k=min(s.k, 8),
+                         passage_chars=s.passage_chars if passage_chars is None else passage_chars)
+
+
+def prepare_channel(settings: KnowledgeSettings) -> None:
+    """Open both sources once, and refuse an offline web that is (or shares documents with) the
+    local corpus, before any worker starts."""
+    if settings.source != "tavily":
+        web = web_corpus_for(settings.corpus, settings.web_corpus)
+        if web is None:
+            raise SourceConfigError(f"the offline web needs a corpus of its own: set it to a URL-bearing corpus other "
+                                    f"than the local {settings.corpus!r} (README: Retrieval corpora)",
+                                    field="settings.web_corpus")
+        check_separate(settings.corpus, web, field="settings.web_corpus")
+    cs = clear_settings(settings)
+    local_source(cs, cs.retriever).open()
+    dynamic_source(cs).open()
 
 
 def brief_points(decision: Decision, n_local: int, per_source: int = 3) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.roles import RoleAgent, format_question, render
@@ -25,6 +25,7 @@ from medpanel.agents.schemas import Critique
 from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
+from medpanel.retrieval.quickstart import web_corpus_for
 
 Timing = Literal["none", "upfront", "between_blind", "between_gap"]
 SourceKind = Literal["corpus", "snapshot", "tavily"]
@@ -43,12 +44,16 @@ class KnowledgeSettings(PipelineSettings):
     """Settings of the knowledge channel, shared by every pipeline that can retrieve."""
 
     corpus: str = "quickstart"
-    """Corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and ingested on
-    first use; ingest others with `medpanel corpus ingest`."""
+    """Local corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and
+    ingested on first use; ingest others with `medpanel corpus ingest`."""
     retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
     source: SourceKind = "corpus"
-    """`corpus` (local retrieval), `snapshot` (the offline web built from a URL-bearing corpus) or
-    `tavily` (live web search; needs TAVILY_API_KEY)."""
+    """`corpus` (local retrieval), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`)
+    or `tavily` (live web search; needs TAVILY_API_KEY)."""
+    web_corpus: str | None = None
+    """The offline web (`source: snapshot`, and the web pathway of CLEAR as the panel's channel): a
+    URL-bearing corpus of its own, never the local `corpus`. Default: the packaged `quickstart-web`
+    when `corpus` is `quickstart`; required otherwise."""
     k: int = Field(default=16, ge=1, le=100)
     """Passages retrieved per query (both papers use 16)."""
     timing: Timing = "between_gap"
@@ -56,6 +61,21 @@ class KnowledgeSettings(PipelineSettings):
     passage_chars: int | None = Field(default=None, ge=100)
     """Characters of each passage shown to the curator. Unset: the backend's default, which cuts
     only for the embedded model (600; MedRAG chunks are ~1,000) and shows whole passages elsewhere."""
+
+
+    @property
+    def snapshot_corpus(self) -> str:
+        web = web_corpus_for(self.corpus, self.web_corpus)
+        if web is None:
+            raise ValueError(f"the offline web needs a corpus of its own: set settings.web_corpus to a URL-bearing "
+                             f"corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+        return web
+
+    @model_validator(mode="after")
+    def _web_is_named(self) -> KnowledgeSettings:
+        if self.source == "snapshot":
+            _ = self.snapshot_corpus  # raises when the web cannot be resolved
+        return self
 
 
 def instruction_like(text: str) -> bool:
@@ -136,10 +156,6 @@ class EvidenceSource:
     def open(self) -> Any:
         if self._backend is None:
             s = self.settings
-            from medpanel.retrieval.quickstart import ensure_quickstart_corpus
-
-            if s.corpus == "quickstart":
-                ensure_quickstart_corpus()
             if s.source == "corpus":
                 from medpanel.retrieval.retrievers import open_retriever
 
@@ -147,7 +163,7 @@ class EvidenceSource:
             else:
                 from medpanel.retrieval.search import open_search_backend
 
-                self._backend = (open_search_backend("snapshot", corpus=s.corpus) if s.source == "snapshot"
+                self._backend = (open_search_backend("snapshot", corpus=s.snapshot_corpus) if s.source == "snapshot"
                                  else open_search_backend("tavily"))
         return self._backend
 
@@ -169,6 +185,11 @@ class KnowledgeChannel:
         self.settings = settings
         self.source = EvidenceSource(settings)
         self.results: list[BriefResult] = []
+        """Briefs written (a search found passages and the curator's brief was valid)."""
+        self.queries: list[str] = []
+        """Every query written: the gate's when it fired, the question text for `upfront`."""
+        self.found: list[int] = []
+        """Passages returned by each search, in order."""
         self.passage_chars = session.spec.accommodation("passage_chars", settings.passage_chars)
         """The passage length in force: the setting, else the backend's accommodation (none but local)."""
 
@@ -187,6 +208,7 @@ class KnowledgeChannel:
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:
         passages = await asyncio.to_thread(self.source.search, query, self.settings.k)
+        self.found.append(len(passages))
         event = TranscriptEvent(kind="note", role="curator", agent="evidence_curator", step="brief", round=round,
                                 turn=turn, content=f"query: {query}",
                                 data={"trigger": trigger, "query": query, "gap": gap,
@@ -218,6 +240,7 @@ class KnowledgeChannel:
     async def upfront(self) -> BriefResult | None:
         """Unconditional retrieval before reasoning; the question text is the query."""
         query = self.question.text[:500]
+        self.queries.append(query)
         return await self.retrieve_and_curate(query, "", round=0, turn=0, trigger="upfront")
 
     async def between(self, state: str, critique: Critique | None, *, blind: bool, round: int = 0,
@@ -232,13 +255,21 @@ class KnowledgeChannel:
                   "gap": decision.knowledge_gap if decision else None, "valid": decision is not None}))
         if not fired or decision is None:
             return None
+        self.queries.append(decision.query.strip())
         return await self.retrieve_and_curate(decision.query.strip(), decision.knowledge_gap, round=round, turn=turn,
                                               trigger="between_blind" if blind else "between_gap")
 
     def summary(self) -> dict[str, Any]:
+        """Four separate facts, since each can happen without the next: a query was written (the
+        gate fired), a search returned passages, a brief was written, and who received it."""
         return {
-            "gate_fired": len(self.results) > 0,
-            "retrievals": len(self.results),
-            "queries": [r.query for r in self.results],
+            "gate_fired": bool(self.queries),
+            "queries_written": len(self.queries),
+            "queries": list(self.queries),
+            "searches": len(self.found),
+            "retrievals": sum(1 for n in self.found if n),
+            "passages_retrieved": sum(self.found),
+            "briefs_written": len(self.results),
+            "briefs_delivered": sum(1 for r in self.results if r.received_by),
             "brief_received_by": sorted({n for r in self.results for n in r.received_by}),
         }

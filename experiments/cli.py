@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from medpanel.experiments.errors import UserError
 
@@ -36,10 +37,10 @@ def print_table(t: Any) -> None:
     for col in t.columns:
         table.add_column(col, overflow="fold")
     for row in t.rows:
-        table.add_row(*[f"{v:.2f}" if isinstance(v, float) else str(v) for v in row])
+        table.add_row(*[Text(f"{v:.2f}" if isinstance(v, float) else str(v)) for v in row])
     console.print(table)
     if t.note:
-        console.print(f"[dim]{t.note}[/dim]")
+        console.print(Text(t.note, style="dim"))
 
 
 def summarise(run_dir: Path, *, write: bool = True) -> None:
@@ -54,8 +55,14 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     if not rows:
         console.print("No finished questions yet.")
         return
+    from medpanel.experiments.protocol import protocol_line
     from medpanel.experiments.run_settings import header_lines
 
+    sc = meta.get("scenario", {})
+    # The header says what was run and how it departs from the papers before any number is read.
+    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", meta.get("name", ""))),
+                                f": {sc['description']}" if sc.get("description") else ""))
+    console.print(Text(f"protocol: {protocol_line(sc)}"))
     for line in header_lines(meta):
         console.print(line, markup=False, highlight=False)
     tables = build_tables(rows, meta)
@@ -244,13 +251,17 @@ def show(
 
 
 def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
+    # Everything below comes from a model, a dataset or a corpus: it is printed as Text, never
+    # parsed as rich markup (a "[/b]" in a question would otherwise crash the command, and a tag
+    # meant as styling would be printed literally where markup is off).
     q = doc["question"]
     verdict = "ERROR" if doc.get("error") else "INVALID" if doc["invalid"] else "correct" if doc["correct"] else "wrong"
-    head = (f"[bold]{doc['condition']}[/bold]  {q['dataset']}/{q['qid']}  answer {','.join(doc['answer']) or '-'}  "
-            f"gold {','.join(doc['gold'])}  -> {verdict}   calls {doc['calls']}  tokens {doc['tokens']}")
+    head = Text.assemble((str(doc["condition"]), "bold"),
+                         f"  {q['dataset']}/{q['qid']}  answer {','.join(doc['answer']) or '-'}  "
+                         f"gold {','.join(doc['gold'])}  -> {verdict}   calls {doc['calls']}  tokens {doc['tokens']}")
     opts = "\n".join(f"  ({k}) {v}" for k, v in q["options"].items())
     console.print(head)
-    console.print(Panel(f"{q['text']}\n\n{opts}", title="question", title_align="left"))
+    console.print(Panel(Text(f"{q['text']}\n\n{opts}"), title="question", title_align="left"))
     for e in doc["events"]:
         where = f"r{e['round']}t{e['turn']}" if e.get("round") else ""
         tag = f"{e['kind']:<8} {e['role']:<11} {e['agent']:<22} {e['step']:<18} {where}"
@@ -265,13 +276,13 @@ def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
             if full:
                 body = "\n".join(f"<{m['role']}{':' + m['name'] if m.get('name') else ''}> {m['content']}"
                                  for m in e.get("messages", [])) + "\n---\n" + body
-            console.print(Panel(body, title=f"{tag}  {meta}", title_align="left", border_style=_colour(e["role"])),
-                          markup=False)
+            console.print(Panel(Text(body), title=Text(f"{tag}  {meta}"), title_align="left",
+                                border_style=_colour(e["role"])))
         else:
             data = f"  {json.dumps(e['data'], ensure_ascii=False)}" if e.get("data") else ""
-            console.print(f"[bold]{tag}[/bold] {e.get('content', '')}{data}", markup=False)
+            console.print(Text.assemble((tag, "bold"), f" {e.get('content', '')}{data}"))
     if doc.get("error"):
-        console.print(f"error: {doc['error']}")
+        console.print(Text(f"error: {doc['error']}"))
 
 
 def _colour(role: str) -> str:

@@ -142,22 +142,69 @@ def recruitment_table(rows: list[Row], conditions: list[str]) -> Table | None:
                                  "recruits_per_q", "mean_final_panel"], out)
 
 
-def knowledge_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    """How often the knowledge channel fired, and who received the briefs."""
+def recruitment_by_dataset_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    """The seed paper's Table 11: recruitment rate beside accuracy, per dataset and condition."""
+    datasets = sorted({r.dataset for r in rows})
     out = []
     for cond in conditions:
-        sel = [r for r in rows if r.condition == cond and not r.error and "retrievals" in r.summary]
-        if not sel:
+        if not any(r.condition == cond and "final_panel_size" in r.summary for r in rows):
             continue
-        n = len(sel)
-        fired = sum(1 for r in sel if r.summary.get("gate_fired"))
-        recipients = sum(len(r.summary.get("brief_received_by", [])) for r in sel)
-        out.append([cond, n, fired, round(_pct(fired, n), 1), round(sum(r.summary["retrievals"] for r in sel) / n, 2),
-                    round(recipients / n, 2)])
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in rows if r.condition == cond and (ds == OVERALL or r.dataset == ds)]
+            if not sel:
+                continue
+            ok = [r for r in sel if not r.error and "final_panel_size" in r.summary]
+            recruited_q = sum(1 for r in ok if r.summary.get("recruited", 0) > 0)
+            out.append([cond, ds, len(sel), len(sel) - len(ok), round(_pct(sum(r.correct for r in sel), len(sel)), 1),
+                        recruited_q, round(_pct(recruited_q, len(ok)), 1),
+                        round(sum(r.summary.get("recruited", 0) for r in ok) / len(ok), 2) if ok else 0.0,
+                        round(sum(r.summary["final_panel_size"] for r in ok) / len(ok), 2) if ok else 0.0])
     if not out:
         return None
-    return Table("Knowledge recruitment", ["condition", "n", "questions_retrieved", "retrieval_rate_%",
-                                           "retrievals_per_q", "brief_recipients_per_q"], out)
+    return Table("Recruitment per dataset", ["condition", "dataset", "n", "errors", "accuracy_%", "questions_recruited",
+                                            "recruitment_rate_%", "recruits_per_q", "mean_final_panel"], out,
+                 note="The seed paper's Table 11: recruitment rate = questions with at least one recruited role / "
+                      "questions answered without error; accuracy over all n (errors and invalid answers wrong).")
+
+
+def knowledge_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    """The knowledge channel's four steps, counted apart: gate fired (a query was written), passages
+    retrieved, brief delivered to at least one agent, and who received it."""
+    datasets = sorted({r.dataset for r in rows})
+    out = []
+    for cond in conditions:
+        mine = [r for r in rows if r.condition == cond]
+        if not any("queries_written" in r.summary for r in mine):
+            continue
+        panel = any("recruit_names" in r.summary for r in mine)
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in mine if ds == OVERALL or r.dataset == ds]
+            if not sel:
+                continue
+            ok = [r for r in sel if not r.error and "queries_written" in r.summary]
+            n = len(ok)
+            fired = sum(1 for r in ok if r.summary["queries_written"] > 0)
+            found = sum(1 for r in ok if r.summary.get("retrievals", 0) > 0)
+            delivered = sum(1 for r in ok if r.summary.get("briefs_delivered", 0) > 0)
+            recipients = [r.summary.get("brief_received_by", []) for r in ok]
+            recruit_hits = sum(len(set(got) & set(r.summary.get("recruit_names", [])))
+                               for got, r in zip(recipients, ok, strict=True))
+            recruits: float | str = (round(recruit_hits / n, 2) if n else 0.0) if panel else "-"
+            out.append([cond, ds, n, len(sel) - n, fired, round(_pct(fired, n), 1), found, round(_pct(found, n), 1),
+                        delivered, round(_pct(delivered, n), 1),
+                        round(sum(r.summary["queries_written"] for r in ok) / n, 2) if n else 0.0,
+                        round(sum(r.summary.get("passages_retrieved", 0) for r in ok) / n, 2) if n else 0.0,
+                        round(sum(len(x) for x in recipients) / n, 2) if n else 0.0, recruits])
+    if not out:
+        return None
+    return Table("Knowledge recruitment", ["condition", "dataset", "n", "errors", "gate_fired_q", "gate_fired_%",
+                                           "retrieved_q", "retrieved_%", "brief_delivered_q", "brief_delivered_%",
+                                           "queries_per_q", "passages_per_q", "recipients_per_q",
+                                           "recruit_recipients_per_q"], out,
+                 note="Per question, counted apart: gate fired = a query was written (upfront: the question text, "
+                      "no gate); retrieved = a search returned passages; brief delivered = a valid brief reached at "
+                      "least one agent; recipients = distinct agents who received a brief (recruits among them: "
+                      "panel only; 0 under -ind). Rates over the n questions answered without error.")
 
 
 def self_assessment_table(rows: list[Row], conditions: list[str]) -> Table | None:
@@ -241,7 +288,8 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
-    for extra in (recruitment_table(rows, conditions), knowledge_table(rows, conditions),
+    for extra in (recruitment_table(rows, conditions), recruitment_by_dataset_table(rows, conditions),
+                  knowledge_table(rows, conditions),
                   self_assessment_table(rows, conditions),
                   repeats_table(rows, conditions), errors_table(rows)):
         if extra is not None:

@@ -107,9 +107,9 @@ def followup_table(rows: list[Row], conditions: list[str]) -> Table | None:
     return Table("CLEAR follow-up search", ["condition", "dataset", "n", "searches_triggered", "questions_searched",
                                             "accepted_revisions", "acceptance_rate_%", "accuracy_%"], out,
                  note="searches_triggered = targeted follow-up searches (guard, audit and needs_more_search); "
-                      "accepted_revisions = follow-ups after which the answer changed (guard granted, audit "
-                      "reopened, or re-verification changed the preliminary answer); acceptance rate = "
-                      "accepted_revisions / searches_triggered.")
+                      "accepted_revisions = answer changes, each credited to one follow-up (guard granted, audit "
+                      "reopened, or the answer standing after the next verification differs from the preliminary "
+                      "one); acceptance rate = accepted_revisions / searches_triggered.")
 
 
 def _right(answer: Any, gold: set[str]) -> bool:
@@ -138,24 +138,30 @@ def pathway_table(rows: list[Row], conditions: list[str]) -> Table | None:
 
 
 def freetext_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    datasets = sorted({r.dataset for r in rows if "rubric_score" in r.summary})
+    """Rubric scores over every free-text row of a graded dataset: a row with no response, no valid
+    grade or an error scores 0 and is counted in n_missing (dropping them would reward a
+    condition for failing on the hard tasks)."""
+    graded_ds = {r.dataset for r in rows if r.summary.get("rubric") or r.summary.get("rubric_score") is not None}
+    datasets = sorted(graded_ds)
     out = []
     for cond in conditions:
         for ds in [*datasets, OVERALL]:
-            sel = [r for r in rows if r.condition == cond and "rubric_score" in r.summary
+            sel = [r for r in rows if r.condition == cond and not r.gold and r.dataset in graded_ds
                    and (ds == OVERALL or r.dataset == ds)]
             if not sel:
                 continue
             scores = [float(r.summary["rubric_score"]) for r in sel if r.summary.get("rubric_score") is not None]
-            mean = round(sum(scores) / len(scores), 4) if scores else None
-            out.append([cond, ds, len(sel), len(scores), mean if mean is not None else "-",
-                        sum(1 for r in sel if r.invalid), sum(1 for r in sel if r.error)])
+            out.append([cond, ds, len(sel), len(scores), len(sel) - len(scores),
+                        round(sum(scores) / len(sel), 4), sum(1 for r in sel if r.invalid),
+                        sum(1 for r in sel if r.error)])
     if not out:
         return None
-    return Table("Free-text rubric scores", ["condition", "dataset", "n", "graded", "mean_score", "no_response",
-                                            "errors"], out,
+    return Table("Free-text rubric scores", ["condition", "dataset", "n", "graded", "n_missing", "mean_score",
+                                            "no_response", "errors"], out,
                  note="Score = points of met rubric items / positive points, clipped to [0, 1] (HealthBench's rule), "
-                      "graded by an LLM judge. The accuracy table's `correct` does not apply to free text.")
+                      "graded by an LLM judge. mean_score is over all n tasks: a task with no response, no valid "
+                      "grade or an error scores 0 (n_missing of them). The accuracy table's `correct` does not "
+                      "apply to free text.")
 
 
 def clear_tables(rows: list[Row], conditions: list[str] | None = None) -> list[Table]:

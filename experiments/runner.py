@@ -472,7 +472,7 @@ class Runner:
         try:
             hook(self.plan.conditions, settings)
         except RetrievalError as exc:
-            raise UserError(str(exc), field="settings.corpus") from None
+            raise UserError(str(exc), field=getattr(exc, "field", None) or "settings.corpus") from None
 
     def _all_taken(self) -> bool:
         with self._taken_lock:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.experiments.audit import LEAKAGE_FILE, evidence_items, leakage_table, refresh_leakage
+from medpanel.experiments.protocol import protocol_line
 from medpanel.experiments.report import Table, build_tables, default_comparisons
 from medpanel.experiments.run_settings import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.rundir import RunData, load_run
@@ -81,6 +82,13 @@ def _num(v: Any, digits: int = 2) -> str:
     if isinstance(v, float):
         return f"{v:.{digits}f}"
     return str(v)
+
+
+def _yes(v: Any) -> bool:
+    """A yes/no field as recorded: a bool, or its text ("no" and "false" are not true)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("yes", "true", "1")
+    return bool(v)
 
 
 def _pretty(v: Any) -> str:
@@ -152,8 +160,15 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
             ans = parsed["answer"]
             out.append((f"answer {','.join(ans) if isinstance(ans, list) else ans}", "answer"))
         if "material_weakness" in parsed:
-            weak = bool(parsed["material_weakness"])
-            label = f"material weakness: {parsed.get('gap_type', '')}" if weak else "no material weakness"
+            # The badge says what the parsed field says; the gap type is a separate field (a model
+            # may well write `yes` with gap type `none`), shown beside it, never instead of it.
+            weak = _yes(parsed["material_weakness"])
+            gap = str(parsed.get("gap_type") or "none")
+            label = f"material weakness: {'yes' if weak else 'no'}"
+            if gap != "none":
+                label += f" ({gap})"
+            elif weak:
+                label += " (gap type none)"
             out.append((label, "warn" if weak else "ok"))
         if "needed" in parsed:
             out.append((f"needs {parsed.get('specialty', '')}" if parsed["needed"] else "no one needed",
@@ -205,7 +220,7 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
     role = str(e.get("role", ""))
     parsed = e.get("parsed")
     usage = e.get("usage") or {}
-    weak = role == "challenger" and isinstance(parsed, dict) and bool(parsed.get("material_weakness"))
+    weak = role == "challenger" and isinstance(parsed, dict) and _yes(parsed.get("material_weakness"))
     return {"idx": idx, "anchor": f"{col}-e{idx}", "kind": str(e.get("kind", "")), "role": role,
             "role_class": _SAFE.sub("_", role.lower()) or "unknown", "agent": str(e.get("agent", "")),
             "round": e.get("round", 0), "turn": e.get("turn", 0), "step": str(e.get("step", "")),
@@ -259,6 +274,7 @@ def _header(data: RunData) -> dict[str, Any]:
     return {
         "name": meta.get("name", data.run_dir.name), "run_dir": data.run_dir.name,
         "description": sc.get("description", ""), "pipeline": sc.get("pipeline", ""),
+        "protocol": protocol_line(sc),
         "scenario_file": meta.get("scenario_file") or "",
         "model": f"{model.get('backend', '')}/{model.get('name') or 'default'}",
         "base_url": _redact(model.get("base_url")) if model.get("base_url") else "",

@@ -16,12 +16,18 @@ from medpanel.retrieval.errors import (
     DenseUnavailableError,
     RetrievalError,
     SearchBackendError,
+    SourceConfigError,
 )
 from medpanel.retrieval.evidence import Evidence, QualityTier
 from medpanel.retrieval.fusion import K_RRF, reciprocal_rank_fusion
 from medpanel.retrieval.home import available_corpora, corpora_root, medpanel_home, resolve_corpus
 from medpanel.retrieval.quality import QUALITY_TABLE, assess_quality, assess_source
-from medpanel.retrieval.quickstart import QUICKSTART_NAME, ensure_quickstart_corpus
+from medpanel.retrieval.quickstart import (
+    QUICKSTART_NAME,
+    QUICKSTART_WEB_NAME,
+    ensure_packaged,
+    ensure_quickstart_corpus,
+)
 from medpanel.retrieval.retrievers import (
     RETRIEVER_KINDS,
     BM25Retriever,
@@ -31,12 +37,13 @@ from medpanel.retrieval.retrievers import (
     clear_retriever_cache,
     open_retriever,
 )
-from medpanel.retrieval.search import SearchBackend, SnapshotSearch, TavilySearch, open_search_backend
+from medpanel.retrieval.search import SearchBackend, SnapshotSearch, TavilySearch, check_separate, open_search_backend
 
 __all__ = [
     "K_RRF",
     "QUALITY_TABLE",
     "QUICKSTART_NAME",
+    "QUICKSTART_WEB_NAME",
     "RETRIEVER_KINDS",
     "BM25Retriever",
     "CorpusInfo",
@@ -55,13 +62,16 @@ __all__ = [
     "SearchBackend",
     "SearchBackendError",
     "SnapshotSearch",
+    "SourceConfigError",
     "TavilySearch",
     "assess_quality",
     "assess_source",
     "available_corpora",
+    "check_separate",
     "clear_retriever_cache",
     "corpora_root",
     "corpus_info",
+    "ensure_packaged",
     "ensure_quickstart_corpus",
     "ingest",
     "list_corpora",

@@ -27,4 +27,13 @@ class SearchBackendError(RetrievalError):
     """A dynamic search backend is misconfigured or its service failed."""
 
 
+class SourceConfigError(RetrievalError, ValueError):
+    """The sources of a run are set up so its conditions cannot mean what they say (the offline
+    web is the local corpus, or shares documents with it). `field` names the setting to fix."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 DENSE_EXTRA_HINT = "install with pip install 'medpanel[dense]'"

@@ -24,7 +24,7 @@ from medpanel.retrieval.evidence import Evidence, QualityTier, RetrieverName
 from medpanel.retrieval.fusion import K_RRF, reciprocal_rank_fusion
 from medpanel.retrieval.home import resolve_corpus
 from medpanel.retrieval.quality import assess_source
-from medpanel.retrieval.quickstart import QUICKSTART_NAME, ensure_quickstart_corpus
+from medpanel.retrieval.quickstart import PACKAGED, ensure_packaged
 
 RETRIEVER_KINDS: tuple[str, ...] = ("bm25", "dense", "hybrid")
 HYBRID_DEPTH = 50
@@ -42,12 +42,6 @@ class Retriever(Protocol):
         ...
 
 
-@lru_cache(maxsize=65536)
-def _quality(url: str, title: str) -> tuple[QualityTier, tuple[str, ...]]:
-    tier, flags = assess_source(url, title)
-    return tier, tuple(flags)
-
-
 def evidence_from_row(
     store: DocStore, row: int, *, corpus: str, score: float, rank: int, retriever: RetrieverName
 ) -> Evidence:
@@ -55,9 +49,9 @@ def evidence_from_row(
     url = store.urls[row]
     title = store.titles[row]
     quality: QualityTier | None = None
-    flags: tuple[str, ...] = ()
+    flags: list[str] = []
     if url:
-        quality, flags = _quality(url, title)
+        quality, flags = assess_source(url, title, store.contents[row])
     return Evidence(
         text=store.contents[row],
         title=title,
@@ -69,7 +63,7 @@ def evidence_from_row(
         retriever=retriever,
         rank=rank,
         quality=quality,
-        flags=list(flags),
+        flags=flags,
     )
 
 
@@ -233,15 +227,15 @@ def _cached_retriever(corpus_dir: Path, kind: str, revision: str) -> Retriever:
 def open_retriever(corpus: str | Path, kind: str = "bm25", *, embedding_function: Any | None = None) -> Retriever:
     """A retriever over corpus NAME (under `$MEDPANEL_HOME/corpora`) or a corpus folder path.
 
-    `quickstart` is ingested from the packaged file on first use.
+    `quickstart` and `quickstart-web` are ingested from the packaged files on first use.
 
     Cached per process by (folder, kind, manifest revision), so a re-ingest is picked up. Passing an
     `embedding_function` (tests, custom embedders) bypasses the cache.
     """
     if kind not in RETRIEVER_KINDS:
         raise RetrievalError(f"unknown retriever {kind!r}: choose one of {', '.join(RETRIEVER_KINDS)}")
-    if corpus == QUICKSTART_NAME:
-        ensure_quickstart_corpus()  # the packaged corpus is there on first use, no ingest step
+    if isinstance(corpus, str) and corpus in PACKAGED:
+        ensure_packaged(corpus)  # the packaged corpora are there on first use, no ingest step
     folder = resolve_corpus(corpus)
     if embedding_function is not None:
         if kind == "bm25":

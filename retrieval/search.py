@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import httpx
 
-from medpanel.retrieval.errors import SearchBackendError
+from medpanel.retrieval.errors import SearchBackendError, SourceConfigError
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quality import assess_source
 from medpanel.retrieval.retrievers import Retriever, open_retriever
@@ -63,7 +63,7 @@ class SnapshotSearch:
             if not hit.url or hit.url in seen:
                 continue
             seen.add(hit.url)
-            tier, flags = assess_source(hit.url, hit.title)
+            tier, flags = assess_source(hit.url, hit.title, hit.text)
             results.append(
                 hit.model_copy(
                     update={
@@ -157,7 +157,7 @@ def _evidence(item: dict[str, Any], rank: int) -> Evidence:
     title = str(item.get("title") or "")
     published = item.get("published_date")
     match = _YEAR_RE.search(str(published)) if published else None
-    tier, flags = assess_source(url, title)
+    tier, flags = assess_source(url, title, str(item.get("content") or ""))
     return Evidence(
         text=str(item.get("content") or ""),
         title=title,
@@ -171,6 +171,29 @@ def _evidence(item: dict[str, Any], rank: int) -> Evidence:
         quality=tier,
         flags=flags,
     )
+
+
+def check_separate(local: str | Path, web: str | Path, *, field: str) -> None:
+    """Refuse a run whose offline web is its local corpus, or shares a document with it (by id, URL
+    or identical text): CLEAR's pathways would then agree by construction, and source quality
+    would say nothing about the local evidence."""
+    lf, wf = open_retriever(local, "bm25"), open_retriever(web, "bm25")
+    fix = ("use two corpora with no document in both, e.g. the PubMed abstracts as the local corpus and "
+           "MedQuAD's web pages as the web (README: Retrieval corpora)")
+    local_dir, web_dir = getattr(lf, "corpus_dir", None), getattr(wf, "corpus_dir", None)
+    if local_dir is not None and local_dir == web_dir:
+        raise SourceConfigError(f"the offline web {str(web)!r} is the local corpus {str(local)!r}; {fix}",
+                                field=field)
+    ls, ws = getattr(lf, "store", None), getattr(wf, "store", None)
+    if ls is None or ws is None:
+        return
+    for what, a, b in (("id", ls.ids, ws.ids), ("URL", ls.urls, ws.urls), ("text", ls.contents, ws.contents)):
+        shared = ({x for x in a if x} & {x for x in b if x})
+        if shared:
+            example = sorted(shared)[0][:60]
+            raise SourceConfigError(
+                f"the offline web {str(web)!r} and the local corpus {str(local)!r} share {len(shared)} "
+                f"document(s) by {what} (e.g. {example!r}); {fix}", field=field)
 
 
 def open_search_backend(kind: str = "snapshot", *, corpus: str | Path | None = None, **options: Any) -> SearchBackend:

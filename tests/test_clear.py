@@ -24,7 +24,7 @@ from medpanel.retrieval.evidence import Evidence
 Q3 = Question(dataset="unit", qid="c1", text="A 60-year-old man has crushing chest pain. Best first test?",
               options={"A": "12-lead ECG", "B": "Chest MRI", "C": "D-dimer", "D": "Upper endoscopy"}, gold=("A",))
 
-HOSTS = {"high": "https://www.nih.gov/doc", "medium": "https://www.mayoclinic.org/doc",
+HOSTS = {"high": "https://www.nih.gov/doc", "medium": "https://www.medscape.com/doc",
          "low": "https://blog.example.com/doc"}
 
 
@@ -108,7 +108,8 @@ class Script:
         replies = {"verify": self.verify, "followup_judge": self.judge, "followup_query": self.query, **self.extra}
         if step not in replies:
             raise AssertionError(f"unexpected call {r.tag}")
-        return _reply(replies[step])
+        value = replies[step]
+        return value(r) if callable(value) else _reply(value)
 
     def steps(self) -> list[str]:
         return [r.tag.step for r in self.seen]
@@ -142,8 +143,11 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Env]:
 
 def run_clear(question: Question, script: Callable[[ScriptedRequest], Any], *, variant: str | None = None,
               settings: dict[str, Any] | None = None, scoring: str = "exact_set") -> QuestionResult:
+    """The adjudication-logic tests pin the domain table's tiers (`llm_quality: false`), so each
+    document's tier is set by its host; the labelling call (the default) has tests of its own."""
     flags: dict[str, int | str] = {"variant": variant} if variant else {}
-    condition = Condition(slug=variant or "clear", pipeline="clear", flags=flags, settings=settings or {})
+    condition = Condition(slug=variant or "clear", pipeline="clear", flags=flags,
+                          settings={"llm_quality": False, **(settings or {})})
     client = ScriptedChatCompletionClient(script)
     spec = ModelSpec(backend="scripted", cache="off")
     return asyncio.run(run_question(condition, question, spec, scoring=scoring, client_factory=lambda s: client))
@@ -527,14 +531,14 @@ def test_baselines_ask_exactly_what_the_clear_pathways_ask(env: Callable[..., En
 
 def test_dual_variant_uses_the_second_model_for_quality(env: Callable[..., Env]) -> None:
     env([docs(medium=1, low=1)])
-    review = {"authoritative": [1], "outdated": [], "commercial": [], "irrelevant": [2]}
+    review = {"P1": "high", "P2": "low"}
     s = Script(p="A", lc="A", d="A", extra={"assess_quality": review})
     result = run_clear(Q3, s, variant="clear-dual", settings={"assessor_model": {"backend": "scripted",
                                                                                  "name": "assessor-2"}})
     assess = next(e for e in result.events if e.step == "assess_quality")
     assert assess.model == "assessor-2" and assess.role == "assessor"
     assert {e.model for e in result.events if e.kind == "call" and e.role != "assessor"} == {"scripted"}
-    assert (result.summary["n_high"], result.summary["n_low"]) == (1, 1)  # medium -> high, irrelevant -> low
+    assert (result.summary["n_high"], result.summary["n_low"]) == (1, 1)  # labelled: medium -> high, low stays
     q = notes(result, "source_quality")[0].data
     assert q["deterministic"] == {"n_high": 0, "n_medium": 1, "n_low": 1} and q["llm"] == "applied"
 
@@ -550,18 +554,43 @@ def test_llm_quality_invalid_keeps_the_domain_tiers(env: Callable[..., Env]) -> 
     s = Script(extra={"assess_quality": Raw("all good")})
     result = run_clear(Q3, s, settings={"llm_quality": True})
     assert result.summary["n_high"] == 1 and "invalid" in notes(result, "source_quality")[0].data["llm"]
+    assert s.steps().count("assess_quality") == 1 and s.steps().count("assess_quality:reask") == 1
+    # a reply that labels only some documents is invalid too: every document needs its level
+    partial = Script(extra={"assess_quality": {"P1": "low"}})
+    result = run_clear(Q3, partial, settings={"llm_quality": True})
+    assert result.summary["n_high"] == 1 and "invalid" in notes(result, "source_quality")[0].data["llm"]
 
 
-def test_quality_combination_rule() -> None:
-    from medpanel.agents.clear.quality import QualityReview, combine
+def test_one_call_labels_every_document_by_default_with_the_table_as_prior(env: Callable[..., Env]) -> None:
+    env([docs(high=1, medium=1, low=1)])
+    labels = {"P1": "medium", "P2": "high", "P3": "low"}
+    s = Script(p="A", lc="A", d="A", extra={"assess_quality": labels})
+    condition = Condition(slug="clear", pipeline="clear", flags={}, settings={})  # the defaults: labelling on
+    client = ScriptedChatCompletionClient(s)
+    result = asyncio.run(run_question(condition, Q3, ModelSpec(backend="scripted", cache="off"),
+                                      client_factory=lambda _s: client))
+    assert s.steps().count("assess_quality") == 1 and call_steps(result)[:4] == ["parametric", "local",
+                                                                                 "assess_quality", "dynamic"]
+    ask = s.requests("assess_quality")[0]
+    # every document is shown with its prior from the domain table, as quoted data
+    assert "<source_priors>" in ask.last and "P1: prior high (publisher www.nih.gov)" in ask.last
+    assert "P2: prior medium" in ask.last and "P3: prior low" in ask.last
+    assert {"P1", "P2", "P3"} <= set(ask.model.model_fields)  # one required level per document
+    assert [d["quality"] for d in decision(result).data["bundle"]["dynamic"]] == ["medium", "high", "low"]
+    q = notes(result, "source_quality")[0].data
+    assert q["llm"] == "applied" and q["deterministic"] == {"n_high": 1, "n_medium": 1, "n_low": 1}
+    assert q["final"] == {"n_high": 1, "n_medium": 1, "n_low": 1} and len(q["changes"]) == 2
+    # the dynamic pathway sees the labelled tiers
+    assert "P1: medium" in s.requests("dynamic")[0].last
 
-    med, low, high = web("medium", 1), web("low", 1), web("high", 1)
-    assert combine(med, 1, QualityReview(authoritative=[1]))[0] == "high"
-    assert combine(low, 1, QualityReview(authoritative=[1]))[0] == "medium"
-    assert combine(high, 1, QualityReview(outdated=[1]))[0] == "medium"
-    assert combine(high, 1, QualityReview(commercial=[1], outdated=[1]))[0] == "low"
-    assert combine(high, 1, QualityReview(irrelevant=[1], authoritative=[1]))[0] == "low"
-    assert combine(high, 2, QualityReview(irrelevant=[1]))[0] == "high"
+
+def test_a_retracted_document_stays_low_whatever_its_label(env: Callable[..., Env]) -> None:
+    env([[web("high", 1).model_copy(update={"title": "RETRACTED: a trial"}), web("low", 2)]])
+    s = Script(extra={"assess_quality": {"P1": "high", "P2": "medium"}})
+    result = run_clear(Q3, s, settings={"llm_quality": True})
+    q = notes(result, "source_quality")[0].data
+    assert q["tiers"] == {"high1": "low", "low2": "medium"}
+    assert [c["doc_id"] for c in q["changes"]] == ["low2"]  # the retracted one was low and stayed low
 
 
 def test_qpis_plans_and_searches_until_sufficient(env: Callable[..., Env]) -> None:
@@ -612,14 +641,17 @@ def test_real_bm25_corpus_and_snapshot_search(tmp_path: Path) -> None:
          "content": "Crushing chest pain: a 12-lead ECG is the best first test within ten minutes."},
         {"id": "w2", "title": "Chest pain blog", "url": "https://blog.example.com/chest-pain",
          "content": "Chest pain can be scary; some say an MRI is the best first test."},
-        {"id": "w3", "title": "Chest pain clinic", "url": "https://www.mayoclinic.org/chest-pain",
+        {"id": "w3", "title": "Chest pain clinic", "url": "https://www.medscape.com/chest-pain",
          "content": "Chest pain evaluation starts with an ECG; D-dimer helps in pulmonary embolism."},
     ]
-    f = tmp_path / "web.jsonl"
-    f.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
-    ingest([f], "unitweb", progress=False)
+    local = [{"id": "l1", "title": "ACS", "content": "In chest pain a 12-lead ECG comes first."},
+             {"id": "l2", "title": "PE", "content": "Chest pain with hypoxia: consider D-dimer and CT angiography."}]
+    for name, docs_ in (("unitweb", rows), ("unitlocal", local)):
+        f = tmp_path / f"{name}.jsonl"
+        f.write_text("\n".join(json.dumps(r) for r in docs_), encoding="utf-8")
+        ingest([f], name, progress=False)
     s = Script(p="A", lc="A", d="A")
-    result = run_clear(Q3, s, settings={"corpus": "unitweb", "k": 2, "dynamic_k": 3})
+    result = run_clear(Q3, s, settings={"corpus": "unitlocal", "dynamic_corpus": "unitweb", "k": 2, "dynamic_k": 3})
     assert result.answer == ("A",) and not result.error
     dyn = next(e for e in result.events if e.step == "dynamic_search")
     tiers = {d["doc_id"]: d["quality"] for d in decision(result).data["bundle"]["dynamic"]}
@@ -658,3 +690,32 @@ def test_unknown_variant_is_a_user_error(tmp_path: Path) -> None:
     f.write_text("name: x\npipeline: clear\nvariants: [clear-turbo]\nmodel: {backend: scripted}\n")
     with pytest.raises(UserError, match="clear-turbo"):
         make_plan(load_scenario(f), base_dir=tmp_path)
+
+
+# -- counting revisions (Table 5) ------------------------------------------------------------------
+
+
+def test_one_changed_answer_is_one_revision_when_a_guard_follows_a_needs_more_search(
+        env: Callable[..., Env]) -> None:
+    # needs_more_search (A) -> follow-up 1 -> re-verification proposes the web's C against a three-way
+    # split -> the guard's follow-up 2 grants it. The answer changed once (A -> C), so one revision:
+    # follow-up 1 left the standing answer at A (the guard's default), follow-up 2 changed it.
+    env([docs(low=2), docs(high=1, tag="nms "), docs(high=1, tag="guard ")])
+    s = Script(p="A", lc="B", d="C", verify=Seq(verdict("needs_more_search", "A"), verdict("accept_dynamic", "C")))
+    result = run_clear(Q3, s)
+    assert result.answer == ("C",) and result.summary["guard"] == "granted"
+    assert result.summary["follow_ups"] == 2 and result.summary["revisions"] == 1
+    fus = decision(result).data["bundle"]["followups"]
+    assert [(f["purpose"], f["revised"]) for f in fus] == [("needs_more_search", False), ("guard", True)]
+    assert (fus[0]["answer_before"], fus[0]["answer_after"]) == (["A"], ["A"])
+
+
+def test_two_searches_before_one_change_count_one_revision(env: Callable[..., Env]) -> None:
+    env([docs(low=1)])
+    s = Script(p="A", lc="B", d="C", verify=Seq(verdict("needs_more_search", "A"), verdict("needs_more_search", "A"),
+                                                verdict("keep_local", "B")))
+    result = run_clear(Q3, s)
+    assert result.answer == ("B",) and result.summary["follow_ups"] == 2
+    assert result.summary["revisions"] == 1
+    fus = decision(result).data["bundle"]["followups"]
+    assert [f["revised"] for f in fus] == [False, True]

@@ -66,7 +66,8 @@ def test_pathway_accuracy_and_free_text_tables() -> None:
     pathway = tables["CLEAR pathway accuracy and agreement"]
     assert pathway.rows[0][:6] == ["clear-default", 5, 60.0, 60.0, 100.0, 60.0]
     ft = {r[1]: r for r in tables["Free-text rubric scores"].rows}
-    assert ft["consumer"][2:5] == [2, 1, 0.5]
+    # the ungraded task scores 0 and is counted missing: (0.5 + 0) / 2 (the mean used to drop it: 0.5)
+    assert ft["consumer"][2:6] == [2, 1, 1, 0.25]
     assert clear_tables([r for r in ROWS if r.condition == "direct"]) == []
 
 
@@ -129,3 +130,27 @@ def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
     assert doc["events"][-1]["kind"] == "decision" and "response" in doc["events"][-1]["data"]
     assert any(t.title == "Free-text rubric scores" for t in clear_tables(rows))
     store.close()
+
+
+def test_free_text_mean_counts_missing_responses_grades_and_errors_as_zero() -> None:
+    from medpanel.experiments.report_clear import freetext_table
+
+    def ft(qid: str, score: float | None, *, invalid: bool = False, error: bool = False, ds: str = "hb") -> Row:
+        import dataclasses
+
+        r = row("clear-default", qid, False, ds=ds, gold="", rubric=True, rubric_score=score, candidates={})
+        if error:
+            return dataclasses.replace(r, error="timeout: x", error_kind="timeout", summary={})
+        return dataclasses.replace(r, invalid=invalid)
+
+    rows = [ft("1", 0.8), ft("2", 0.4), ft("3", None, invalid=True),  # no response
+            ft("4", None),                                             # the grader's reply was invalid
+            ft("5", None, error=True),                                 # the question errored
+            ft("6", 1.0, ds="other")]
+    t = freetext_table(rows, ["clear-default"])
+    assert t is not None
+    got = {r[1]: r[2:] for r in t.rows}
+    # hb: 5 tasks, 2 graded, 3 missing; (0.8 + 0.4 + 0 + 0 + 0) / 5 = 0.24; 1 no response, 1 error
+    assert got["hb"] == [5, 2, 3, 0.24, 1, 1]
+    # overall: (0.8 + 0.4 + 1.0) / 6 = 0.3667
+    assert got["overall"] == [6, 3, 3, 0.3667, 1, 1]

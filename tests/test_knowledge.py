@@ -178,3 +178,33 @@ def test_missing_corpus_is_one_clear_error(tmp_path: Path) -> None:
     runner = Runner.create(make_plan(load_scenario(f), base_dir=tmp_path), run_dir=tmp_path / "run")
     with pytest.raises(UserError, match="nope"):
         runner.run(install_signals=False)
+
+
+def test_summary_counts_a_fired_gate_apart_from_retrieval_and_delivery(corpus: str) -> None:
+    # the gate writes a query and the search finds passages, but the curator's brief is invalid
+    short = {"points": [{"point": "only one", "sources": [1]}]}
+    result, _ = run(timing("between-gap", corpus), Q4, responder(brief=short))
+    sm = result.summary
+    assert sm["gate_fired"] is True and sm["queries_written"] == 1 and sm["queries"] == ["chest pain ECG first step"]
+    assert sm["retrievals"] == 1 and sm["passages_retrieved"] == 3
+    assert sm["briefs_written"] == 0 and sm["briefs_delivered"] == 0 and sm["brief_received_by"] == []
+
+
+def test_summary_counts_a_fired_gate_whose_search_finds_nothing(corpus: str) -> None:
+    def respond(r: ScriptedRequest) -> Any:
+        if r.tag.role == "knowledge_gate":
+            return {"retrieve": True, "knowledge_gap": "x", "query": "zzzqqq xyzzy"}
+        return responder()(r)
+
+    result, _ = run(timing("between-gap", corpus), Q4, respond)
+    sm = result.summary
+    assert (sm["gate_fired"], sm["queries_written"], sm["searches"], sm["retrievals"]) == (True, 1, 1, 0)
+    assert sm["briefs_delivered"] == 0
+
+
+def test_panel_summary_names_the_recipients_and_the_recruits(corpus: str) -> None:
+    result, _ = run(_panel("ind", corpus), Q4, responder())
+    sm = result.summary
+    assert sm["recruit_names"] == ["radiologist"] and sm["briefs_delivered"] >= 1
+    assert "radiologist" not in sm["brief_received_by"]
+    assert set(sm["brief_received_by"]) == {"cardiologist", "emergency_physician"}

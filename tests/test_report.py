@@ -84,10 +84,43 @@ def test_self_assessment_table_is_built_when_rows_carry_it() -> None:
     assert t.rows == [["c0r1", 2, 50.0, 50.0, "1/2", 50.0, 2.5]]
 
 
-def test_knowledge_table_rates() -> None:
+def _k(queries: int, retrievals: int, passages: int, delivered: int, received: list[str]) -> dict[str, Any]:
+    return {"queries_written": queries, "retrievals": retrievals, "passages_retrieved": passages,
+            "briefs_delivered": delivered, "brief_received_by": received, "recruit_names": ["r1"]}
+
+
+def test_knowledge_table_counts_gate_retrieval_delivery_and_recipients_apart() -> None:
     from medpanel.experiments.report import knowledge_table
 
-    rows = [row("between-gap", "1", True, extra={"retrievals": 2, "gate_fired": True, "brief_received_by": ["a"]}),
-            row("between-gap", "2", False, extra={"retrievals": 0, "gate_fired": False, "brief_received_by": []})]
-    t = knowledge_table(rows, ["between-gap"])
-    assert t is not None and t.rows == [["between-gap", 2, 1, 50.0, 1.0, 0.5]]
+    rows = [row("c1r1k1", "1", True, ds="a", extra=_k(2, 1, 3, 1, ["x", "r1"])),
+            row("c1r1k1", "2", False, ds="a", extra=_k(1, 1, 4, 0, [])),  # retrieved, brief never delivered
+            row("c1r1k1", "3", False, ds="b", extra=_k(1, 0, 0, 0, [])),  # the gate fired, nothing found
+            row("c1r1k1", "4", False, ds="b", extra=_k(0, 0, 0, 0, [])),  # the gate declined
+            row("c1r1k1", "5", False, ds="b", error="timeout: x", extra=_k(0, 0, 0, 0, []))]
+    t = knowledge_table(rows, ["c1r1k1"])
+    assert t is not None
+    got = {r[1]: r[2:] for r in t.rows}
+    # n, errors, fired q/%, retrieved q/%, delivered q/%, queries/q, passages/q, recipients/q, recruits/q
+    assert got["a"] == [2, 0, 2, 100.0, 2, 100.0, 1, 50.0, 1.5, 3.5, 1.0, 0.5]
+    assert got["b"] == [2, 1, 1, 50.0, 0, 0.0, 0, 0.0, 0.5, 0.0, 0.0, 0.0]
+    assert got["overall"] == [4, 1, 3, 75.0, 2, 50.0, 1, 25.0, 1.0, 1.75, 0.5, 0.25]
+
+
+def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
+    from medpanel.experiments.report import recruitment_by_dataset_table
+
+    rows = [row("c1r1", "1", True, ds="medqa", recruited=1, panel=3), row("c1r1", "2", False, ds="medqa"),
+            row("c1r1", "3", True, ds="medqa", recruited=2, panel=4), row("c1r1", "4", True, ds="pubmedqa"),
+            row("c1r1", "5", False, ds="pubmedqa", error="timeout: x"),
+            row("c1r0", "1", True, ds="medqa"), row("c1r0", "4", False, ds="pubmedqa")]
+    t = recruitment_by_dataset_table(rows, ["c1r0", "c1r1"])
+    assert t is not None
+    got = {(r[0], r[1]): r[2:] for r in t.rows}
+    # medqa: 3 questions, 2 right; 2 of 3 recruited; 3 recruits / 3; panels (3 + 2 + 4) / 3
+    assert got[("c1r1", "medqa")] == [3, 0, 66.7, 2, 66.7, 1.0, 3.0]
+    # pubmedqa: 2 rows, 1 errored (wrong, and not in the recruitment denominator): 0 of 1 recruited
+    assert got[("c1r1", "pubmedqa")] == [2, 1, 50.0, 0, 0.0, 0.0, 2.0]
+    assert got[("c1r1", "overall")] == [5, 1, 60.0, 2, 50.0, 0.75, 2.75]
+    assert got[("c1r0", "medqa")] == [1, 0, 100.0, 0, 0.0, 0.0, 2.0]
+    titles = [x.title for x in build_tables(rows, {"conditions": [], "scenario": {}}, n_boot=10)]
+    assert "Recruitment per dataset" in titles

@@ -334,9 +334,9 @@ def test_dense_minilm_finds_paraphrase(corpus_file: Path) -> None:
         ("https://www.nejm.org/doi/full/10.1056/x", "", "high"),
         ("https://pubmed.ncbi.nlm.nih.gov/12345/", "", "high"),
         ("nice.org.uk/guidance/ng136", "", "high"),  # no scheme
-        ("https://www.mayoclinic.org/diseases", "", "medium"),
+        ("https://www.mayoclinic.org/diseases", "", "high"),  # the authors' table (was medium here)
         ("https://med.stanford.edu/x", "", "medium"),
-        ("https://en.wikipedia.org/wiki/Sepsis", "", "medium"),
+        ("https://en.wikipedia.org/wiki/Sepsis", "", "low"),  # the authors' table (was medium here)
         ("https://www.medrxiv.org/content/1", "", "low"),
         ("https://healthtips.example.com/x", "", "low"),
         ("https://notnih.gov.example.com/x", "", "low"),  # suffix match, not substring
@@ -346,6 +346,48 @@ def test_dense_minilm_finds_paraphrase(corpus_file: Path) -> None:
 )
 def test_quality_table(url: str | None, title: str, tier: str) -> None:
     assert assess_quality(url, title) == tier
+
+
+# CLEAR's deterministic table as its authors' code has it (../shared/reference/clear_and_medical_rag.md,
+# section 1.4): every host they name, with its tier.
+AUTHORS_HIGH = ("cdc.gov", "nih.gov", "ncbi.nlm.nih.gov", "pubmed.ncbi.nlm.nih.gov", "pmc.ncbi.nlm.nih.gov", "nccn.org",
+                "nice.org.uk", "who.int", "acog.org", "aap.org", "heart.org", "idsociety.org", "diabetesjournals.org",
+                "cochrane.org", "nejm.org", "jamanetwork.com", "thelancet.com", "bmj.com", "uptodate.com",
+                "merckmanuals.com", "msdmanuals.com", "mayoclinic.org")
+AUTHORS_MEDIUM = ("aafp.org", "clevelandclinic.org", "mdcalc.com", "emedicine.medscape.com", "medscape.com",
+                  "radiopaedia.org", "pathologyoutlines.com", "statpearls.com", "link.springer.com",
+                  "sciencedirect.com", "academic.oup.com", "onlinelibrary.wiley.com", "tandfonline.com", "nature.com",
+                  "frontiersin.org")
+AUTHORS_LOW = ("droracle.ai", "consensus.app", "wikipedia.org", "medium.com", "wordpress.com", "blogspot.com")
+
+
+def test_quality_table_follows_the_authors_table() -> None:
+    rows = {rule.pattern: rule for rule in QUALITY_TABLE}
+    for tier, hosts in (("high", AUTHORS_HIGH), ("medium", AUTHORS_MEDIUM), ("low", AUTHORS_LOW)):
+        for host in hosts:
+            assert rows[host].tier == tier and rows[host].origin == "clear", host
+            assert assess_quality(f"https://www.{host}/page", "A page") == tier, host
+    authors = set(AUTHORS_HIGH + AUTHORS_MEDIUM + AUTHORS_LOW)
+    assert {p for p, r in rows.items() if r.origin == "clear"} == authors
+    # medpanel's own rows only name hosts the authors do not
+    assert all(r.pattern not in authors for r in QUALITY_TABLE if r.origin == "medpanel")
+
+
+@pytest.mark.parametrize(("url", "title", "text", "tier"), [
+    ("https://www.fda.example.gov/x", "", "", "medium"),          # .gov fallback 0.75
+    ("https://www.fda.example.gov/x", "Treatment guideline", "", "high"),  # 0.75 + 0.05 = 0.80
+    ("https://www.state.example.gov/x", "", "a case report of", "medium"),  # 0.75 - 0.10 = 0.65
+    ("https://dept.example.edu/x", "", "", "medium"),             # .edu fallback 0.65
+    ("https://society.example.org/x", "", "", "medium"),          # .org fallback 0.50
+    ("https://society.example.org/x", "Case report", "", "low"),  # 0.50 - 0.10 = 0.40
+    ("https://shop.example.com/x", "", "", "low"),                # any other host 0.40
+    ("https://shop.example.com/x", "Guideline", "a systematic review", "medium"),  # 0.40 + 0.10 = 0.50
+    ("https://www.medscape.com/x", "Guideline recommendations", "meta-analysis", "high"),  # 0.70 + 0.10
+    ("https://www.nejm.org/x", "Case report", "", "high"),        # 0.90 - 0.10 = 0.80
+    (None, "Guideline", "systematic review", "low"),              # no URL 0.25 + 0.10
+])
+def test_quality_fallbacks_and_content_adjustments(url: str | None, title: str, text: str, tier: str) -> None:
+    assert assess_quality(url, title, text) == tier
 
 
 def test_quality_flags_and_table_shape() -> None:

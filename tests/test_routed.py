@@ -20,12 +20,15 @@ TEAM = {"specialists": [{"role": "Cardiologist", "expertise": "heart"}, {"role":
 
 @pytest.fixture()
 def corpus(tmp_path: Path) -> str:
+    """The local corpus `routedcorpus`, and its offline web `routedweb` (no document in both)."""
     docs = [{"id": "d1", "title": "ECG first", "content": "In acute chest pain an ECG is the first test."},
-            {"id": "d2", "title": "Chest pain", "content": "Chest pain evaluation starts with an ECG."},
-            {"id": "w1", "title": "A blog", "content": "Chest pain? Skip the ECG and go home, says this blog.",
-             "url": "https://random-health-blog.example.com/chest-pain"}]
-    f = write(tmp_path / "c.jsonl", "\n".join(json.dumps(d) for d in docs) + "\n")
-    ingest([f], "routedcorpus", progress=False)
+            {"id": "d2", "title": "Chest pain", "content": "Chest pain evaluation starts with an ECG."}]
+    pages = [{"id": "w1", "title": "A blog", "content": "Chest pain? Skip the ECG and go home, says this blog.",
+              "url": "https://random-health-blog.example.com/chest-pain"}]
+    ingest([write(tmp_path / "c.jsonl", "\n".join(json.dumps(d) for d in docs) + "\n")], "routedcorpus",
+           progress=False)
+    ingest([write(tmp_path / "w.jsonl", "\n".join(json.dumps(d) for d in pages) + "\n")], "routedweb",
+           progress=False)
     return "routedcorpus"
 
 
@@ -115,7 +118,8 @@ def test_routed_needs_the_challenger(corpus: str) -> None:
 
 def test_clear_channel_keeps_a_weak_web_source_from_flipping_the_panel(corpus: str) -> None:
     cond = Condition(slug="c1r0k1", pipeline="panel", flags={"c": 1, "r": 0, "k": 1},
-                     settings={"rounds": 1, "turns_per_round": 2, "corpus": corpus, "k": 2, "k_source": "clear"})
+                     settings={"rounds": 1, "turns_per_round": 2, "corpus": corpus, "k": 2, "k_source": "clear",
+                               "web_corpus": "routedweb"})
     result, client = run(cond, Q4, script(["insufficient_evidence"]))
     brief = next(e for e in result.events if e.step == "brief")
     assert brief.data["source"] == "clear" and brief.data["panel_answer"] == ["A"]
@@ -132,7 +136,7 @@ def test_clear_channel_keeps_a_weak_web_source_from_flipping_the_panel(corpus: s
 
 def test_clear_variant_slug_selects_the_clear_channel(corpus: str) -> None:
     cond = Condition(slug="c1r0k1-clear", pipeline="panel", flags={"c": 1, "r": 0, "k": 1, "variant": "clear"},
-                     settings={"rounds": 1, "turns_per_round": 2, "corpus": corpus, "k": 2})
+                     settings={"rounds": 1, "turns_per_round": 2, "corpus": corpus, "k": 2, "web_corpus": "routedweb"})
     result, _ = run(cond, Q4, script(["insufficient_evidence"]))
     assert next(e for e in result.events if e.step == "brief").data["source"] == "clear"
     plain = Condition(slug="c1r0k1", pipeline="panel", flags={"c": 1, "r": 0, "k": 1},

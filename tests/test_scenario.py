@@ -232,3 +232,96 @@ def test_cli_overrides_meet_the_yaml_bounds_and_name_the_option() -> None:
         updated(DatasetSpec(), {"limit": 0}, block="dataset")
     assert updated(run, {"workers": 2, "max_calls": None}, block="run").workers == 2
     assert updated(run, {"max_calls": None}, block="run") is run
+
+
+SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_every_shipped_scenario_keeps_the_papers_settings_or_declares_why_not(path: Path) -> None:
+    from medpanel.experiments.protocol import deviations, undeclared
+    from medpanel.experiments.scenario import load_scenario
+
+    sc = load_scenario(path)
+    found = deviations(sc.model_dump())
+    missing = undeclared(sc.description, found)
+    assert not missing, (f"{path.name} deviates from the papers' protocol without saying so in its description: "
+                         f"{', '.join(map(str, missing))} (write 'Deviation: <name> = <value> because ...')")
+
+
+def test_protocol_deviations_are_found_and_must_be_declared() -> None:
+    from medpanel.experiments.protocol import deviations, undeclared
+
+    sc = {"name": "x", "pipeline": "panel", "flags": {"c": [1], "r": [0], "k": [1]},
+          "settings": {"rounds": 1, "k": 8}, "model": {"temperature": 0.2, "seed": None}}
+    found = {d.key: (d.value, d.paper) for d in deviations(sc)}
+    assert found == {"settings.rounds": (1, 3), "settings.k": (8, 16), "model.temperature": (0.2, 0.0),
+                     "model.seed": (None, 42)}
+    assert len(undeclared("Panel on MedQA.", deviations(sc))) == 4
+    declared = "Deviation: rounds = 1, k = 8, temperature = 0.2 and seed = None, to fit a laptop."
+    assert undeclared(declared, deviations(sc)) == []
+    assert [d.key for d in undeclared("Deviation: rounds = 1 and k = 16.", deviations(sc))] == [
+        "model.temperature", "model.seed", "settings.k"]  # a declaration names the value in force
+    # defaults count: a panel that sets nothing keeps the protocol
+    assert deviations({"name": "y", "pipeline": "panel", "flags": {"c": [0, 1]}}) == []
+
+
+def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> None:
+    from medpanel.agents.scripted import ScriptedRequest
+    from medpanel.experiments.runner import make_plan
+
+    from .scripted_helpers import Q4, run
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "channels.yaml"
+    sc = load_scenario(path, ["dataset.source=sample", "dataset.path=null", "dataset.subsets=null",
+                                   "settings.corpus=quickstart"])
+    plan = make_plan(sc, base_dir=path.parent)
+    conds = {c.slug: c for c in plan.conditions}
+    assert list(conds) == ["c1r0", "c1r0k1", "c1r1k1", "c1r1k1-ind"]
+    assert ("c1r0", "c1r0k1") in [tuple(p) for p in sc.compare]
+    assert sc.settings["rounds"] == 3 and sc.settings["turns_per_round"] == 3 and sc.settings["k"] == 16
+
+    def respond(r: ScriptedRequest) -> object:
+        if r.tag.step.startswith("select_specialists"):
+            return {"specialists": [{"role": "Cardiologist", "expertise": "heart"},
+                                    {"role": "Internist", "expertise": "all"}]}
+        if r.tag.role == "challenger":
+            return {"material_weakness": True, "gap_type": "insufficient_evidence", "challenge": "which test?"}
+        if r.tag.role == "knowledge_gate":
+            return {"retrieve": True, "knowledge_gap": "first test", "query": "chest pain ECG"}
+        if r.tag.role == "curator":
+            return {"points": [{"point": f"fact {i}", "sources": [1]} for i in range(5)]}
+        return {"reasoning": "thinks", "answer": "A"}
+
+    plain, _ = run(conds["c1r0"], Q4, respond)
+    knowledge, _ = run(conds["c1r0k1"], Q4, respond)
+    turns = [e for e in plain.events if e.kind == "call" and e.step == "turn"]
+    assert len(turns) == 2 * 9  # two specialists, 3 rounds x 3 turns
+    assert not any(e.role == "knowledge_gate" for e in plain.events) and "queries_written" not in plain.summary
+    assert sum(e.step == "gate" for e in knowledge.events) == 8  # after every turn but the last
+    assert knowledge.summary["queries_written"] == 8
+
+
+def test_self_assessment_scenario_starts_from_one_agent_like_kamac() -> None:
+    from medpanel.agents.pipelines.panel import PanelSettings
+    from medpanel.agents.scripted import ScriptedRequest
+    from medpanel.agents.types import Condition
+
+    from .scripted_helpers import Q4, run
+
+    sc = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "self_assessment.yaml")
+    s = PanelSettings.model_validate(sc.settings)
+    assert s.initial_specialists == 1 and s.self_assessment and (s.rounds, s.turns_per_round) == (3, 3)
+    assert "KAMAC" in sc.description and "initial_specialists = 1" in sc.description
+
+    def respond(r: ScriptedRequest) -> object:
+        if r.tag.step.startswith("select_specialists"):
+            return {"specialists": [{"role": "Cardiologist", "expertise": "heart"}]}
+        if r.tag.step.startswith("recruit_check"):
+            return {"needed": False, "specialty": "", "reason": "enough"}
+        return {"reasoning": "thinks", "answer": "A"}
+
+    [cond] = [Condition(slug=c.slug, pipeline="panel", flags=c.flags, settings=sc.settings) for c in sc.conditions()]
+    result, _ = run(cond, Q4, respond)
+    assert result.summary["initial_panel"] == ["Cardiologist"] and result.summary["final_panel_size"] == 1
+    assert sum(e.step == "recruit_check" for e in result.events) == 1  # asked once, after the first turn

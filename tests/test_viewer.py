@@ -327,3 +327,20 @@ def test_chromium_is_where_the_skip_says(tmp_path: Path) -> None:
     # Guards the skip above from silently hiding the browser tests on machines that do have it.
     if shutil.which("chromium") and not CHROMIUM.exists():
         pytest.fail(f"chromium is on PATH at {shutil.which('chromium')} but not at {CHROMIUM}")
+
+
+@pytest.mark.parametrize("parsed, label, cls", [
+    ({"material_weakness": True, "gap_type": "none", "challenge": "x"},
+     "material weakness: yes (gap type none)", "warn"),
+    ({"material_weakness": True, "gap_type": "missing_expertise", "challenge": "x"},
+     "material weakness: yes (missing_expertise)", "warn"),
+    ({"material_weakness": False, "gap_type": "missing_differential", "challenge": "x"},
+     "material weakness: no (missing_differential)", "ok"),
+    ({"material_weakness": False, "gap_type": "none", "challenge": ""}, "material weakness: no", "ok"),
+    ({"material_weakness": "no", "gap_type": "none"}, "material weakness: no", "ok"),  # a hand-edited transcript
+])
+def test_weakness_badge_agrees_with_the_parsed_field(parsed: dict, label: str, cls: str) -> None:
+    from medpanel.experiments.viewer import _badges
+
+    badges = dict(_badges(_ev("challenger", "critique", parsed)))
+    assert badges.get(label) == cls, badges

@@ -88,6 +88,13 @@ def guard_case(bundle: Bundle) -> tuple[Answer, str, str] | None:
     return lc, "local_vs_dynamic", "keep_local"
 
 
+def settle(fu: FollowUp, after: Answer | None) -> None:
+    """Record the answer that stood once this follow-up's evidence was weighed; a change to a
+    valid answer is an accepted revision (a change to no answer is not)."""
+    fu.answer_after = after
+    fu.revised = after is not None and after != fu.answer_before
+
+
 def audit_case(bundle: Bundle) -> bool:
     p, lc, d = (bundle.answer(x) for x in PATHWAYS)
     return p is not None and p == lc and d is not None and d != p
@@ -144,7 +151,11 @@ class Adjudicator:
                                                 content=content, data=data))
 
     async def run(self) -> Decision:
-        pending: list[tuple[FollowUp, Answer | None]] = []
+        # Each answer change is credited to exactly one follow-up: the last one before it. A
+        # needs_more_search follow-up is settled by the answer that stands after the next
+        # verification - the guard's or the audit's default when one of them runs next (they hold
+        # the default until they grant), which then credit any change to their own follow-up.
+        pending: FollowUp | None = None
         rnd = 0
         while True:
             rnd += 1
@@ -153,16 +164,23 @@ class Adjudicator:
             if verdict.fallback:
                 self.note("verifier", "heuristic_fallback", f"fallback: {verdict.fallback_reason}",
                           verdict.record(), rnd)
+            case = guard_case(self.bundle) if not self.bundle.freetext and verdict.answer is not None else None
+            guarded = verdict.route == "accept_dynamic" and case is not None
+            audited = (not guarded and not self.bundle.freetext and verdict.answer is not None
+                       and verdict.route != "accept_dynamic" and audit_case(self.bundle))
+            if pending is not None:
+                standing = case[0] if guarded and case else self.bundle.answer("parametric") if audited \
+                    else verdict.answer
+                settle(pending, standing)
+                pending = None
             if verdict.answer is None:
                 break  # nothing valid to adjudicate (fallback rule 7)
-            if not self.bundle.freetext:
-                case = guard_case(self.bundle)
-                if verdict.route == "accept_dynamic" and case is not None:
-                    verdict = await self.guard(verdict, case, rnd)
-                    break
-                if verdict.route != "accept_dynamic" and audit_case(self.bundle):
-                    verdict = await self.audit(verdict, rnd)
-                    break
+            if guarded and case is not None:
+                verdict = await self.guard(verdict, case, rnd)
+                break
+            if audited:
+                verdict = await self.audit(verdict, rnd)
+                break
             if verdict.route != "needs_more_search":
                 break
             why = self.blocked()
@@ -170,11 +188,8 @@ class Adjudicator:
                 self.note("followup", "unresolved", f"needs_more_search, no follow-up: {why}", {"reason": why}, rnd)
                 break
             competing = [self.bundle.answer(p) for p in PATHWAYS]
-            fu = await self.follow_up("needs_more_search", verdict.answer, None, competing, rnd)
-            pending.append((fu, verdict.answer))
+            pending = await self.follow_up("needs_more_search", verdict.answer, None, competing, rnd)
         final = verdict
-        for fu, before in pending:
-            fu.revised = final.answer is not None and final.answer != before
         return Decision(answer=final.answer, route=final.route, rationale=final.rationale,
                         confidence=final.confidence, verdicts=self.verdicts, guard=self.guard_record,
                         audit=self.audit_record, bundle=self.bundle)
@@ -215,11 +230,14 @@ class Adjudicator:
         judgement = await self.judge(fu, rnd)
         if judgement is None:
             rec["outcome"] = invalid
+            settle(fu, fu.default)
             return False
         if failed := failing(judgement):
             rec["outcome"], rec["failed"] = unsupported, failed
+            settle(fu, fu.default)
             return False
-        rec["outcome"], fu.revised = accepted, True
+        rec["outcome"] = accepted
+        settle(fu, fu.challenger)
         return True
 
     # -- challenge audit -----------------------------------------------------------------------
@@ -239,6 +257,7 @@ class Adjudicator:
             rec["followup"] = {"query": fu.query, **c}
             if not (c["n_high"] >= 1 or c["n_medium"] >= 2):
                 rec["outcome"] = "kept_below_threshold"
+                settle(fu, default)
             else:
                 reopened = await self.judged(fu, rnd, rec, invalid="kept_judge_invalid",
                                              unsupported="kept_not_supported", accepted="reopened")
@@ -290,7 +309,7 @@ class Adjudicator:
         docs = await ctx.search("dynamic", query, s.follow_k, step="followup_search", round=rnd, purpose=purpose)
         docs, quality = await assess(ctx, docs, step="assess_followup_quality", round=rnd)
         fu = FollowUp(purpose=purpose, query=query, query_fallback=fallback, evidence=docs, default=default,
-                      challenger=challenger)
+                      challenger=challenger, answer_before=default)
         self.bundle.followups.append(fu)
         added = self.bundle.merge(docs)
         self.note("followup", "followup_merge", f"{purpose} follow-up: {len(docs)} documents, {added} new",

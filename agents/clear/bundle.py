@@ -54,8 +54,14 @@ class FollowUp:
     default: Answer | None = None
     challenger: Answer | None = None
     judgement: dict[str, Any] | None = None
+    answer_before: Answer | None = None
+    """The answer standing when the follow-up was triggered (the guard's or audit's default, or the
+    preliminary answer of a needs_more_search verdict)."""
+    answer_after: Answer | None = None
+    """The answer standing once its evidence was weighed (see `adjudication.settle`)."""
     revised: bool = False
-    """The follow-up led to an accepted revision of the answer."""
+    """answer_after is valid and differs from answer_before: an accepted revision. Each change of
+    the answer is credited to one follow-up only, so a question's revisions count its changes."""
 
     @property
     def counts(self) -> dict[str, int]:
@@ -66,6 +72,8 @@ class FollowUp:
                 "default": list(self.default) if self.default else None,
                 "challenger": list(self.challenger) if self.challenger else None,
                 **self.counts, "judgement": self.judgement, "revised": self.revised,
+                "answer_before": list(self.answer_before) if self.answer_before else None,
+                "answer_after": list(self.answer_after) if self.answer_after else None,
                 "evidence": [evidence_record(ev, chars) for ev in self.evidence]}
 
 

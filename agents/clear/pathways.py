@@ -48,7 +48,8 @@ def local_source(settings: ClearSettings, retriever: str) -> EvidenceSource:
 
 
 def dynamic_source(settings: ClearSettings) -> EvidenceSource:
-    return EvidenceSource(KnowledgeSettings(corpus=settings.snapshot_corpus, source=settings.dynamic_source,
+    web = settings.snapshot_corpus if settings.dynamic_source == "snapshot" else None
+    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, web_corpus=web, source=settings.dynamic_source,
                                             k=settings.dynamic_k))
 
 
@@ -152,9 +153,11 @@ async def local(ctx: Context) -> Candidate:
 
 async def assess(ctx: Context, docs: list[Evidence], *, step: str, round: int = 0) -> tuple[list[Evidence],
                                                                                            dict[str, Any]]:
-    """AssessQuality(q, E, P): the domain rule, then (optionally) the LLM, the second model in `dual`."""
+    """AssessQuality(q, E, P): the domain table's priors, then one labelling call (the second model
+    in `dual`) unless `llm_quality: false`."""
     docs = deterministic(docs)
-    record: dict[str, Any] = {"rule": "domain table", "deterministic": counts(docs)}
+    record: dict[str, Any] = {"rule": "llm labels, domain-table priors" if ctx.settings.llm_quality or ctx.mode.dual
+                              else "domain table", "deterministic": counts(docs)}
     if ctx.settings.llm_quality or ctx.mode.dual:
         session = ctx.assessor if ctx.mode.dual and ctx.assessor is not None else ctx.session
         result = await llm_assess(session, question_block(ctx.question), docs,

@@ -1,26 +1,28 @@
-"""Source-quality tiers of dynamic evidence: the deterministic domain rule first, an LLM second.
+"""Source-quality levels of dynamic evidence: one backbone call labels every document (CLEAR A.2).
 
-The deterministic tier comes from `medpanel.retrieval.quality.QUALITY_TABLE` (the README prints
-it). The optional LLM assessment (setting `llm_quality`, and always in `clear-dual`, where a
-second model makes it) sorts the documents by content type, recency and relevance; its answer
-moves a tier by a fixed rule, so the final tier stays auditable:
+The paper: the retrieved dynamic documents "are assessed in a single backbone call and assigned a
+categorical quality level of high, medium, or low according to source authority, recency, and
+content type". So by default (`llm_quality: true`) one call sees every document, each with its
+prior from the deterministic domain table (`medpanel.retrieval.quality.QUALITY_TABLE`, the
+authors' table), and returns one level per document; that level is the document's tier.
 
-| LLM says the passage is ...                         | tier change                |
-|-----------------------------------------------------|----------------------------|
-| not about this question (`irrelevant`)              | low, whatever the domain   |
-| a guideline, systematic review or reference text    | up one (low->medium->high) |
-| commercial, promotional or opinion                  | down one                   |
-| outdated (superseded recommendation, old data)      | down one                   |
-
-An invalid assessment leaves the deterministic tiers in place and is recorded as such.
+- The reply's schema has one required field per document (`P1` ... `Pn`, each high|medium|low),
+  so a valid reply labels every document exactly once.
+- An invalid reply (after the one re-ask) leaves every document at its prior, and the record says
+  so: the table is the fallback, never a guess.
+- A title that says the work was retracted stays low whatever the label (recorded as a change).
+- `clear-dual` asks the second model (`settings.assessor_model`); `llm_quality: false` uses the
+  table alone (no call).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.knowledge import passages_block, quote_block
@@ -29,58 +31,27 @@ from medpanel.retrieval.evidence import Evidence, QualityTier
 from medpanel.retrieval.quality import assess_source
 
 TIERS: tuple[QualityTier, ...] = ("low", "medium", "high")
-
-
-class QualityReview(BaseModel):
-    """The assessor's sorting of the numbered passages (a passage may be in several lists)."""
-
-    authoritative: list[int] = Field(default_factory=list,
-                                     description="Numbers of passages that are guidelines, systematic reviews "
-                                                 "or authoritative reference texts.")
-    outdated: list[int] = Field(default_factory=list, description="Numbers of passages likely outdated.")
-    commercial: list[int] = Field(default_factory=list,
-                                  description="Numbers of passages that are commercial, promotional or opinion.")
-    irrelevant: list[int] = Field(default_factory=list,
-                                  description="Numbers of passages not about this question.")
+Level = Literal["high", "medium", "low"]
 
 
 def deterministic(evidence: list[Evidence]) -> list[Evidence]:
-    """Every document gets a tier from its URL (the domain/authority table); no model involved."""
+    """Every document gets its tier from the domain/authority table (its URL, title and text)."""
     out = []
     for ev in evidence:
-        tier, flags = assess_source(ev.url, ev.title)
+        tier, flags = assess_source(ev.url, ev.title, ev.text)
         merged = list(dict.fromkeys([*ev.flags, *flags]))
         out.append(ev.model_copy(update={"quality": tier, "flags": merged}))
     return out
 
 
 def tier(ev: Evidence) -> QualityTier:
-    return ev.quality or assess_source(ev.url, ev.title)[0]
+    return ev.quality or assess_source(ev.url, ev.title, ev.text)[0]
 
 
 def counts(evidence: list[Evidence]) -> dict[str, int]:
     """n_high, n_medium, n_low of a document list."""
     tiers = [tier(ev) for ev in evidence]
     return {"n_high": tiers.count("high"), "n_medium": tiers.count("medium"), "n_low": tiers.count("low")}
-
-
-def _shift(t: QualityTier, step: int) -> QualityTier:
-    return TIERS[max(0, min(2, TIERS.index(t) + step))]
-
-
-def combine(ev: Evidence, n: int, review: QualityReview) -> tuple[QualityTier, list[str]]:
-    """The final tier of passage number `n` (1-based) under the table in the module docstring."""
-    t = tier(ev)
-    why: list[str] = []
-    if n in review.irrelevant:
-        return "low", ["llm:irrelevant"]
-    if n in review.authoritative:
-        t, why = _shift(t, 1), [*why, "llm:authoritative"]
-    if n in review.commercial:
-        t, why = _shift(t, -1), [*why, "llm:commercial"]
-    if n in review.outdated:
-        t, why = _shift(t, -1), [*why, "llm:outdated"]
-    return t, why
 
 
 def quality_block(evidence: list[Evidence]) -> str:
@@ -93,6 +64,24 @@ def quality_block(evidence: list[Evidence]) -> str:
     return quote_block("source_quality", head + "\n" + "\n".join(lines))
 
 
+def priors_block(evidence: list[Evidence]) -> str:
+    """Each document's publisher, year and prior level from the domain table, as quoted data."""
+    lines = []
+    for i, ev in enumerate(evidence, 1):
+        host = (urlsplit(ev.url).hostname or ev.url) if ev.url else "no url"
+        year = f", {ev.year}" if ev.year else ""
+        lines.append(f"P{i}: prior {tier(ev)} (publisher {host}{year})")
+    return quote_block("source_priors", "\n".join(lines))
+
+
+@functools.lru_cache(maxsize=64)
+def labels_model(n: int) -> type[BaseModel]:
+    """One required high|medium|low field per document, P1..Pn (one class per document count)."""
+    fields: dict[str, Any] = {f"P{i}": (Level, Field(description=f"Quality level of document P{i}."))
+                              for i in range(1, n + 1)}
+    return create_model(f"QualityLabels{n}", **fields)
+
+
 @dataclass
 class Assessment:
     evidence: list[Evidence]
@@ -101,20 +90,24 @@ class Assessment:
 
 async def llm_assess(session: QuestionSession, question_text: str, evidence: list[Evidence], *, chars: int | None,
                      step: str = "assess_quality", round: int = 0) -> Assessment:
-    """One call rates all documents (as in the paper); the tiers then move by `combine`."""
+    """AssessQuality: one call labels all documents, each shown with its domain-table prior."""
     if not evidence:
         return Assessment(evidence, {"llm": "skipped (no documents)"})
     agent = RoleAgent(session, name="assessor", role="assessor", system_message=render("clear_assessor"))
     prompt = render("clear_assess_request", question=question_text[:1500], passages=passages_block(evidence, chars),
-                    n=len(evidence))
-    review = await agent.speak(prompt, QualityReview, step=step, round=round)
-    if not isinstance(review, QualityReview):
-        return Assessment(evidence, {"llm": "invalid; deterministic tiers kept", "model": session.spec.model_name})
+                    priors=priors_block(evidence), n=len(evidence))
+    reply = await agent.speak(prompt, labels_model(len(evidence)), step=step, round=round)
+    if reply is None:
+        return Assessment(evidence, {"llm": "invalid; domain-table priors kept", "model": session.spec.model_name})
+    labels: dict[str, QualityTier] = reply.model_dump()
     out, changes = [], []
     for i, ev in enumerate(evidence, 1):
-        new, why = combine(ev, i, review)
-        if new != tier(ev) or why:
-            changes.append({"doc_id": ev.doc_id, "from": tier(ev), "to": new, "why": why})
-        out.append(ev.model_copy(update={"quality": new, "flags": list(dict.fromkeys([*ev.flags, *why]))}))
-    return Assessment(out, {"llm": "applied", "model": session.spec.model_name, "changes": changes,
-                            "review": review.model_dump()})
+        prior, new = tier(ev), labels[f"P{i}"]
+        why = "llm label"
+        if "retracted" in ev.flags and new != "low":
+            new, why = "low", "retracted: stays low"
+        if new != prior:
+            changes.append({"doc_id": ev.doc_id, "from": prior, "to": new, "why": why})
+        out.append(ev.model_copy(update={"quality": new}))
+    return Assessment(out, {"llm": "applied", "model": session.spec.model_name, "labels": labels,
+                            "changes": changes})

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from medpanel.agents.backends import ModelSpec
 from medpanel.agents.settings import PipelineSettings
+from medpanel.retrieval.quickstart import web_corpus_for
 
 Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
 ROUTES: tuple[str, ...] = ("consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search")
@@ -61,7 +62,9 @@ class ClearSettings(PipelineSettings):
     dynamic_source: Literal["snapshot", "tavily"] = "snapshot"
     """Dynamic pathway backend: the offline web snapshot, or Tavily (needs TAVILY_API_KEY)."""
     dynamic_corpus: str | None = None
-    """Corpus the snapshot is built from (URL-bearing documents). Defaults to `corpus`."""
+    """The offline web of `dynamic_source: snapshot`: a URL-bearing corpus of its own, never the
+    local `corpus` (a run that would use one index, or shared documents, as both is refused).
+    Default: the packaged `quickstart-web` when `corpus` is `quickstart`; required otherwise."""
     dynamic_k: int = Field(default=8, ge=1, le=20)
     """Dynamic documents per search (the paper's 8)."""
     passage_chars: int | None = Field(default=None, ge=100)
@@ -72,8 +75,9 @@ class ClearSettings(PipelineSettings):
     verifier_passage_chars: int | None = Field(default=None, ge=100)
     """Characters of each passage shown to the verifier, the judge and the response generator.
     Unset: 400 on the embedded model, whole passages on every other backend."""
-    llm_quality: bool = False
-    """Add the LLM assessment (content type, recency, relevance) to the deterministic domain tiers."""
+    llm_quality: bool = True
+    """One backbone call labels every dynamic document high/medium/low (the paper's default, A.2),
+    starting from the domain table's prior; the table is the fallback. `false`: the table alone."""
     assessor_model: ModelSpec | None = None
     """The second model of `clear-dual` (it assesses the dynamic evidence). Required by that variant."""
     follow_up: bool = True
@@ -107,9 +111,21 @@ class ClearSettings(PipelineSettings):
             "passage_chars": spec.accommodation("passage_chars", self.passage_chars),
             "verifier_passage_chars": spec.accommodation("verifier_passage_chars", self.verifier_passage_chars)})
 
+    @model_validator(mode="after")
+    def _web_is_not_local(self) -> ClearSettings:
+        if self.dynamic_source == "snapshot" and self.dynamic_corpus is not None and self.dynamic_corpus == self.corpus:
+            raise ValueError(f"settings.dynamic_corpus is the local corpus {self.corpus!r}: the offline web must be a "
+                             f"corpus of its own (e.g. the MedQuAD pages, with the PubMed abstracts as the local "
+                             f"corpus; README: Retrieval corpora)")
+        return self
+
     @property
     def snapshot_corpus(self) -> str:
-        return self.dynamic_corpus or self.corpus
+        web = web_corpus_for(self.corpus, self.dynamic_corpus)
+        if web is None:
+            raise ValueError(f"the offline web needs a corpus of its own: set settings.dynamic_corpus to a "
+                             f"URL-bearing corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+        return web
 
     @property
     def follow_k(self) -> int:

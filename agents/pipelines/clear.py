@@ -38,6 +38,8 @@ from medpanel.agents.clear.settings import MODES, PATHWAYS, ClearSettings, Mode,
 from medpanel.agents.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.retrieval.errors import SourceConfigError
+from medpanel.retrieval.search import check_separate
 
 SourceFactory = Callable[[ClearSettings, str], Any]
 """(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
@@ -75,10 +77,22 @@ class ClearPipeline:
         # Tests inject fake retrievers here; by default the retrieval layer's backends are used.
         self.local_factory = local_factory or local_source
         self.dynamic_factory = dynamic_factory or (lambda s, _kind: dynamic_source(s))
+        self.real_sources = local_factory is None and dynamic_factory is None
+        """Injected test doubles have no corpus whose documents could be compared."""
 
     def prepare(self, conditions: list[Condition], settings: ClearSettings) -> None:
-        """Open the corpora and the search backend once, so a missing one fails the run at once."""
+        """Open the corpora and the search backend once, so a missing one fails the run at once, and
+        refuse an offline web that is (or shares documents with) the local corpus."""
         modes = [mode_of(c.flags.get("variant")) for c in conditions]
+        local_used = any(m.kind in ("rag", "clear") for m in modes)
+        web_used = any(m.kind in ("online", "clear") for m in modes) and settings.dynamic_source == "snapshot"
+        if web_used:
+            try:
+                web = settings.snapshot_corpus
+            except ValueError as exc:
+                raise SourceConfigError(str(exc), field="settings.dynamic_corpus") from None
+            if local_used and self.real_sources:
+                check_separate(settings.corpus, web, field="settings.dynamic_corpus")
         for retriever in sorted({m.retriever or settings.retriever for m in modes if m.kind in ("rag", "clear")}):
             opener = getattr(self.local_factory(settings, retriever), "open", None)
             if opener:
@@ -160,6 +174,7 @@ class ClearPipeline:
             data["format_gate"] = gate.record()
         else:
             response = None
+            summary["rubric"] = rubric is not None
             if answer is not None:
                 response = await freetext.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
                                                   evidence=evidence, chars=s.verifier_passage_chars)

@@ -534,6 +534,10 @@ class PanelPipeline:
     def prepare(self, conditions: list[Condition], settings: PanelSettings) -> None:
         if any(c.on("k") or c.flags.get("variant") == "routed" for c in conditions):
             prepare(settings)
+        if any(c.on("k") and (settings.k_source == "clear" or c.flags.get("variant") == "clear") for c in conditions):
+            from medpanel.agents.clear_channel import prepare_channel
+
+            prepare_channel(settings)
 
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
@@ -625,6 +629,7 @@ class PanelPipeline:
             "recruited": len(recruited),
             "recruited_roles": recruited,
             "initial_panel": [m.spec.role for m in state.members if not m.recruited],
+            "recruit_names": [m.agent.name for m in state.members if m.recruited],
             "final_panel_size": len(state.members),
             "critiques_with_weakness": weaknesses,
             "stopped_early": stopped_early,
