@@ -209,16 +209,32 @@ def show(
     full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
 ) -> None:
     """Print a debate turn by turn, with parsed fields and tokens."""
-    base = run_dir / "transcripts"
-    if not base.is_dir():
-        raise UserError(f"{run_dir} has no transcripts/ folder. Is it a run directory?", field="RUN_DIR")
-    matches = sorted(p for p in base.glob("*/*.json")
-                     if (p.stem == qid or p.stem.endswith(f"__{qid}") or p.stem.split("__r")[0].endswith(f"__{qid}"))
-                     and (condition is None or p.parent.name == condition))
+    from medpanel.experiments.report import load_meta
+    from medpanel.experiments.rundir import storage_url
+    from medpanel.experiments.store import Store, inside
+
+    if not (run_dir / "run.json").is_file():
+        raise UserError(f"{run_dir} is not a run directory (no run.json). Pass a directory under runs/",
+                        field="RUN_DIR")
+    store = Store(storage_url(run_dir, load_meta(run_dir)), run_dir)
+    try:
+        store.sync_transcripts()
+        rows = store.rows()
+    finally:
+        store.close()
+    # Ids are matched exactly, and each row says where its transcript is (older runs named them differently).
+    matches = sorted((r for r in rows if qid in (r.qid, f"{r.dataset}__{r.qid}")
+                      and (condition is None or r.condition == condition)),
+                     key=lambda r: (r.condition, r.dataset, r.qid, r.repeat))
     if not matches:
         raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
-                        f"List them with: ls {base}/*/", field="QID")
-    for path in matches:
+                        f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
+    for row in matches:
+        path = inside(run_dir, row.transcript)
+        if path is None or not path.is_file():
+            console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
+                          markup=False)
+            continue
         print_transcript(json.loads(path.read_text(encoding="utf-8")), full=full)
 
 

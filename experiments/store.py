@@ -9,8 +9,10 @@ overwrites, never a row without its transcript.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -130,6 +132,37 @@ def make_engine(url: str) -> sa.Engine:
     return sa.create_engine(normalize_url(url), pool_pre_ping=True, pool_size=16, max_overflow=48)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+NAME_PREFIX_CHARS = 80
+"""How much of an id a file name keeps readable; the hash after it carries the identity."""
+
+
+def safe_stem(readable: str, *key: object) -> str:
+    """A file name stem for `key`: a readable, sanitised prefix plus a hash of the exact key.
+
+    Sanitising alone is not injective (`a/b`, `a_b` and `a b` all become `a_b`) and not bounded
+    (a 300-character id exceeds the file system's 255 bytes), so the name's identity is the hash
+    of the key itself (64 bits of SHA-256; the prefix is only for people reading `ls`).
+    """
+    digest = hashlib.sha256(json.dumps([str(k) for k in key], ensure_ascii=False).encode()).hexdigest()[:16]
+    prefix = _UNSAFE.sub("_", readable)[:NAME_PREFIX_CHARS].lstrip(".")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def safe_dir(name: str) -> str:
+    """A directory name: `name` itself when it is already safe and short (condition slugs are), else hashed."""
+    if _UNSAFE.search(name) or len(name) > NAME_PREFIX_CHARS or name.strip(".") == "":
+        return safe_stem(name, name)
+    return name
+
+
+def inside(root: Path, relative: str) -> Path | None:
+    """`root / relative` if it stays inside `root` (a path read from a database is not trusted)."""
+    path = (root / relative).resolve()
+    return path if path.is_relative_to(root.resolve()) else None
+
+
 def write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -192,23 +225,34 @@ class Store:
             return row[0] if row else None
 
     def sync_transcripts(self) -> int:
-        """Write out, as files under the run directory, transcripts committed by other machines."""
+        """Write out, as files under the run directory, transcripts committed by other machines.
+
+        Each goes where its row says: rows of runs written with an older naming keep their names.
+        """
         if not self.shared:
             return 0
         n = 0
+        key = [transcripts.c[k] == results.c[k] for k in ("condition", "dataset", "qid", "repeat")]
+        query = sa.select(transcripts, results.c.transcript.label("path")).join(results, sa.and_(*key))
         with self.engine.connect() as conn:
-            for r in conn.execute(sa.select(transcripts)):
-                path = self.transcript_path((r.condition, r.dataset, r.qid, r.repeat))
+            for r in conn.execute(query):
+                pair = (r.condition, r.dataset, r.qid, r.repeat)
+                path = inside(self.run_dir, r.path) or self.transcript_path(pair)
                 if not path.exists():
                     write_atomic(path, r.body)
                     n += 1
         return n
 
-    def transcript_path(self, pair: Pair) -> Path:
+    def transcript_path(self, pair: Pair, tag: str | None = None) -> Path:
+        """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`, one file per pair.
+
+        Readers never recompute this: every row stores its transcript's path, so runs written with
+        an older naming open unchanged. `tag` names a replacement written beside the file it replaces.
+        """
         condition, dataset, qid, repeat = pair
-        suffix = f"__r{repeat}" if repeat else ""
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{dataset}__{qid}{suffix}")
-        return self.run_dir / "transcripts" / condition / f"{safe}.json"
+        readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
+        name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
+        return self.run_dir / "transcripts" / safe_dir(condition) / f"{name}.json"
 
     def done(self) -> set[Pair]:
         with self.engine.connect() as conn:
