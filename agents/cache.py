@@ -16,6 +16,8 @@ from typing import Any
 
 import diskcache
 
+from medpanel.agents.redact import redact
+
 
 def cache_key(request: dict[str, Any]) -> str:
     blob = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
@@ -44,7 +46,8 @@ class ResponseCache:
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        self._store.set(key, value)
+        # A reply that echoes a key must not sit in the run directory verbatim.
+        self._store.set(key, {k: redact(v) if isinstance(v, str) else v for k, v in value.items()})
 
     def size(self) -> int:
         # Not __len__: an empty cache must not be falsy where callers test `if cache`.

@@ -47,6 +47,7 @@ from medpanel.agents.cache import ResponseCache
 from medpanel.agents.client import RunHalted
 from medpanel.agents.local_server import LocalServer
 from medpanel.agents.pipelines.base import get_pipeline
+from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.agents.run import ClientPool, run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
 from medpanel.experiments.budget import Budget, RateLimiter, event_cost
@@ -461,6 +462,7 @@ class Runner:
     def run(self, *, progress: ProgressHook | None = None, install_signals: bool = True) -> dict[str, Any]:
         """Work through every missing pair. Returns a status dict (also written to status.json)."""
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        install_log_redaction()  # an endpoint's echoed key must not reach a log either
         store = Store(self.storage_url, self.run_dir)
         started = self._session_started = time.time()
         with self._runner_lock():
@@ -515,7 +517,7 @@ class Runner:
             store.sync_transcripts()
             status = {
                 "state": "complete" if remaining == 0 else "stopped" if self.stop.is_set else "incomplete",
-                "reason": self.stop.reason,
+                "reason": redact(self.stop.reason) if self.stop.reason else None,
                 "remaining": remaining,
                 "session_wall_s": round(time.time() - started, 3),
                 "updated": datetime.now(timezone.utc).isoformat(),

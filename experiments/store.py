@@ -23,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 
 metadata = sa.MetaData()
@@ -314,13 +315,15 @@ class Store:
         }
         # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
-        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
+        body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
         write_atomic(path, body)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
-                      invalid=result.invalid, error=result.error, error_kind=result.error_kind,
+                      invalid=result.invalid, error=redact(result.error) if result.error else None,
+                      error_kind=result.error_kind,
                       calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
-                      latency_s=result.latency_s, cost_usd=cost_usd, summary=json.dumps(result.summary),
+                      latency_s=result.latency_s, cost_usd=cost_usd, summary=redact(json.dumps(result.summary)),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
         with self.engine.begin() as conn:
             conn.execute(_INSERT_RESULT, values)
