@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import os
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -83,6 +84,8 @@ def describe_error(exc: BaseException) -> str:
         root = nxt
     if root is not exc:
         cause = str(root) or type(root).__name__
+        if isinstance(root, OSError) and root.errno and os.strerror(root.errno) not in cause:
+            cause = f"{os.strerror(root.errno)}: {cause}"  # asyncio says "Connect call failed" for a refusal
         if cause not in text:
             text = f"{text} ({cause})"
     return text

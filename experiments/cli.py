@@ -57,8 +57,17 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     tables = build_tables(rows, meta)
     for t in tables:
         print_table(t)
+    errors = sum(1 for r in rows if r.error)
+    if errors:
+        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer; scored wrong, and a resume skips "
+                      f"them). Re-run them with: medpanel run --resume {run_dir} --retry-errors", markup=False)
     if write:
-        paths = write_report(run_dir, tables)
+        try:
+            paths = write_report(run_dir, tables)
+        except OSError as exc:  # a full disk or a read-only folder: the tables above still stand
+            err.print(f"error: cannot write the report to {exc.filename or run_dir / 'report'}: "
+                      f"{exc.strerror or exc}", markup=False, highlight=False)
+            return
         console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
 
 
@@ -102,6 +111,8 @@ def run(
     storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a scenario key, e.g. "
                                                    "settings.rounds=1 (repeatable).")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="With --resume: run the pairs that have "
+                                               "error rows again; each new result replaces its error row.")] = False,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
@@ -110,8 +121,12 @@ def run(
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
+    if retry_errors and resume is None:
+        raise UserError("--retry-errors re-runs the error rows of an existing run: use it with --resume RUN_DIR",
+                        field="--retry-errors")
     if resume is not None:
         runner = Runner.open(resume)
+        runner.retry_errors = retry_errors
     else:
         assert scenario is not None
         sc = load_scenario(scenario, set_)
@@ -145,9 +160,12 @@ def run(
         hook(runner.tally, total)
         status = runner.run(progress=hook)
     summarise(runner.run_dir)
+    if status.get("status_error"):
+        err.print(f"error: {status['status_error']}", markup=False, highlight=False)
     if status["state"] != "complete":
-        console.print(f"[yellow]Run {status['state']}: {status['reason'] or ''} {status['remaining']} pairs left. "
-                      f"Resume with: medpanel run --resume {runner.run_dir}[/yellow]")
+        console.print(f"Run {status['state']}: {status['reason'] or ''} {status['remaining']} pairs left. "
+                      f"Resume with: medpanel run --resume {runner.run_dir}", style="yellow", markup=False,
+                      soft_wrap=True)
         raise typer.Exit(3)
     console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
                   f"Read one with: medpanel show {runner.run_dir} <QID>")
@@ -276,6 +294,8 @@ def _colour(role: str) -> str:
 @app.command()
 def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
     """List run directories with their status."""
+    from medpanel.experiments.runlock import lock_holder
+
     if not runs_dir.is_dir():
         raise UserError(f"{runs_dir} does not exist. Runs are created by medpanel run", field="RUNS_DIR")
     table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
@@ -284,9 +304,11 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
     for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
         meta = json.loads((d / "run.json").read_text(encoding="utf-8"))
         status_path = d / "status.json"
-        status = json.loads(status_path.read_text()) if status_path.is_file() else {"state": "running or killed"}
-        if (d / "runner.lock").exists() and status_path.is_file():
+        status = json.loads(status_path.read_text()) if status_path.is_file() else {"state": "killed"}
+        if lock_holder(d) is not None:
             status["state"] = "running"
+        elif status.get("state") == "running":
+            status["state"] = "killed"  # its session wrote "running" and never finished: resume it
         table.add_row(d.name, meta["name"], f"{meta['model']['backend']}/{meta['model']['name']}",
                       str(meta["n_pairs"]), f"{status['state']}"
                       + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),

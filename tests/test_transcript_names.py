@@ -84,7 +84,7 @@ def test_show_prints_the_debate_of_the_exact_id(tmp_path: Path) -> None:
     assert out.stdout.count("Question number 1?") == 2  # its two repeats, nothing else
 
 
-def _old_transcript_path(self: Store, pair: Pair) -> Path:
+def _old_transcript_path(self: Store, pair: Pair, tag: str | None = None) -> Path:
     """The layout before names were hashed: `<dataset>__<qid>[__r<n>].json`, unsafe characters as `_`."""
     condition, dataset, qid, repeat = pair
     suffix = f"__r{repeat}" if repeat else ""
