@@ -9,6 +9,7 @@ from typing import Any
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.report import condition_order, load_meta
+from medpanel.experiments.runlock import lock_holder
 from medpanel.experiments.store import Row, Store
 
 
@@ -62,4 +63,6 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     questions = read_questions(run_dir)
     status_path = run_dir / "status.json"
     status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+    if status.get("state") == "running" and lock_holder(run_dir) is None:
+        status["state"] = "killed"  # a session wrote "running" and never finished: resume it
     return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)

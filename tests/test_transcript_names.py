@@ -125,3 +125,28 @@ run: {workers: 2, repeats: 2}
     # Resuming an old run (nothing left to do) keeps its rows and files as they were.
     assert Runner.open(run_dir).run(install_signals=False)["state"] == "complete"
     _check_rows(run_dir, len(rows))
+
+
+def test_shared_storage_writes_transcripts_out_where_their_rows_say(tmp_path: Path) -> None:
+    """`sync_transcripts` (PostgreSQL runs) follows each row's path: old names stay old, retries keep theirs.
+    Run on SQLite with the store told it is shared, which takes the same statements."""
+    from medpanel.agents.types import Question, QuestionResult
+
+    store = Store(f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
+    store.shared = True
+    q = Question(dataset="d", qid="a/b", text="t?", options={"A": "x", "B": "y"}, gold=("A",))
+    base = {"condition": "c0", "dataset": "d", "qid": "a/b", "gold": ("A",)}
+    failed = QuestionResult(**base, error="http_400: no", error_kind="http_400")
+    store.commit(failed, q, "me")
+    store.commit(QuestionResult(**{**base, "qid": "x"}, answer=("A",), correct=True),
+                 q.model_copy(update={"qid": "x"}), "me")
+    store.commit(QuestionResult(**base, answer=("B",)), q, "me", replace_error=True)  # a --retry-errors result
+    rows = {r.qid: r for r in store.rows()}
+    assert rows["a/b"].answer == "B" and rows["a/b"].error is None and ".retry-" in rows["a/b"].transcript
+    for r in rows.values():
+        (tmp_path / r.transcript).unlink()
+    assert store.sync_transcripts() == 2
+    for r in rows.values():
+        doc = json.loads((tmp_path / r.transcript).read_text())
+        assert doc["question"]["qid"] == r.qid and doc["answer"] == list(r.answer.split(","))
+    store.close()
