@@ -163,7 +163,8 @@ def run(
     if status.get("status_error"):
         err.print(f"error: {status['status_error']}", markup=False, highlight=False)
     if status["state"] != "complete":
-        console.print(f"Run {status['state']}: {status['reason'] or ''} {status['remaining']} pairs left. "
+        reason = f"{status['reason']}. " if status["reason"] else ""
+        console.print(f"Run {status['state']}: {reason}{status['remaining']} pairs left. "
                       f"Resume with: medpanel run --resume {runner.run_dir}", style="yellow", markup=False,
                       soft_wrap=True)
         raise typer.Exit(3)
