@@ -20,6 +20,8 @@ from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from medpanel.agents.redact import register_secret
+
 BACKENDS = ("local", "openai", "azure", "scripted")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
 LOCAL_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -204,6 +206,7 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
                 raise BackendError(f"model.api_key_env: environment variable {env} is not set. "
                                    f"Export your key as {env}")
         key = value
+        register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
     sdk_args: dict[str, Any] = dict(api_key=key, timeout=spec.timeout_s, http_client=_http_client(spec),
                                     max_retries=0)  # medpanel retries with its own backoff, recording each try
     create_args: dict[str, Any] = dict(model=spec.model_name, temperature=spec.temperature, max_tokens=spec.max_tokens)

@@ -8,13 +8,39 @@ their first turn; with temperature 0 those identical requests are answered once.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import os
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import diskcache
+
+from medpanel.agents.redact import redact
+
+
+class StorageFailure(RuntimeError):
+    """The run's own files cannot be written (disk full, read-only, no permission).
+
+    Not a failure of the question: `run_question` lets it through, and the runner stops the run
+    (resumably) with this message instead of recording an error row."""
+
+
+def storage_cause(exc: BaseException) -> str:
+    """What went wrong, in the operating system's words where SQLite has its own."""
+    if isinstance(exc, OSError) and exc.errno:
+        return os.strerror(exc.errno)
+    text = str(exc)
+    if "disk is full" in text.lower():
+        return f"{os.strerror(errno.ENOSPC)} (SQLite: {text})"
+    return text
+
+
+def _failure(path: Path, exc: BaseException) -> StorageFailure:
+    return StorageFailure(f"cannot write the response cache {path}: {storage_cause(exc)}")
 
 
 def cache_key(request: dict[str, Any]) -> str:
@@ -31,7 +57,10 @@ class ResponseCache:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._store = diskcache.Cache(str(path), size_limit=2**34, eviction_policy="none")
+        try:
+            self._store = diskcache.Cache(str(path), size_limit=2**34, eviction_policy="none")
+        except (OSError, sqlite3.Error) as exc:
+            raise _failure(path, exc) from exc
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -40,11 +69,18 @@ class ResponseCache:
             return self._locks.setdefault(key, threading.Lock())
 
     def get(self, key: str) -> dict[str, Any] | None:
-        value = self._store.get(key)
+        try:
+            value = self._store.get(key)
+        except (OSError, sqlite3.Error) as exc:
+            raise _failure(self.path, exc) from exc
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        self._store.set(key, value)
+        # A reply that echoes a key must not sit in the run directory verbatim.
+        try:
+            self._store.set(key, {k: redact(v) if isinstance(v, str) else v for k, v in value.items()})
+        except (OSError, sqlite3.Error) as exc:
+            raise _failure(self.path, exc) from exc
 
     def size(self) -> int:
         # Not __len__: an empty cache must not be falsy where callers test `if cache`.

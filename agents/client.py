@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import functools
+import os
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from medpanel.agents.backends import ModelSpec
 from medpanel.agents.cache import ResponseCache, cache_key
+from medpanel.agents.redact import redact
 from medpanel.agents.structured import schema_of
 from medpanel.agents.types import TranscriptEvent, Usage
 
@@ -66,6 +68,27 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, ValueError | IndexError | KeyError | TypeError | AttributeError):
         return "bad_response"  # truncated JSON, empty choices: the client cannot build a result
     return type(exc).__name__
+
+
+def describe_error(exc: BaseException) -> str:
+    """The exception's text, plus its root cause when the text alone says nothing.
+
+    The openai SDK reports a refused connection as "Connection error."; the reason (`[Errno 111]
+    Connection refused`, a DNS failure) is in its `__cause__` chain.
+    """
+    text = str(exc)
+    root: BaseException = exc
+    seen = {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    if root is not exc:
+        cause = str(root) or type(root).__name__
+        if isinstance(root, OSError) and root.errno and os.strerror(root.errno) not in cause:
+            cause = f"{os.strerror(root.errno)}: {cause}"  # asyncio says "Connect call failed" for a refusal
+        if cause not in text:
+            text = f"{text} ({cause})"
+    return text
 
 
 _RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_response", "http_408", "http_409"}
@@ -303,9 +326,11 @@ class RecordingClient(ChatCompletionClient):
                 event.latency_s = time.perf_counter() - start
                 event.attempts = attempts
                 kind = error_kind(exc)
-                event.error = f"{kind}: {exc}"[:2000]
+                # An endpoint may echo the key in its error body: mask it before it is recorded.
+                text = redact(describe_error(exc))
+                event.error = f"{kind}: {text}"[:2000]
                 self._finish(event)
-                raise ModelCallError(kind, str(exc)[:500], attempts) from exc
+                raise ModelCallError(kind, text[:500], attempts) from exc
             event.latency_s = time.perf_counter() - start
             event.attempts = attempts
             assert isinstance(result.content, str)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from medpanel.agents.backends import ModelSpec, build_client
-from medpanel.agents.cache import ResponseCache
+from medpanel.agents.cache import ResponseCache, StorageFailure
 from medpanel.agents.client import ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
@@ -57,7 +57,8 @@ async def run_question(
     before_call: Callable[[], Any] | None = None,
     clients: ClientPool | None = None,
 ) -> QuestionResult:
-    """Raises `RunHalted` (and only that) when the run is halted mid-question."""
+    """Raises `RunHalted` when the run is halted mid-question and `StorageFailure` when the run's
+    cache cannot be written; anything else becomes an error result."""
     pipeline = get_pipeline(condition.pipeline)
     settings = pipeline.settings_model.model_validate(condition.settings)
     if repeat:
@@ -76,8 +77,8 @@ async def run_question(
         result.invalid = outcome.invalid
         result.summary = outcome.summary
         result.correct = not outcome.invalid and score(outcome.answer, question.gold, scoring)
-    except RunHalted:
-        raise
+    except (RunHalted, StorageFailure):
+        raise  # not the question's failure: the runner stops the run and the pair is redone
     except ModelCallError as exc:
         result.error, result.error_kind = str(exc), exc.kind
     except Exception as exc:  # a bug in a pipeline must not take the run down; it is recorded

@@ -111,7 +111,7 @@ class Budget:
 
     async def before_call(self) -> None:
         self.check()
-        if self.stop.is_set:
+        if self.stop.halted:  # a drain (Ctrl-C) lets questions in flight finish
             raise RunHalted(self.stop.reason or "run halted")
         if self.limiter is not None:
             await self.limiter.acquire()

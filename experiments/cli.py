@@ -68,8 +68,16 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     tables = build_tables(rows, meta)
     for t in tables:
         print_table(t)
+    errors = sum(1 for r in rows if r.error)
+    if errors:
+        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer; scored wrong, and a resume skips "
+                      f"them). Re-run them with: medpanel run --resume {run_dir} --retry-errors", markup=False)
     if write:
-        paths = write_report(run_dir, tables)
+        try:
+            paths = write_report(run_dir, tables)
+        except OSError as exc:  # a full disk or a read-only folder: the tables above still stand
+            error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
+            return
         console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
 
 
@@ -113,6 +121,8 @@ def run(
     storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a scenario key, e.g. "
                                                    "settings.rounds=1 (repeatable).")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="With --resume: run the pairs that have "
+                                               "error rows again; each new result replaces its error row.")] = False,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     from medpanel.experiments.runner import Runner, Tally, make_plan
@@ -126,6 +136,9 @@ def run(
     # Every override meets the bounds of the scenario key it replaces before anything is read or made.
     updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
     updated(DatasetSpec(), {"limit": limit}, block="dataset")
+    if retry_errors and resume is None:
+        raise UserError("--retry-errors re-runs the error rows of an existing run: use it with --resume RUN_DIR",
+                        field="--retry-errors")
     if resume is not None:
         for option, value in (("--limit", limit), ("--repeat", repeat), ("--storage", storage),
                               ("--run-dir", run_dir), ("--set", set_)):
@@ -133,6 +146,7 @@ def run(
                 raise UserError(f"{option} cannot change a run that exists (its questions and grid are fixed). "
                                 "Start a new run with it instead", field=option)
         runner = Runner.open(resume)
+        runner.retry_errors = retry_errors
     else:
         assert scenario is not None
         sc = load_scenario(scenario, set_)
@@ -165,9 +179,13 @@ def run(
         hook(runner.tally, total)
         status = runner.run(progress=hook)
     summarise(runner.run_dir)
+    if status.get("status_error"):
+        error_line(str(status["status_error"]))
     if status["state"] != "complete":
-        console.print(f"[yellow]Run {status['state']}: {status['reason'] or ''} {status['remaining']} pairs left. "
-                      f"Resume with: medpanel run --resume {runner.run_dir}[/yellow]")
+        reason = f"{status['reason']}. " if status["reason"] else ""
+        console.print(f"Run {status['state']}: {reason}{status['remaining']} pairs left. "
+                      f"Resume with: medpanel run --resume {runner.run_dir}", style="yellow", markup=False,
+                      soft_wrap=True)
         raise typer.Exit(3)
     console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
                   f"Read one with: medpanel show {runner.run_dir} <QID>")
@@ -229,24 +247,32 @@ def show(
     full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
 ) -> None:
     """Print a debate turn by turn, with parsed fields and tokens."""
-    from medpanel.experiments.rundir import read_transcript
+    from medpanel.experiments.rundir import load_meta, open_store, read_transcript
+    from medpanel.experiments.store import inside
 
-    base = run_dir / "transcripts"
-    if not base.is_dir():
-        what = "is a file, not a run directory" if run_dir.is_file() else (
-            "does not exist" if not run_dir.exists() else "has no transcripts/ folder. Is it a run directory?")
-        raise UserError(f"{run_dir} {what}", field="RUN_DIR")
-    if condition is not None and not (base / condition).is_dir():
-        known = sorted(p.name for p in base.iterdir() if p.is_dir())
+    store = open_store(run_dir, load_meta(run_dir))
+    try:
+        store.sync_transcripts()
+        rows = store.rows()
+    finally:
+        store.close()
+    known = sorted({r.condition for r in rows})
+    if condition is not None and condition not in known:
         raise UserError(f"no condition {condition!r} in this run. Its conditions are: {', '.join(known) or 'none'}",
                         field="--condition")
-    matches = sorted(p for p in base.glob("*/*.json")
-                     if (p.stem == qid or p.stem.endswith(f"__{qid}") or p.stem.split("__r")[0].endswith(f"__{qid}"))
-                     and (condition is None or p.parent.name == condition))
+    # Ids are matched exactly, and each row says where its transcript is (older runs named them differently).
+    matches = sorted((r for r in rows if qid in (r.qid, f"{r.dataset}__{r.qid}")
+                      and (condition is None or r.condition == condition)),
+                     key=lambda r: (r.condition, r.dataset, r.qid, r.repeat))
     if not matches:
         raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
-                        f"List them with: ls {base}/*/", field="QID")
-    for path in matches:
+                        f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
+    for row in matches:
+        path = inside(run_dir, row.transcript)
+        if path is None or not path.is_file():
+            console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
+                          markup=False)
+            continue
         print_transcript(read_transcript(path), full=full)
 
 
@@ -293,6 +319,7 @@ def _colour(role: str) -> str:
 def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
     """List run directories with their status."""
     from medpanel.experiments.rundir import load_meta
+    from medpanel.experiments.runlock import lock_holder
 
     if not runs_dir.is_dir():
         what = "is a file, not a folder of runs" if runs_dir.exists() else "does not exist"
@@ -314,9 +341,11 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
         except (OSError, ValueError):
             status = {"state": "unreadable status.json"}
         status = status if isinstance(status, dict) else {"state": "unreadable status.json"}
-        status.setdefault("state", "running or killed")
-        if (d / "runner.lock").exists() and status_path.is_file():
+        status.setdefault("state", "killed")
+        if lock_holder(d) is not None:
             status["state"] = "running"
+        elif status.get("state") == "running":
+            status["state"] = "killed"  # its session wrote "running" and never finished: resume it
         model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
         table.add_row(d.name, meta["name"], f"{model.get('backend', '?')}/{model.get('name')}",
                       str(meta.get("n_pairs", "?")), f"{status['state']}"
@@ -358,12 +387,17 @@ def _usage_line(exc: Exception) -> str:
     return f"{msg}. See: {path} --help"
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print one `error:` line on stderr and exit. Newlines inside a message are folded, so every
-    error is exactly one line whatever produced it (a pydantic message, an OS error)."""
+def error_line(message: str) -> None:
+    """Print one `error:` line on stderr. Newlines inside a message are folded, so every error is
+    exactly one line whatever produced it (a pydantic message, an OS error)."""
     line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    sys.stderr.write(f"error: {line}\n")
+    sys.stderr.write(f"error: {line.removeprefix('error: ')}\n")
     sys.stderr.flush()
+
+
+def fail(message: str, code: int = 2) -> None:
+    """One `error:` line on stderr, then exit."""
+    error_line(message)
     sys.exit(code)
 
 

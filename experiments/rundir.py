@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.report import condition_order
+from medpanel.experiments.runlock import lock_holder
 from medpanel.experiments.store import Row, Store
 
 RESTORE = "Restore it from a backup, or start the run again"
@@ -143,4 +144,6 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     if not isinstance(status, dict):
         raise UserError("not a status document: delete it; the next run or resume writes it again",
                         file=str(status_path))
+    if status.get("state") == "running" and lock_holder(run_dir) is None:
+        status["state"] = "killed"  # a session wrote "running" and never finished: resume it
     return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)

@@ -47,15 +47,18 @@ from medpanel.agents.cache import ResponseCache
 from medpanel.agents.client import RunHalted
 from medpanel.agents.local_server import LocalServer
 from medpanel.agents.pipelines.base import get_pipeline
+from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.agents.run import ClientPool, run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
 from medpanel.experiments.budget import Budget, RateLimiter, event_cost
 from medpanel.experiments.budget_match import BudgetReference, load_reference
 from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.health import EndpointHealth, Held
 from medpanel.experiments.rundir import load_meta, read_run_questions, require_study
+from medpanel.experiments.runlock import run_lock
 from medpanel.experiments.scenario import Scenario, updated
-from medpanel.experiments.store import Pair, Row, Store, is_shared, normalize_url, write_atomic
+from medpanel.experiments.store import Pair, Row, Store, is_shared, normalize_url, write_atomic, write_status
 from medpanel.retrieval.errors import RetrievalError
 
 log = logging.getLogger("medpanel.runner")
@@ -210,19 +213,36 @@ def _budget_match(scenario: Scenario, pipeline: Any, conditions: list[Condition]
 
 @dataclass
 class Stop:
-    """A shared stop flag with the reason the run halted (Ctrl-C, max_errors ...)."""
+    """A shared stop flag with the reason the run halted (Ctrl-C, max_errors ...).
+
+    Two strengths: a *drain* (the first Ctrl-C or SIGTERM) starts no new question and lets the
+    ones in flight finish and be saved; a *halt* (a budget, max_errors, a systematic failure, the
+    drain's grace period running out) also stops the questions in flight at their next model call,
+    unrecorded, so a resume runs them again.
+    """
 
     event: threading.Event = field(default_factory=threading.Event)
+    halt_event: threading.Event = field(default_factory=threading.Event)
     reason: str | None = None
 
-    def set(self, reason: str) -> None:
+    def set(self, reason: str, *, drain: bool = False) -> None:
         if not self.event.is_set():
             self.reason = reason
             self.event.set()
+        if not drain:
+            self.halt_event.set()
+
+    def halt(self) -> None:
+        self.event.set()
+        self.halt_event.set()
 
     @property
     def is_set(self) -> bool:
         return self.event.is_set()
+
+    @property
+    def halted(self) -> bool:
+        return self.halt_event.is_set()
 
 
 @dataclass
@@ -289,6 +309,11 @@ class Runner:
         self.created_with: dict[str, str] = {}
         """Package versions the run was created with (run.json)."""
         self._session_started = time.time()
+        self.retry_errors = False
+        """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
+        self._error_pairs: set[Pair] = set()
+        self._retried: set[Pair] = set()
+        self.health = EndpointHealth(plan.model_spec)
 
     def _budget(self) -> Budget:
         run = self.plan.scenario.run
@@ -391,6 +416,15 @@ class Runner:
 
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
+        meta_path = run_dir / "run.json"
+        if not meta_path.is_file():
+            if run_dir.is_dir() and any((run_dir / n).exists() for n in ("questions.jsonl", "study.db")):
+                # run.json is written last: this directory's creation was interrupted, nothing ran.
+                raise UserError(f"{run_dir} was interrupted while it was being created (it has no run.json), so "
+                                f"nothing in it has run yet. Start it again with: medpanel run "
+                                f"{_scenario_file(run_dir) or 'SCENARIO'} --run-dir {run_dir}", field="RUN_DIR")
+            raise UserError(f"{run_dir} is not a run directory (no run.json). Pass a directory under runs/",
+                            field="RUN_DIR")
         meta = load_meta(run_dir)
         try:
             scenario = Scenario.model_validate(meta["scenario"])
@@ -413,28 +447,15 @@ class Runner:
 
     @contextlib.contextmanager
     def _runner_lock(self) -> Iterator[None]:
-        """One runner per run directory on one machine; a dead runner's lock is taken over.
+        """One runner per run directory on one machine (see `runlock`); a dead runner's lock is free.
 
         Shared storage takes no lock: many workers on many machines are the point.
         """
         if self.shared:
             yield
             return
-        lock = self.run_dir / "runner.lock"
-        if lock.exists():
-            try:
-                pid = int(lock.read_text().split(":")[0])
-                os.kill(pid, 0)
-                if pid != os.getpid():
-                    raise UserError(f"{self.run_dir} is being run by process {pid}. Wait for it, or stop it first",
-                                    field="RUN_DIR")
-            except (ValueError, ProcessLookupError):
-                pass  # stale lock of a killed runner
-        lock.write_text(f"{os.getpid()}:{self.owner}")
-        try:
+        with run_lock(self.run_dir, self.owner):
             yield
-        finally:
-            lock.unlink(missing_ok=True)
 
     def _optuna_storage(self) -> optuna.storages.RDBStorage:
         # Optuna checks the schema against its migrations on every open, loading all of alembic's
@@ -482,71 +503,159 @@ class Runner:
         return [i for i, shard in enumerate(self.plan.shards()) if any(p not in done for p in shard)]
 
     def run(self, *, progress: ProgressHook | None = None, install_signals: bool = True) -> dict[str, Any]:
-        """Work through every missing pair. Returns a status dict (also written to status.json)."""
+        """Work through every missing pair. Returns a status dict (also written to status.json).
+
+        The run's own storage failing (disk full, a read-only folder) stops the run like a budget:
+        the reason names the path and the cause, what was committed stays, and a resume goes on.
+        """
         optuna.logging.set_verbosity(optuna.logging.WARNING)
+        install_log_redaction()  # an endpoint's echoed key must not reach a log either
         store = Store(self.storage_url, self.run_dir)
         started = self._session_started = time.time()
+        status_path = self.run_dir / "status.json"
+        total = len(self.plan.pairs)
         with self._runner_lock():
-            store.release_stale_claims(live_owners=[self.owner],
-                                       older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
-            for row in store.rows():
-                self.tally.add(row)
-            self.budget.add_prior(self.tally.calls, self.tally.tokens, self.tally.cost_usd)
-            done = store.done()
-            pending = self.pending_shards(done)
-            self._taken = set(done)
-            self._pending_pairs = [p for p in self.plan.pairs if p not in done]
-            server: LocalServer | None = None
-            cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache != "off" else None
-            restore = self._install_signals() if install_signals else None
+            with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
+                write_status(status_path, {"state": "running", "pid": os.getpid(),
+                                           "updated": datetime.now(timezone.utc).isoformat()})
             try:
-                if pending:
-                    self.prepare()
-                    base_url = None
-                    spec = self.plan.scenario.model
-                    if spec.backend == "local" and self.client_factory is None:
-                        n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
-                        server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
-                        base_url = server.start()
-                    preload(self.plan.model_spec)
-                    study = self._study(store, pending)
-                    self.timings["startup_s"] = time.time() - started
-                    shards = self.plan.shards()
-                    total = len(self.plan.pairs)
-
-                    def objective(trial: optuna.Trial) -> float:
-                        idx = trial.suggest_int("shard", 0, len(shards) - 1)
-                        n, k = asyncio.run(self._work(shards[idx], store, cache, base_url, progress, total))
-                        trial.set_user_attr("pairs", n)
-                        if self.stop.is_set or self._all_taken():
-                            # Nothing left for this process: asking Optuna for the grid's remaining
-                            # shards (each a trial to create, run empty and close) would only delay the end.
-                            trial.study.stop()
-                        return k / n if n else 0.0
-
-                    study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
-                                   catch=(Exception,), gc_after_trial=False)
-                    if self.shared:
-                        self._finish_shared(store, cache, base_url, progress, total)
-            finally:
-                if server is not None:
-                    server.stop()
-                if cache is not None:
-                    cache.close()
-                if restore is not None:
-                    restore()
-            remaining = len(self.plan.pairs) - len(store.done())
+                self._session(store, progress, install_signals)
+            except Exception as exc:
+                cause = store.resource_failure(exc)
+                if cause is None:
+                    raise
+                self.stop.set(cause)
+            self._settle_held(store, progress, total)
+            done = store.done()
+            remaining = total - len(done)
+            if self.retry_errors:
+                # Error rows this session was asked to re-run but did not reach are still to do.
+                remaining += len((self._error_pairs - self._retried) & done)
             store.sync_transcripts()
-            status = {
+            status: dict[str, Any] = {
                 "state": "complete" if remaining == 0 else "stopped" if self.stop.is_set else "incomplete",
-                "reason": self.stop.reason,
+                "reason": redact(self.stop.reason) if self.stop.reason else None,
                 "remaining": remaining,
+                "errors": store.error_count(),
                 "session_wall_s": round(time.time() - started, 3),
                 "updated": datetime.now(timezone.utc).isoformat(),
             }
-            write_atomic(self.run_dir / "status.json", json.dumps(status, indent=2))
+            try:
+                write_status(status_path, status)
+            except OSError as exc:
+                status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
         store.close()
         return status
+
+    def _session(self, store: Store, progress: ProgressHook | None, install_signals: bool) -> None:
+        store.release_stale_claims(live_owners=[self.owner],
+                                   older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
+        rows = store.rows()
+        retry = self.retry_errors
+        self._error_pairs = {(r.condition, r.dataset, r.qid, r.repeat) for r in rows if r.error} if retry else set()
+        for row in rows:
+            if not (retry and row.error):  # an error row to be re-run is not counted as done
+                self.tally.add(row)
+        # Spend of earlier sessions counts against the budgets, error rows' included.
+        self.budget.add_prior(sum(r.calls for r in rows), sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))
+        done = store.done(answered_only=retry)
+        pending = self.pending_shards(done)
+        self._taken = set(done)
+        self._pending_pairs = [p for p in self.plan.pairs if p not in done]
+        server: LocalServer | None = None
+        cache: ResponseCache | None = None
+        restore = self._install_signals() if install_signals else None
+        try:
+            if not pending:
+                return
+            cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache != "off" else None
+            self.prepare()
+            base_url = None
+            spec = self.plan.scenario.model
+            if spec.backend == "local" and self.client_factory is None:
+                n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
+                server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
+                base_url = server.start()
+            self.health = EndpointHealth(self.plan.model_spec, base_url)
+            preload(self.plan.model_spec)
+            study = self._study(store, pending)
+            self.timings["startup_s"] = time.time() - self._session_started
+            shards = self.plan.shards()
+            total = len(self.plan.pairs)
+
+            def objective(trial: optuna.Trial) -> float:
+                idx = trial.suggest_int("shard", 0, len(shards) - 1)
+                try:
+                    n, k = asyncio.run(self._work(shards[idx], store, cache, base_url, progress, total))
+                except Exception as exc:
+                    cause = store.resource_failure(exc)
+                    if cause is None:
+                        raise
+                    # Stop here, not as a failed trial: Optuna would log a traceback per worker.
+                    self.stop.set(cause)
+                    n, k = 0, 0
+                trial.set_user_attr("pairs", n)
+                if self.stop.is_set or self._all_taken():
+                    # Nothing left for this process: asking Optuna for the grid's remaining
+                    # shards (each a trial to create, run empty and close) would only delay the end.
+                    trial.study.stop()
+                return k / n if n else 0.0
+
+            study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
+                           catch=(Exception,), gc_after_trial=False)
+            if self.shared:
+                self._finish_shared(store, cache, base_url, progress, total)
+        finally:
+            if server is not None:
+                server.stop()
+            if cache is not None:
+                cache.close()
+            if restore is not None:
+                restore()
+
+    def _count(self, row: Row, result: QuestionResult, progress: ProgressHook | None, total: int) -> None:
+        """Tally a committed pair, show it, and apply `max_errors` (to error rows, over all sessions)."""
+        self.tally.add(row, result)
+        pair = (row.condition, row.dataset, row.qid, row.repeat)
+        if pair in self._error_pairs:
+            self._retried.add(pair)
+        if progress is not None:
+            progress(self.tally, total)
+        max_errors = self.plan.scenario.run.max_errors
+        if row.error and max_errors is not None and self.tally.errors > max_errors:
+            self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions have error rows); "
+                          "fix the cause, then resume (--retry-errors re-runs the error rows, --max-errors "
+                          "raises the limit)")
+
+    def _release_quietly(self, store: Store, pair: Pair) -> None:
+        """Release a claim; if the storage itself has failed, a resume releases it instead."""
+        try:
+            store.release(pair, self.owner)
+        except Exception as exc:
+            if store.resource_failure(exc) is None:
+                raise
+
+    def _commit(self, store: Store, held: Held) -> Row:
+        return store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
+                            replace_error=held.pair in self._error_pairs)
+
+    def _settle_held(self, store: Store, progress: ProgressHook | None, total: int) -> None:
+        """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
+        held = self.health.take_all()
+        verdict = self.health.verdict(held)
+        if verdict is not None:
+            self.stop.set(verdict)
+        for h in held:
+            if verdict is None:
+                try:
+                    self._count(self._commit(store, h), h.result, progress, total)
+                    continue
+                except Exception as exc:
+                    verdict = store.resource_failure(exc)
+                    if verdict is None:
+                        raise
+                    self.stop.set(verdict)
+            self._release_quietly(store, h.pair)
 
     def _finish_shared(self, store: Store, cache: ResponseCache | None, base_url: str | None,
                        progress: ProgressHook | None, total: int) -> None:
@@ -571,7 +680,7 @@ class Runner:
             self.stop.event.wait(SHARED_POLL_S)
 
     def _missing(self, store: Store) -> list[Pair]:
-        done = store.done()
+        done = store.done(answered_only=self.retry_errors)
         return [p for p in self.plan.pairs if p not in done]
 
     async def _work(self, shard: list[Pair], store: Store, cache: ResponseCache | None, base_url: str | None,
@@ -600,15 +709,9 @@ class Runner:
                 return  # raised where the commit is awaited
             commit.counted = True
             row = commit.future.result()
-            self.tally.add(row, commit.result)
             counts[0] += 1
             counts[1] += row.correct
-            if progress is not None:
-                progress(self.tally, total)
-            max_errors = scenario.run.max_errors
-            if max_errors is not None and self.tally.errors > max_errors:
-                self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions errored); "
-                              "fix the cause, then resume")
+            self._count(row, commit.result, progress, total)
 
         async def settle() -> None:
             nonlocal in_flight
@@ -618,7 +721,7 @@ class Runner:
             try:
                 await commit.future
             except BaseException:
-                store.release(commit.pair, self.owner)
+                self._release_quietly(store, commit.pair)
                 raise
             count(commit)
             if commit.hook_error is not None:
@@ -635,6 +738,14 @@ class Runner:
             # Own shard first, then help: the other shards' pairs from the far end, where their own
             # workers will arrive last.
             for pair in itertools.chain(shard, reversed(self._pending_pairs)):
+                for held in self.health.take_committable():
+                    # The endpoint has answered since these failed: they are ordinary error rows.
+                    try:
+                        row = await asyncio.to_thread(self._commit, store, held)
+                    except BaseException:
+                        self._release_quietly(store, held.pair)
+                        raise
+                    self._count(row, held.result, progress, total)
                 self.budget.check()
                 if self.stop.is_set:
                     break
@@ -642,7 +753,7 @@ class Runner:
                     if pair in self._taken:
                         continue
                     self._taken.add(pair)
-                if not store.claim(pair, self.owner):
+                if not store.claim(pair, self.owner, retry_errors=self.retry_errors):
                     continue  # finished already, or another process holds it
                 self.timings.setdefault("first_question_s", time.time() - self._session_started)
                 condition = self.conditions[pair[0]]
@@ -656,33 +767,57 @@ class Runner:
                         result = await run_question(matched, question, self.plan.model_spec, base_url=base_url,
                                                     cache=cache, repeat=pair[3], scoring=scenario.dataset.scoring,
                                                     client_factory=self.client_factory,
-                                                    hooks=[self.budget.on_event],
+                                                    hooks=[self.budget.on_event, self.health.on_event],
                                                     before_call=self.budget.before_call, clients=clients)
                     cost = sum(event_cost(e, self.budget.prices) for e in result.events)
                     await settle()
                 except RunHalted:
-                    store.release(pair, self.owner)  # unfinished: resume runs it again
+                    self._release_quietly(store, pair)  # unfinished: resume runs it again
                     break
                 except BaseException:
-                    store.release(pair, self.owner)
+                    self._release_quietly(store, pair)
                     raise
+                held_back, cause = self.health.hold(Held(pair, result, question, cost))
+                if held_back:
+                    # Maybe a dead endpoint or a wrong key: not recorded until a call is answered.
+                    if cause is not None:
+                        self.stop.set(cause)
+                    continue
                 in_flight = _Commit(asyncio.ensure_future(asyncio.to_thread(
-                    store.commit, result, question, self.owner, cost_usd=cost)), pair, result)
+                    store.commit, result, question, self.owner, cost_usd=cost,
+                    replace_error=pair in self._error_pairs)), pair, result)
                 in_flight.future.add_done_callback(functools.partial(lambda c, _f: count_landed(c), in_flight))
         finally:
             await settle()
         return counts[0], counts[1]
 
     def _install_signals(self) -> Callable[[], None] | None:
+        """First Ctrl-C or SIGTERM: drain (no new questions; those in progress finish and are saved,
+        for up to `run.interrupt_grace_s`, then they stop at their next call). Second: exit at once."""
         if threading.current_thread() is not threading.main_thread():
             return None
         presses = {"n": 0}
+        grace = self.plan.scenario.run.interrupt_grace_s
+        timer: list[threading.Timer] = []
+
+        def grace_over() -> None:
+            if not self.stop.halted:
+                self.stop.reason = (f"{self.stop.reason}; questions still running after {grace:g} s were stopped "
+                                    "unrecorded and are redone on resume")
+                self.stop.halt()
+                log.warning("questions still running after %g s stop at their next model call; resume redoes them",
+                            grace)
 
         def handler(signum: int, frame: Any) -> None:
             presses["n"] += 1
             if presses["n"] == 1:
-                self.stop.set("interrupted (Ctrl-C): finished questions are saved; resume to finish")
-                log.warning("stopping after the questions in progress; press Ctrl-C again to abort now")
+                name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+                self.stop.set(f"interrupted ({name}): finished questions are saved; resume to finish", drain=True)
+                log.warning("stopping: no new questions; those in progress finish and are saved (up to %g s). "
+                            "Press Ctrl-C again to abort now (they are then redone on resume)", grace)
+                timer.append(threading.Timer(grace, grace_over))
+                timer[0].daemon = True
+                timer[0].start()
             else:
                 os._exit(130)  # committed pairs are safe; in-flight claims are released on resume
 
@@ -690,10 +825,13 @@ class Runner:
         old_term = signal.signal(signal.SIGTERM, handler)
 
         def restore() -> None:
+            for t in timer:
+                t.cancel()
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old_term)
 
         return restore
+
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -712,6 +850,22 @@ def _redact_url(url: str) -> str:
         user = creds.split(":", 1)[0]
         return f"{scheme}://{user}@{host}"
     return url
+
+
+def _scenario_file(run_dir: Path) -> str | None:
+    """The scenario file a half-created run was started from, if its study got that far."""
+    db = run_dir / "study.db"
+    if not db.is_file():
+        return None
+    try:
+        store = Store(f"sqlite:///{db}", run_dir)
+        try:
+            raw = store.get_meta("run_json")
+        finally:
+            store.close()
+        return json.loads(raw).get("scenario_file") if raw else None
+    except Exception:  # a study cut off mid-creation: the message names SCENARIO instead
+        return None
 
 
 def shard_count(n_pairs: int, shard_size: int) -> int:

@@ -76,8 +76,9 @@ class RunSpec(_Strict):
     """Questions worked on in parallel (Optuna `n_jobs` threads)."""
     storage: str | None = None
     """SQLAlchemy URL of the study; default `sqlite:///<run_dir>/study.db`."""
-    max_errors: int | None = Field(default=None, ge=0)
-    """Stop the run when this many questions have errored. Unlimited when omitted."""
+    max_errors: int | None = Field(default=10, ge=0)
+    """Stop the run (resumably) when more questions than this have error rows, counted over every
+    session of the run. `null` means no limit."""
     repeats: int = Field(default=1, ge=1)
     """Run every condition this many times with different seeds (reported as mean ± sd)."""
     shard_size: int | None = Field(default=None, ge=1)
@@ -97,6 +98,9 @@ class RunSpec(_Strict):
     """Halt this session after this many seconds."""
     per_call_timeout_s: float | None = Field(default=None, gt=0)
     """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
+    interrupt_grace_s: float = Field(default=60.0, ge=0)
+    """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
+    saved; then they stop at their next model call, unrecorded, and a resume redoes them."""
     requests_per_minute: float | None = Field(default=None, gt=0)
     """A request rate shared by all workers of this process."""
     prices: dict[str, Price] = Field(default_factory=dict)

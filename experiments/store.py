@@ -10,11 +10,15 @@ overwrites, never a row without its transcript.
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import json
 import os
+import re
 import sqlite3
 import tempfile
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +27,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 
+from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 
@@ -163,18 +168,101 @@ def make_engine(url: str) -> sa.Engine:
     return sa.create_engine(normalize_url(url), pool_pre_ping=True, pool_size=16, max_overflow=48)
 
 
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+NAME_PREFIX_CHARS = 80
+"""How much of an id a file name keeps readable; the hash after it carries the identity."""
+
+
+def safe_stem(readable: str, *key: object) -> str:
+    """A file name stem for `key`: a readable, sanitised prefix plus a hash of the exact key.
+
+    Sanitising alone is not injective (`a/b`, `a_b` and `a b` all become `a_b`) and not bounded
+    (a 300-character id exceeds the file system's 255 bytes), so the name's identity is the hash
+    of the key itself (64 bits of SHA-256; the prefix is only for people reading `ls`).
+    """
+    digest = hashlib.sha256(json.dumps([str(k) for k in key], ensure_ascii=False).encode()).hexdigest()[:16]
+    prefix = _UNSAFE.sub("_", readable)[:NAME_PREFIX_CHARS].lstrip(".")
+    return f"{prefix}-{digest}" if prefix else digest
+
+
+def safe_dir(name: str) -> str:
+    """A directory name: `name` itself when it is already safe and short (condition slugs are), else hashed."""
+    if _UNSAFE.search(name) or len(name) > NAME_PREFIX_CHARS or name.strip(".") == "":
+        return safe_stem(name, name)
+    return name
+
+
+def inside(root: Path, relative: str) -> Path | None:
+    """`root / relative` if it stays inside `root` (a path read from a database is not trusted)."""
+    path = (root / relative).resolve()
+    return path if path.is_relative_to(root.resolve()) else None
+
+
 def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        if exc.errno:
+            raise _naming(exc, path) from exc
+        raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno:
+            raise _naming(exc, path) from exc
         raise
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """The same error, naming the file meant (not its temporary sibling)."""
+    return OSError(exc.errno, exc.strerror, str(path))
+
+
+STATUS_BYTES = 2048
+"""status.json is written this large (padded with spaces, still valid JSON) so that a disk that has
+filled up since can still take the final status: it is then overwritten in place."""
+
+
+def write_status(path: Path, status: dict[str, Any]) -> None:
+    text = json.dumps(status, indent=2) + "\n"
+    padded = text + " " * max(0, STATUS_BYTES - len(text.encode()))
+    try:
+        write_atomic(path, padded)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.is_file():
+            raise
+        size = path.stat().st_size
+        data = text.encode()
+        if len(data) > size:
+            raise
+        # No room for a new file: overwrite the old one in place, within blocks it already has.
+        with open(path, "r+b") as fh:
+            fh.write(data + b" " * (size - len(data)))
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+RESOURCE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EMFILE,
+                   errno.ENFILE}
+_SQLITE_RESOURCE = ("disk is full", "readonly database", "disk i/o error", "unable to open database file",
+                    "read-only file system")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
 
 
 @dataclass(frozen=True)
@@ -234,36 +322,72 @@ class Store:
             return row[0] if row else None
 
     def sync_transcripts(self) -> int:
-        """Write out, as files under the run directory, transcripts committed by other machines."""
+        """Write out, as files under the run directory, transcripts committed by other machines.
+
+        Each goes where its row says: rows of runs written with an older naming keep their names.
+        """
         if not self.shared:
             return 0
         n = 0
+        key = [transcripts.c[k] == results.c[k] for k in ("condition", "dataset", "qid", "repeat")]
+        query = sa.select(transcripts, results.c.transcript.label("path")).join(results, sa.and_(*key))
         with self.engine.connect() as conn:
-            for r in conn.execute(sa.select(transcripts)):
-                path = self.transcript_path((r.condition, r.dataset, r.qid, r.repeat))
+            for r in conn.execute(query):
+                pair = (r.condition, r.dataset, r.qid, r.repeat)
+                path = inside(self.run_dir, r.path) or self.transcript_path(pair)
                 if not path.exists():
                     write_atomic(path, r.body)
                     n += 1
         return n
 
-    def transcript_path(self, pair: Pair) -> Path:
+    def transcript_path(self, pair: Pair, tag: str | None = None) -> Path:
+        """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`, one file per pair.
+
+        Readers never recompute this: every row stores its transcript's path, so runs written with
+        an older naming open unchanged. `tag` names a replacement written beside the file it replaces.
+        """
         condition, dataset, qid, repeat = pair
-        suffix = f"__r{repeat}" if repeat else ""
-        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{dataset}__{qid}{suffix}")
-        return self.run_dir / "transcripts" / condition / f"{safe}.json"
+        readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
+        name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
+        return self.run_dir / "transcripts" / safe_dir(condition) / f"{name}.json"
 
-    def done(self) -> set[Pair]:
+    def resource_failure(self, exc: BaseException) -> str | None:
+        """One line naming the path and the cause when `exc` is the run's own storage failing (disk
+        full, read-only, no permission), or None for anything else."""
+        from medpanel.agents.cache import StorageFailure, storage_cause
+
+        for e in _chain(exc):
+            if isinstance(e, StorageFailure):
+                return str(e)
+            if isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS:
+                return f"cannot write {e.filename or self.run_dir}: {storage_cause(e)}"
+            if isinstance(e, sqlite3.Error) and any(w in str(e).lower() for w in _SQLITE_RESOURCE):
+                where = self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else "the study"
+                return f"cannot write {where}: {storage_cause(e)}"
+        return None
+
+    def done(self, *, answered_only: bool = False) -> set[Pair]:
+        """Pairs with a row; `answered_only` leaves out error rows (what `--retry-errors` re-runs)."""
+        q = sa.select(results.c.condition, results.c.dataset, results.c.qid, results.c.repeat)
+        if answered_only:
+            q = q.where(results.c.error.is_(None))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(results.c.condition, results.c.dataset, results.c.qid, results.c.repeat))
-            return {(r[0], r[1], r[2], r[3]) for r in rows}
+            return {(r[0], r[1], r[2], r[3]) for r in conn.execute(q)}
 
-    def claim(self, pair: Pair, owner: str) -> bool:
-        """Take a pair before any model call; False if finished or someone else holds it."""
+    def error_count(self) -> int:
+        with self.engine.connect() as conn:
+            q = sa.select(sa.func.count()).select_from(results).where(results.c.error.is_not(None))
+            return int(conn.execute(q).scalar_one())
+
+    def claim(self, pair: Pair, owner: str, *, retry_errors: bool = False) -> bool:
+        """Take a pair before any model call; False if finished or someone else holds it.
+
+        With `retry_errors`, a pair whose row is an error counts as not finished."""
         now = time.time()
         params = {**_key_params(pair), "owner": owner, "now": now}
         try:
             with self.engine.begin() as conn:
-                if conn.execute(_IS_DONE, params).first() is not None:
+                if conn.execute(_IS_ANSWERED if retry_errors else _IS_DONE, params).first() is not None:
                     return False
                 conn.execute(_INSERT_CLAIM, params)
                 conn.execute(_INSERT_EXECUTION, params)
@@ -288,9 +412,12 @@ class Store:
             conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
 
     def commit(self, result: QuestionResult, question: Question, owner: str,
-               extra: dict[str, Any] | None = None, cost_usd: float = 0.0) -> Row:
+               extra: dict[str, Any] | None = None, cost_usd: float = 0.0, *, replace_error: bool = False) -> Row:
+        """Record a finished pair. `replace_error`: the pair has an error row (`--retry-errors`),
+        which this result replaces in the same transaction; its transcript is written under a new
+        name first, so until the row changes the error row's own transcript stays as it was."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
-        path = self.transcript_path(pair)
+        path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
         doc = {
             "condition": result.condition,
             "question": question.model_dump(mode="json"),
@@ -312,19 +439,33 @@ class Store:
         }
         # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
-        body = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
+        # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
+        body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
         write_atomic(path, body)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
-                      invalid=result.invalid, error=result.error, error_kind=result.error_kind,
+                      invalid=result.invalid, error=redact(result.error) if result.error else None,
+                      error_kind=result.error_kind,
                       calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
-                      latency_s=result.latency_s, cost_usd=cost_usd, summary=json.dumps(result.summary),
+                      latency_s=result.latency_s, cost_usd=cost_usd, summary=redact(json.dumps(result.summary)),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
+        replaced: str | None = None
         with self.engine.begin() as conn:
+            if replace_error:
+                old = conn.execute(_ERROR_TRANSCRIPT, _key_params(pair)).first()
+                if old is not None:
+                    replaced = old[0]
+                    conn.execute(_DROP_ERROR_ROW, _key_params(pair))
+                    if self.shared:
+                        conn.execute(_DROP_TRANSCRIPT, _key_params(pair))
             conn.execute(_INSERT_RESULT, values)
             if self.shared:
                 conn.execute(_INSERT_TRANSCRIPT, {**_key_params(pair), "body": body})
             conn.execute(_DROP_CLAIM, _key_params(pair))
+        if replaced is not None:
+            old_path = inside(self.run_dir, replaced)
+            if old_path is not None and old_path != path.resolve():
+                old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
         return _row(values)
 
     def rows(self) -> list[Row]:
@@ -363,6 +504,10 @@ def _key_values(**extra: Any) -> dict[str, Any]:
 # in the runner's overhead per model call. Executed with a parameter dict, SQLAlchemy reuses
 # their compiled form.
 _IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
+_IS_ANSWERED = sa.select(results.c.qid).where(*_key_match(results), results.c.error.is_(None))
+_ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
+_DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
+_DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))
 _INSERT_CLAIM = claims.insert().values(_key_values(owner=sa.bindparam("owner"), claimed_at=sa.bindparam("now")))
 _INSERT_EXECUTION = executions.insert().values(_key_values(owner=sa.bindparam("owner"),
                                                            started_at=sa.bindparam("now")))

@@ -15,7 +15,6 @@ of still shows every field.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import re
 import secrets
@@ -32,7 +31,7 @@ from medpanel.experiments.protocol import protocol_line
 from medpanel.experiments.report import Table, build_tables, default_comparisons
 from medpanel.experiments.run_settings import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.rundir import RunData, load_run
-from medpanel.experiments.store import Row
+from medpanel.experiments.store import Row, safe_stem
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -106,12 +105,9 @@ def _size(v: Any) -> int:
 
 
 def page_name(dataset: str, qid: str) -> str:
-    """File name of a question page; like transcript names, plus a hash when sanitising changed it."""
-    raw = f"{dataset}__{qid}"
-    safe = _SAFE.sub("_", raw)
-    if safe != raw:
-        safe += "-" + hashlib.sha1(raw.encode()).hexdigest()[:6]
-    return f"{safe}.html"
+    """File name of a question page: a readable prefix plus a hash of the exact (dataset, qid), like
+    transcript names, so ids that sanitise alike (`a/b`, `a_b`) get their own pages and long ids fit."""
+    return f"{safe_stem(f'{dataset}__{qid}', dataset, qid)}.html"
 
 
 # -- differences between conditions ------------------------------------------------------------

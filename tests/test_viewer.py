@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.rundir import load_run
 from medpanel.experiments.viewer import build_site, event_signature, first_difference, make_server, page_name, safe_url
 
 from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run, run_rows
@@ -172,7 +173,9 @@ def test_first_difference_ignores_timing_and_cache() -> None:
 
 def test_question_page_marks_the_first_difference(grid: Path) -> None:
     html = _page(grid, "medqa", "t1")
-    docs = {c: json.loads((grid / "transcripts" / c / "medqa__t1.json").read_text()) for c in ("c1r0", "c1r1")}
+    data = load_run(grid)
+    docs = {r.condition: data.transcript(r) for r in data.rows if r.key == ("medqa", "t1") and r.condition in
+            ("c1r0", "c1r1")}
     i = first_difference(docs["c1r0"]["events"], docs["c1r1"]["events"])
     assert i is not None  # recruitment checks exist only in c1r1
     sig_a = [event_signature(e) for e in docs["c1r0"]["events"]]

@@ -1,0 +1,112 @@
+"""Secrets out of everything medpanel writes: one function, applied where text leaves the process.
+
+An endpoint may echo the API key in an error body ("Incorrect API key provided: sk-..."), a proxy
+may echo the `Authorization` header. `redact` replaces the values of the keys medpanel was given
+(registered by the backend that read them, plus any environment variable named like a key or a
+token) and anything shaped like a bearer token or an `sk-` key. It runs at the choke points: the
+model client's error recording, the store's commit (transcript body, row, status), the response
+cache and every log record (`install_log_redaction`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+from typing import Any
+
+MASK = "[REDACTED]"
+
+_MIN_SECRET = 8
+"""Shorter values ("sk-no-key", a placeholder) are not worth masking and would mask ordinary words."""
+
+_SECRET_ENV = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+
+_PATTERNS = [
+    # `Authorization: Bearer <token>`: 16+ token characters with a digit among them, so prose
+    # ("the bearer significantly ...") is left alone.
+    re.compile(r"(?i)(\bbearer\s+)(?=[A-Za-z0-9._~+/=-]*\d)[A-Za-z0-9._~+/=-]{16,}"),
+    # OpenAI-style keys (sk-..., sk-proj-...), not words that merely contain "sk-" (risk-benefit).
+    re.compile(r"(?<![A-Za-z0-9])(sk-)[A-Za-z0-9_-]{16,}"),
+    # key=..., api-key: ..., "api_key": "..." in URLs, headers and JSON bodies.
+    # (Backslashes: inside a serialised transcript the quotes are escaped.)
+    re.compile(r"""(?i)(\b(?:api[-_]?key|access[-_]?token|x-api-key)\\?["']?\s*[:=]\s*\\?["']?)[^\s"'&,;}\\]{12,}"""),
+]
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+
+
+def register_secret(value: str | None) -> None:
+    """Remember a key this process uses, so its exact value is masked wherever it turns up."""
+    if value and len(value) >= _MIN_SECRET:
+        with _lock:
+            _registered.add(value)
+
+
+def _secrets() -> list[str]:
+    with _lock:
+        values = set(_registered)
+    values.update(v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_SECRET)
+    # Longest first, so a key that contains another is masked whole; JSON-escaped forms too, since
+    # transcripts are redacted as serialised text.
+    out: set[str] = set()
+    for v in values:
+        out.add(v)
+        out.add(json.dumps(v)[1:-1])
+    return sorted(out, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """`text` with every known secret value and every key- or token-shaped string masked."""
+    if not text:
+        return text
+    for value in _secrets():
+        if value in text:
+            text = text.replace(value, MASK)
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + MASK, text)
+    return text
+
+
+def redact_any(value: Any) -> Any:
+    """`redact` over every string of a JSON-like value (dicts, lists, strings)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_any(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_any(v) for v in value]
+    return value
+
+
+_installed = False
+
+
+def install_log_redaction() -> None:
+    """Mask secrets in every log record of this process (medpanel's, Optuna's, httpx's ...).
+
+    A record factory, not a handler filter: it covers handlers installed by any library, and a
+    traceback attached to a record is formatted (and masked) here, before any handler sees it.
+    """
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+    previous = logging.getLogRecordFactory()
+
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record is logging's own problem to report
+            return record
+        record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        return record
+
+    logging.setLogRecordFactory(factory)

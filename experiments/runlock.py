@@ -1,0 +1,85 @@
+"""One runner per run directory on one machine: an exclusive `flock` on `RUN_DIR/runner.lock`.
+
+The kernel releases a flock when its process dies, however it dies, so a lock left by a killed
+runner never blocks the next one, and a pid reused by an unrelated process means nothing. Taking
+the lock is atomic (no check-then-write window for two runners starting at once). The file notes
+the holder's pid for the error message; it is removed when the holder finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from medpanel.experiments.errors import UserError
+
+LOCK_NAME = "runner.lock"
+
+
+def _noted_pid(fd: int) -> str:
+    with contextlib.suppress(OSError):
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace")
+        pid = text.split(":", 1)[0].strip()
+        if pid.isdigit():
+            return pid
+    return "?"
+
+
+@contextlib.contextmanager
+def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
+    path = run_dir / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = _noted_pid(fd)
+            os.close(fd)
+            raise UserError(f"{run_dir} is being run by process {pid}, which holds {path}. Wait for it to finish, "
+                            f"or stop it (Ctrl-C in its terminal, or kill {pid}) and resume. The lock is released "
+                            "when its process exits, so a runner.lock left by a killed run never blocks; if no "
+                            f"process {pid} exists, `fuser -v {path}` names the one holding the file open",
+                            field="RUN_DIR") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        # The previous holder removes the file when it finishes: if that happened between our open
+        # and our lock, we hold a lock on a file nobody else will see. Open the path again.
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        with contextlib.suppress(OSError):  # a full disk: the lock holds without its note
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}:{owner}\n".encode(), 0)
+        yield
+    finally:
+        # Removed while still held, so a runner waiting on this file re-opens the path (see above).
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)
+
+
+def lock_holder(run_dir: Path) -> str | None:
+    """The pid noted by the process running `run_dir` now, or None when no process holds its lock."""
+    path = run_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _noted_pid(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

@@ -1,0 +1,152 @@
+"""Transcript (and question page) names are injective and bounded; old run directories still open."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from medpanel.experiments.runner import Runner, make_plan
+from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.store import Pair, Store
+from medpanel.experiments.viewer import build_site, page_name
+
+from .conftest import write
+
+LONG = "L" * 300
+# Ids that the old sanitiser mapped to one name: `/`, `_` and ` ` all became `_`, and a repeat's
+# `__r1` suffix made `x` at repeat 1 the same file as `x__r1` at repeat 0.
+IDS = ["a/b", "a_b", "a b", "x", "x__r1", "../up", LONG, LONG + "M"]
+
+
+def _dataset(path: Path) -> Path:
+    lines = [json.dumps({"realidx": qid, "question": f"Question number {i}?",
+                         "options": {"A": "a", "B": "b", "C": "c"}, "answer_idx": "ABC"[i % 3]})
+             for i, qid in enumerate(IDS)]
+    return write(path, "\n".join(lines) + "\n")
+
+
+def _scenario(tmp_path: Path) -> Path:
+    data = _dataset(tmp_path / "ids.jsonl")
+    return write(tmp_path / "s.yaml", f"""name: names
+pipeline: generalist
+flags: {{c: [0, 1]}}
+dataset: {{source: jsonl, path: {data}}}
+model: {{backend: scripted}}
+run: {{workers: 2, repeats: 2}}
+""")
+
+
+def _check_rows(run_dir: Path, expected: int) -> None:
+    store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
+    rows = store.rows()
+    store.close()
+    assert len(rows) == expected
+    assert not [r for r in rows if r.error], [r.error for r in rows if r.error][:2]
+    paths = [r.transcript for r in rows]
+    assert len(set(paths)) == len(paths), "two pairs share a transcript file"
+    for r in rows:
+        assert len(Path(r.transcript).name) < 200
+        assert ".." not in Path(r.transcript).parts
+        doc = json.loads((run_dir / r.transcript).read_text(encoding="utf-8"))
+        # the file a row points at holds that row's own debate
+        assert (doc["condition"], doc["question"]["dataset"], doc["question"]["qid"], doc["repeat"]) == \
+            (r.condition, r.dataset, r.qid, r.repeat)
+
+
+def test_ids_differing_only_in_unsafe_characters_and_long_ids_get_their_own_files(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path)), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    status = runner.run(install_signals=False)
+    assert status["state"] == "complete", status
+    _check_rows(runner.run_dir, len(IDS) * 2 * 2)
+    # The HTML viewer's question pages: one per (dataset, qid), none shared, none too long.
+    build_site(runner.run_dir, plots=False)
+    pages = sorted(p.name for p in (runner.run_dir / "report" / "questions").glob("*.html"))
+    assert len(pages) == len(IDS)
+    assert all(len(p) < 200 for p in pages)
+    for qid in IDS:
+        html = (runner.run_dir / "report" / "questions" / page_name("ids", qid)).read_text(encoding="utf-8")
+        assert f"Question number {IDS.index(qid)}?" in html
+
+
+def test_show_prints_the_debate_of_the_exact_id(tmp_path: Path) -> None:
+    plan = make_plan(load_scenario(_scenario(tmp_path)), base_dir=tmp_path)
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    assert runner.run(install_signals=False)["state"] == "complete"
+    out = subprocess.run([sys.executable, "-m", "medpanel", "show", str(runner.run_dir), "a_b", "--condition", "c0"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "ids/a_b" in out.stdout and "ids/a/b" not in out.stdout and "ids/a b" not in out.stdout
+    assert out.stdout.count("Question number 1?") == 2  # its two repeats, nothing else
+
+
+def _old_transcript_path(self: Store, pair: Pair, tag: str | None = None) -> Path:
+    """The layout before names were hashed: `<dataset>__<qid>[__r<n>].json`, unsafe characters as `_`."""
+    condition, dataset, qid, repeat = pair
+    suffix = f"__r{repeat}" if repeat else ""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{dataset}__{qid}{suffix}")
+    return self.run_dir / "transcripts" / condition / f"{safe}.json"
+
+
+def test_a_run_written_with_the_old_layout_still_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = write(tmp_path / "old.yaml", """name: old
+pipeline: generalist
+flags: {c: [0, 1]}
+dataset: {source: sample, limit: 2}
+model: {backend: scripted}
+run: {workers: 2, repeats: 2}
+""")
+    plan = make_plan(load_scenario(path), base_dir=tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(Store, "transcript_path", _old_transcript_path)
+        runner = Runner.create(plan, run_dir=tmp_path / "run")
+        assert runner.run(install_signals=False)["state"] == "complete"
+    run_dir = runner.run_dir
+    store = Store(runner.storage_url, run_dir)
+    rows = store.rows()
+    store.close()
+    old_names = [str(_old_transcript_path(store, (r.condition, r.dataset, r.qid, r.repeat)).relative_to(run_dir))
+                 for r in rows]
+    assert rows and [r.transcript for r in rows] == old_names  # really the old layout
+    _check_rows(run_dir, len(rows))
+    for cmd in (["report", str(run_dir), "--html"], ["show", str(run_dir), rows[0].qid]):
+        out = subprocess.run([sys.executable, "-m", "medpanel", *cmd], capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stderr
+        assert "Traceback" not in out.stderr
+    shown = subprocess.run([sys.executable, "-m", "medpanel", "show", str(run_dir), rows[0].qid],
+                           capture_output=True, text=True, timeout=120).stdout
+    assert f"{rows[0].dataset}/{rows[0].qid}" in shown and "-> " in shown
+    page = (run_dir / "report" / "questions" / page_name(rows[0].dataset, rows[0].qid)).read_text(encoding="utf-8")
+    assert "transcript missing" not in page.lower()
+    # Resuming an old run (nothing left to do) keeps its rows and files as they were.
+    assert Runner.open(run_dir).run(install_signals=False)["state"] == "complete"
+    _check_rows(run_dir, len(rows))
+
+
+def test_shared_storage_writes_transcripts_out_where_their_rows_say(tmp_path: Path) -> None:
+    """`sync_transcripts` (PostgreSQL runs) follows each row's path: old names stay old, retries keep theirs.
+    Run on SQLite with the store told it is shared, which takes the same statements."""
+    from medpanel.agents.types import Question, QuestionResult
+
+    store = Store(f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
+    store.shared = True
+    q = Question(dataset="d", qid="a/b", text="t?", options={"A": "x", "B": "y"}, gold=("A",))
+    base = {"condition": "c0", "dataset": "d", "qid": "a/b", "gold": ("A",)}
+    failed = QuestionResult(**base, error="http_400: no", error_kind="http_400")
+    store.commit(failed, q, "me")
+    store.commit(QuestionResult(**{**base, "qid": "x"}, answer=("A",), correct=True),
+                 q.model_copy(update={"qid": "x"}), "me")
+    store.commit(QuestionResult(**base, answer=("B",)), q, "me", replace_error=True)  # a --retry-errors result
+    rows = {r.qid: r for r in store.rows()}
+    assert rows["a/b"].answer == "B" and rows["a/b"].error is None and ".retry-" in rows["a/b"].transcript
+    for r in rows.values():
+        (tmp_path / r.transcript).unlink()
+    assert store.sync_transcripts() == 2
+    for r in rows.values():
+        doc = json.loads((tmp_path / r.transcript).read_text())
+        assert doc["question"]["qid"] == r.qid and doc["answer"] == list(r.answer.split(","))
+    store.close()
