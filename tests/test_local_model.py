@@ -126,7 +126,8 @@ def test_2x2_panel_on_two_sample_questions(tmp_path: Path) -> None:
 def test_clear_runs_on_the_embedded_model(tmp_path: Path) -> None:
     _, rows = _run_embedded(
         tmp_path, "clear_mcq.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 1}",
-        "--set", "variants=[direct, clear-default]", "--set", "settings.corpus=quickstart",
+        "--set", "variants=[direct, clear-default]", "--set", "compare=[[direct, clear-default]]",
+        "--set", "settings.corpus=quickstart",
         "--set", "settings.dynamic_corpus=quickstart-web", "--set", "model.max_tokens=160")
     assert sorted(r[0] for r in rows) == ["clear-default", "direct"]
     assert all(r[3] is None for r in rows), rows

@@ -108,9 +108,11 @@ class CalibratedPipeline:
         decisions: list[str] = []
         seated: list[str] = []
         upfront: BriefResult | None = None
+        upfront_channel: KnowledgeChannel | None = None
         shared = condition.on("k") and settings.timing == "upfront"
         if shared:
-            upfront = await KnowledgeChannel(session, question, settings).upfront()
+            upfront_channel = KnowledgeChannel(session, question, settings)
+            upfront = await upfront_channel.upfront()
         for g in range(1, n_groups + 1):
             session.record(TranscriptEvent(kind="note", role="pipeline", agent=f"group_{g}", step="group_start",
                                            content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated}))
@@ -145,15 +147,25 @@ class CalibratedPipeline:
                                        content=",".join(answer) or "invalid", data=record))
         summary = {"groups": n_groups, "final_panel_size": sum(sm.get("final_panel_size", 0) for sm in summaries),
                    "recruited": 0, "group_panels": [sm.get("initial_panel", []) for sm in summaries]}
-        if any("retrievals" in sm for sm in summaries):
-            # The groups' knowledge channels together; a shared upfront brief is one retrieval, not one a group.
-            summary.update({
-                "gate_fired": any(sm.get("gate_fired") for sm in summaries),
-                "retrievals": sum(sm.get("retrievals", 0) for sm in summaries) - (n_groups - 1 if upfront else 0),
-                "queries": [q for i, sm in enumerate(summaries)
-                            for q in sm.get("queries", [])[1 if upfront and i else 0:]],
-                "brief_received_by": sorted({n for sm in summaries for n in sm.get("brief_received_by", [])})})
+        channels = ([upfront_channel.summary()] if upfront_channel is not None else []) + \
+            [sm for sm in summaries if "retrievals" in sm]
+        if channels:
+            # The groups' knowledge channels together, plus the shared upfront brief's channel: that
+            # brief was retrieved once for every group, so it counts once.
+            summary.update(merge_channel_summaries(channels))
         return Outcome(answer=answer, invalid=not answer, summary=summary)
+
+
+def merge_channel_summaries(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Knowledge-channel summaries of several channels of one question as one: counts add up,
+    queries concatenate in order, recipients unite."""
+    out: dict[str, Any] = {"gate_fired": any(p.get("gate_fired") for p in parts)}
+    for key in ("queries_written", "searches", "retrievals", "passages_retrieved", "briefs_written",
+                "briefs_delivered"):
+        out[key] = sum(int(p.get(key, 0)) for p in parts)
+    out["queries"] = [q for p in parts for q in p.get("queries", [])]
+    out["brief_received_by"] = sorted({n for p in parts for n in p.get("brief_received_by", [])})
+    return out
 
 
 @register("calibrated")
