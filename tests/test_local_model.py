@@ -128,7 +128,9 @@ def test_clear_runs_on_the_embedded_model(tmp_path: Path) -> None:
         tmp_path, "clear_mcq.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 1}",
         "--set", "variants=[direct, clear-default]", "--set", "compare=[[direct, clear-default]]",
         "--set", "settings.corpus=quickstart",
-        "--set", "settings.dynamic_corpus=quickstart-web", "--set", "model.max_tokens=160")
+        # Shorter passages than the embedded backend's default, only to keep this test quick.
+        "--set", "settings.dynamic_corpus=quickstart-web", "--set", "settings.passage_chars=400",
+        "--set", "model.max_tokens=160")
     assert sorted(r[0] for r in rows) == ["clear-default", "direct"]
     assert all(r[3] is None for r in rows), rows
     clear = json.loads(next(r[5] for r in rows if r[0] == "clear-default"))

@@ -325,3 +325,14 @@ def test_self_assessment_scenario_starts_from_one_agent_like_kamac() -> None:
     result, _ = run(cond, Q4, respond)
     assert result.summary["initial_panel"] == ["Cardiologist"] and result.summary["final_panel_size"] == 1
     assert sum(e.step == "recruit_check" for e in result.events) == 1  # asked once, after the first turn
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
+def test_no_shipped_scenario_fixes_a_small_model_accommodation(path: Path) -> None:
+    # An explicit value wins on every backend, so a shipped scenario that set one would cut passages
+    # or strings on a real endpoint too; the backend's own default covers the embedded model.
+    sc = load_scenario(path)
+    fixed = {k for k in ("passage_chars", "verifier_passage_chars") if k in sc.settings}
+    fixed |= {f"model.{k}" for k in ("max_string_chars", "context_window") if getattr(sc.model, k) is not None
+              and k in sc.model.model_fields_set}
+    assert not fixed, f"{path.name} fixes {sorted(fixed)} for every backend"
