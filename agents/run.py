@@ -10,9 +10,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec, build_client
-from medpanel.agents.cache import ResponseCache, StorageFailure
-from medpanel.agents.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.cache import ResponseCache, StorageFailure
+from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.pipelines.base import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 

@@ -15,13 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bench_cache import responder as bench_responder
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
 from medpanel.agents.schemas import Critique, RecruitCheck, TeamChoice
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
-from medpanel.experiments.bench.bench_cache import responder as bench_responder
-from medpanel.experiments.runner import Plan, Runner
-from medpanel.experiments.scenario import Scenario
-from medpanel.experiments.store import Store
+from medpanel.experiments.run.runner import Plan, Runner
+from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.store import Store
 
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments import store as store_module
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.run import store as store_module
+from medpanel.experiments.run.runner import Runner, make_plan
+from medpanel.experiments.run.scenario import load_scenario
 
 from .conftest import write
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.cli import main
+from medpanel.experiments.cli.main import main
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "v0"
 GOLDEN = FIXTURE / "golden"

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
-from medpanel.experiments.store import Pair, Store
-from medpanel.experiments.viewer import build_site, page_name
+from medpanel.experiments.run.runner import Runner, make_plan
+from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.store import Pair, Store
+from medpanel.experiments.view.viewer import build_site, page_name
 
 from .conftest import write
 

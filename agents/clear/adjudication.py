@@ -35,13 +35,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from medpanel.agents.channels.knowledge import passages_block, quote_block
 from medpanel.agents.clear.bundle import Answer, Bundle, FollowUp
 from medpanel.agents.clear.pathways import Context, assess, question_block
 from medpanel.agents.clear.quality import quality_block
 from medpanel.agents.clear.settings import PATHWAYS
 from medpanel.agents.clear.verifier import Verdict, label, verify
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.model.agent import RoleAgent, render
 from medpanel.agents.types import TranscriptEvent
 
 

@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from medpanel.agents.channels.knowledge import passages_block, quote_block
 from medpanel.agents.clear.settings import SAMPLE_RUBRICS
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.model.agent import RoleAgent, render
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.types import Question
 from medpanel.retrieval.evidence import Evidence
 

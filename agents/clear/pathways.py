@@ -17,13 +17,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from medpanel.agents.channels.knowledge import EvidenceSource, KnowledgeSettings, instruction_like, passages_block
 from medpanel.agents.clear.bundle import Answer, Candidate, evidence_key
 from medpanel.agents.clear.quality import counts, deterministic, llm_assess, quality_block
 from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import EvidenceSource, KnowledgeSettings, instruction_like, passages_block
-from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model, letters_of
+from medpanel.agents.model.agent import RoleAgent, format_question, render
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 

@@ -24,9 +24,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, create_model
 
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.channels.knowledge import passages_block, quote_block
+from medpanel.agents.model.agent import RoleAgent, render
+from medpanel.agents.model.client import QuestionSession
 from medpanel.retrieval.evidence import Evidence, QualityTier
 from medpanel.retrieval.quality import assess_source
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from medpanel.agents.backends import ModelSpec
+from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.settings import PipelineSettings
 from medpanel.retrieval.quickstart import web_corpus_for
 

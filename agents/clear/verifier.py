@@ -35,13 +35,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from medpanel.agents.channels.knowledge import passages_block, quote_block
 from medpanel.agents.clear.bundle import Answer, Bundle
 from medpanel.agents.clear.pathways import Context, question_block
 from medpanel.agents.clear.quality import quality_block
 from medpanel.agents.clear.settings import PATHWAYS, Route
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.roles import RoleAgent, render
-from medpanel.agents.structured import letters_type
+from medpanel.agents.model.agent import RoleAgent, render
+from medpanel.agents.model.structured import letters_type
 
 Confidence = Literal["high", "medium", "low"]
 SOURCE_OF_ROUTE = {"keep_parametric": "parametric", "keep_local": "local", "accept_dynamic": "dynamic"}

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from medpanel.agents.client import QuestionSession
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Condition, Question
 

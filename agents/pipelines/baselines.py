@@ -38,10 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from medpanel.agents.client import QuestionSession
+from medpanel.agents.model.agent import RoleAgent, format_question, render
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
-from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model, letters_of
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Kind = Literal["direct", "cot", "sc"]

@@ -29,12 +29,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
+from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
+from medpanel.agents.model.agent import RoleAgent, format_question, render
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
 from medpanel.agents.pipelines.panel import Group, PanelPipeline, PanelSettings
-from medpanel.agents.roles import RoleAgent, format_question, render
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Level = Literal["basic", "intermediate", "advanced"]

@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec, build_client
 from medpanel.agents.clear import freetext
 from medpanel.agents.clear.adjudication import Adjudicator, Decision
 from medpanel.agents.clear.bundle import Bundle, Candidate
@@ -35,7 +34,8 @@ from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, 
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.quality import counts
 from medpanel.agents.clear.settings import MODES, PATHWAYS, ClearSettings, Mode, mode_of
-from medpanel.agents.client import QuestionSession
+from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError

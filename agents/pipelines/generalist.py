@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from medpanel.agents.challenger import challenge
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import KnowledgeChannel, KnowledgeSettings, Timing, prepare
+from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeSettings, Timing, prepare
+from medpanel.agents.model.agent import RoleAgent, format_question, render
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import Outcome, register
-from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model, letters_of
+from medpanel.agents.roles.challenger import challenge
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 TIMING_CONDITIONS: dict[str, Timing] = {

@@ -44,14 +44,14 @@ from typing import Any, Literal
 
 from pydantic import Field, create_model
 
-from medpanel.agents.challenger import challenge
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.context import Part
-from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings, prepare
+from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings, prepare
+from medpanel.agents.model.agent import RoleAgent, agent_name, format_question, render
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.context import Part
+from medpanel.agents.model.structured import answer_model, letters_of, letters_type
 from medpanel.agents.pipelines.base import Outcome, register
-from medpanel.agents.roles import RoleAgent, agent_name, format_question, render
+from medpanel.agents.roles.challenger import challenge
 from medpanel.agents.schemas import Critique, RecruitCheck, Specialist, TeamChoice
-from medpanel.agents.structured import answer_model, letters_of, letters_type
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 # Used only when the selector's reply is invalid twice: a panel must exist for the debate to run,
@@ -535,7 +535,7 @@ class PanelPipeline:
         if any(c.on("k") or c.flags.get("variant") == "routed" for c in conditions):
             prepare(settings)
         if any(c.on("k") and (settings.k_source == "clear" or c.flags.get("variant") == "clear") for c in conditions):
-            from medpanel.agents.clear_channel import prepare_channel
+            from medpanel.agents.channels.clear import prepare_channel
 
             prepare_channel(settings)
 
@@ -556,7 +556,7 @@ class PanelPipeline:
         channel: KnowledgeChannel | None = None
         if condition.on("k") or routed:
             if s.k_source == "clear" or condition.flags.get("variant") == "clear":
-                from medpanel.agents.clear_channel import ClearChannel
+                from medpanel.agents.channels.clear import ClearChannel
 
                 channel = ClearChannel(session, question, s)
             else:

@@ -1,0 +1,172 @@
+"""CLEAR's report tables, computed from the result rows' `summary` (see `agents/pipelines/clear.py`).
+
+- Route distribution per condition (final routes, heuristic fallbacks, accuracy).
+- Override guard and challenge audit outcomes.
+- Follow-up search (the paper's Table 5): searches triggered per dataset, accepted revisions and
+  the acceptance rate (accepted revisions / searches triggered).
+- Pathway accuracy and agreement patterns (MCQ): how often each source alone was right.
+- Free-text rubric scores, where rows carry one.
+
+Wiring (in `experiments/report.py`, `build_tables`, after the recruitment tables)::
+
+    from medpanel.experiments.analysis.report_clear import clear_tables
+    tables.extend(clear_tables(rows, conditions))
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from medpanel.experiments.analysis.report import OVERALL, Table
+from medpanel.experiments.run.store import Row
+
+ROUTES = ("consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search")
+GUARD_OUTCOMES = ("not_triggered", "granted", "rejected_no_high", "rejected_no_followup", "rejected_conditions",
+                  "rejected_judge_invalid")
+AUDIT_OUTCOMES = ("not_triggered", "reopened", "kept_below_threshold", "kept_not_supported", "kept_no_followup",
+                  "kept_judge_invalid")
+PATTERNS = ("all_agree", "param_local_vs_dynamic", "local_dynamic_vs_param", "param_dynamic_vs_local",
+            "three_way_split", "partial")
+
+
+def _pct(k: float, n: int) -> float:
+    return round(100.0 * k / n, 1) if n else 0.0
+
+
+def _accuracy(sel: list[Row]) -> float | str:
+    """Accuracy over the MCQ rows; free-text rows (no gold) have none."""
+    mcq = [r for r in sel if r.gold]
+    return _pct(sum(r.correct for r in mcq), len(mcq)) if mcq else "-"
+
+
+def _order(rows: list[Row], conditions: list[str] | None) -> list[str]:
+    seen = list(dict.fromkeys(r.condition for r in rows))
+    if conditions:
+        return [c for c in conditions if c in seen] + [c for c in seen if c not in conditions]
+    return seen
+
+
+def _clear_rows(rows: list[Row], cond: str) -> list[Row]:
+    return [r for r in rows if r.condition == cond and not r.error and "route" in r.summary]
+
+
+def route_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    out = []
+    for cond in conditions:
+        sel = _clear_rows(rows, cond)
+        if not sel:
+            continue
+        routes = Counter(r.summary["route"] for r in sel)
+        fallbacks = sum(bool(r.summary.get("fallback_used")) for r in sel)
+        out.append([cond, len(sel), *(routes.get(z, 0) for z in ROUTES), fallbacks, _accuracy(sel)])
+    if not out:
+        return None
+    return Table("CLEAR route distribution", ["condition", "n", *ROUTES, "heuristic_fallback", "accuracy_%"], out,
+                 note="Final route per question after the override guard and the challenge audit; "
+                      "heuristic_fallback counts questions where an invalid or inconsistent verifier reply was "
+                      "replaced by the documented heuristic at least once.")
+
+
+def guard_audit_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    out = []
+    for cond in conditions:
+        sel = _clear_rows(rows, cond)
+        if not sel:
+            continue
+        for mechanism, known in (("guard", GUARD_OUTCOMES), ("audit", AUDIT_OUTCOMES)):
+            counts = Counter(str(r.summary.get(mechanism, "not_triggered")) for r in sel)
+            for outcome in [*known, *sorted(set(counts) - set(known))]:
+                if counts.get(outcome):
+                    out.append([cond, mechanism, outcome, counts[outcome], _pct(counts[outcome], len(sel))])
+    if not out:
+        return None
+    return Table("CLEAR guard and audit outcomes", ["condition", "mechanism", "outcome", "questions", "share_%"], out,
+                 note="guard: accept_dynamic against a parametric=local consensus or a three-way split; a follow-up "
+                      "runs only with n_high >= 1 and the override needs all five follow-up conditions. audit: "
+                      "parametric=local != dynamic not accepted; reopened only with n_high >= 1 or n_medium >= 2 "
+                      "in the follow-up and clear support.")
+
+
+def followup_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    datasets = sorted({r.dataset for r in rows})
+    out = []
+    for cond in conditions:
+        if not _clear_rows(rows, cond):
+            continue
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in _clear_rows(rows, cond) if ds == OVERALL or r.dataset == ds]
+            if not sel:
+                continue
+            searches = sum(int(r.summary.get("follow_ups", 0)) for r in sel)
+            revisions = sum(int(r.summary.get("revisions", 0)) for r in sel)
+            out.append([cond, ds, len(sel), searches, sum(1 for r in sel if r.summary.get("follow_ups")), revisions,
+                        _pct(revisions, searches), _accuracy(sel)])
+    if not out:
+        return None
+    return Table("CLEAR follow-up search", ["condition", "dataset", "n", "searches_triggered", "questions_searched",
+                                            "accepted_revisions", "acceptance_rate_%", "accuracy_%"], out,
+                 note="searches_triggered = targeted follow-up searches (guard, audit and needs_more_search); "
+                      "accepted_revisions = answer changes, each credited to one follow-up (guard granted, audit "
+                      "reopened, or the answer standing after the next verification differs from the preliminary "
+                      "one); acceptance rate = accepted_revisions / searches_triggered.")
+
+
+def _right(answer: Any, gold: set[str]) -> bool:
+    return bool(answer) and set(answer) == gold
+
+
+def pathway_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    out = []
+    for cond in conditions:
+        sel = [r for r in _clear_rows(rows, cond) if r.gold and isinstance(r.summary.get("candidates"), dict)]
+        if not sel:
+            continue
+        n = len(sel)
+        acc = []
+        for pathway in ("parametric", "local", "dynamic"):
+            k = sum(_right(r.summary["candidates"].get(pathway), set(r.gold.split(","))) for r in sel)
+            acc.append(_pct(k, n))
+        patterns = Counter(r.summary.get("agreement", "partial") for r in sel)
+        out.append([cond, n, *acc, _pct(sum(r.correct for r in sel), n), *(patterns.get(p, 0) for p in PATTERNS)])
+    if not out:
+        return None
+    return Table("CLEAR pathway accuracy and agreement",
+                 ["condition", "n", "parametric_%", "local_%", "dynamic_%", "clear_%", *PATTERNS], out,
+                 note="Each pathway's own candidate scored as an exact set; patterns count how the three candidates "
+                      "agreed before adjudication (partial = a pathway gave no valid answer).")
+
+
+def freetext_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    """Rubric scores over every free-text row of a graded dataset: a row with no response, no valid
+    grade or an error scores 0 and is counted in n_missing (dropping them would reward a
+    condition for failing on the hard tasks)."""
+    graded_ds = {r.dataset for r in rows if r.summary.get("rubric") or r.summary.get("rubric_score") is not None}
+    datasets = sorted(graded_ds)
+    out = []
+    for cond in conditions:
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in rows if r.condition == cond and not r.gold and r.dataset in graded_ds
+                   and (ds == OVERALL or r.dataset == ds)]
+            if not sel:
+                continue
+            scores = [float(r.summary["rubric_score"]) for r in sel if r.summary.get("rubric_score") is not None]
+            out.append([cond, ds, len(sel), len(scores), len(sel) - len(scores),
+                        round(sum(scores) / len(sel), 4), sum(1 for r in sel if r.invalid),
+                        sum(1 for r in sel if r.error)])
+    if not out:
+        return None
+    return Table("Free-text rubric scores", ["condition", "dataset", "n", "graded", "n_missing", "mean_score",
+                                            "no_response", "errors"], out,
+                 note="Score = points of met rubric items / positive points, clipped to [0, 1] (HealthBench's rule), "
+                      "graded by an LLM judge. mean_score is over all n tasks: a task with no response, no valid "
+                      "grade or an error scores 0 (n_missing of them). The accuracy table's `correct` does not "
+                      "apply to free text.")
+
+
+def clear_tables(rows: list[Row], conditions: list[str] | None = None) -> list[Table]:
+    """Every CLEAR table the rows support (none for runs of other pipelines)."""
+    order = _order(rows, conditions)
+    tables = [route_table(rows, order), guard_audit_table(rows, order), followup_table(rows, order),
+              pathway_table(rows, order), freetext_table(rows, order)]
+    return [t for t in tables if t is not None]
