@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
-from medpanel.agents.schemas import Critique, RecruitCheck, TeamChoice
+from medpanel.agents.roles.challenger import Critique
+from medpanel.agents.roles.recruiter import RecruitCheck
+from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
 from medpanel.experiments.run.runner import Plan, Runner
 from medpanel.experiments.run.scenario import Scenario

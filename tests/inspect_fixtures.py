@@ -17,7 +17,9 @@ from typing import Any
 
 from benchmarks.bench_cache import responder as bench_responder
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
-from medpanel.agents.schemas import Critique, RecruitCheck, TeamChoice
+from medpanel.agents.roles.challenger import Critique
+from medpanel.agents.roles.recruiter import RecruitCheck
+from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
 from medpanel.experiments.run.runner import Plan, Runner
 from medpanel.experiments.run.scenario import Scenario

@@ -8,8 +8,7 @@ from typing import Any
 import pytest
 
 from medpanel.agents.model.scripted import ScriptedRequest
-from medpanel.agents.roles.challenger import leaks, screen
-from medpanel.agents.schemas import Critique
+from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
 
 from .scripted_helpers import Q4, cond, run

@@ -449,7 +449,7 @@ def test_no_valid_candidate_and_no_verifier_is_invalid_never_a_default(env: Call
 ])
 def test_heuristic_table(p: str | None, lc: str | None, d: str | None, n_high: int, route: str, answer: str) -> None:
     from medpanel.agents.clear.bundle import Bundle, Candidate
-    from medpanel.agents.clear.verifier import heuristic
+    from medpanel.agents.clear.verdict import heuristic
 
     cands = {name: Candidate(pathway=name, answer=(a,) if a else None)  # type: ignore[arg-type]
              for name, a in (("parametric", p), ("local", lc), ("dynamic", d))}

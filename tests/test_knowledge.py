@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.channels.knowledge import passages_block, quote_block
+from medpanel.agents.evidence import passages_block, quote_block
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest

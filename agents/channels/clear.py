@@ -20,9 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
-from medpanel.agents.clear.adjudication import Adjudicator, Decision
-from medpanel.agents.clear.bundle import Bundle, Candidate
-from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
+from medpanel.agents.clear.adjudication import Decision, adjudicate
+from medpanel.agents.clear.bundle import Candidate
+from medpanel.agents.clear.pathways import Context, dynamic_source, local_source
 from medpanel.agents.clear.settings import ClearSettings, mode_of
 from medpanel.agents.types import TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
@@ -47,12 +47,7 @@ class ClearChannel(KnowledgeChannel):
         panel = Candidate(pathway="parametric", answer=self.panel_answer,
                           reasoning="The panel's current majority position.",
                           provenance={"pathway": "panel consensus"})
-        loc = await local(ctx)
-        docs, record = await dynamic_documents(ctx)
-        dyn = await dynamic(ctx, docs, record)
-        bundle = Bundle(question=self.question, candidates={"parametric": panel, "local": loc, "dynamic": dyn},
-                        local=list(loc.evidence), dynamic=list(docs), quality_record=record)
-        decision = await Adjudicator(ctx, bundle).run()
+        decision = await adjudicate(ctx, panel)
         passages = [*decision.bundle.local, *decision.bundle.dynamic]
         self.found.append(len(passages))
         points = brief_points(decision, len(decision.bundle.local))

@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from medpanel.agents.model.backends import ModelSpec
+from medpanel.agents.roles.grader import SAMPLE_RUBRICS
 from medpanel.agents.settings import PipelineSettings
 from medpanel.retrieval.quickstart import web_corpus_for
 
@@ -18,8 +19,6 @@ Pathway = Literal["parametric", "local", "dynamic"]
 PATHWAYS: tuple[Pathway, ...] = ("parametric", "local", "dynamic")
 Kind = Literal["direct", "rag", "online", "clear"]
 
-SAMPLE_RUBRICS = "sample"
-"""`rubric_file: sample` names the packaged team-written free-text set."""
 
 
 @dataclass(frozen=True)

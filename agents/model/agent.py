@@ -7,9 +7,6 @@ not validate gets exactly one re-ask; if that fails too the step is `invalid` (n
 from __future__ import annotations
 
 import re
-from functools import cache
-from importlib import resources
-from typing import Any
 
 from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import TextMessage
@@ -20,17 +17,7 @@ from pydantic import BaseModel
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
 from medpanel.agents.model.structured import format_instructions, parse_reply, reask_message
-from medpanel.agents.types import Question, TranscriptEvent
-
-
-@cache
-def prompt(name: str) -> str:
-    """A role's prompt template from agents/prompts/<name>.md."""
-    return resources.files("medpanel.agents").joinpath("prompts", f"{name}.md").read_text(encoding="utf-8")
-
-
-def render(name: str, **values: Any) -> str:
-    return prompt(name).format_map(values).strip()
+from medpanel.agents.types import TranscriptEvent
 
 
 def agent_name(label: str, taken: set[str] | None = None) -> str:
@@ -42,12 +29,6 @@ def agent_name(label: str, taken: set[str] | None = None) -> str:
     while taken is not None and name in taken:
         name, i = f"{base}_{i}", i + 1
     return name
-
-
-def format_question(q: Question) -> str:
-    opts = "\n".join(f"({k}) {v}" for k, v in q.options.items())
-    kind = "Select ALL correct options." if q.multi_answer else "Select the single best option."
-    return f"Question:\n{q.text}\n\nOptions:\n{opts}\n\n{kind}"
 
 
 class RoleAgent:

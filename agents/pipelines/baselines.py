@@ -38,10 +38,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from medpanel.agents.model.agent import RoleAgent, format_question, render
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of
+from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
+from medpanel.agents.roles import baseline
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Kind = Literal["direct", "cot", "sc"]
@@ -126,9 +126,7 @@ class BaselinePipeline:
             raise ValueError(f"{kind} makes one fixed call per question and cannot spend a budget")
         if kind == "sc":
             return await self._self_consistency(question, session, settings)
-        answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=kind == "cot")
-        agent = RoleAgent(session, name=kind, role=kind, system_message=render(f"baseline_{kind}"))
-        parsed = await agent.speak(format_question(question), answer_type, step="answer")
+        parsed = await baseline.answer(session, question, kind)
         answer = letters_of(parsed) if parsed is not None else ()
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent=kind, step="final",
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
@@ -136,7 +134,6 @@ class BaselinePipeline:
 
     async def _self_consistency(self, question: Question, session: QuestionSession,
                                 settings: BaselineSettings) -> Outcome:
-        answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
         base = session.spec.seed or 0
         budget = settings.budget
         samples: list[dict[str, Any]] = []
@@ -157,9 +154,7 @@ class BaselinePipeline:
             i = len(samples)
             seed = base + i * SEED_STRIDE
             before = _spent(session)
-            agent = RoleAgent(session, name="sampler", role="sc", system_message=render("baseline_cot"))
-            agent.client.overrides = {"seed": seed, "temperature": settings.temperature}
-            parsed = await agent.speak(format_question(question), answer_type, step=f"sample_{i}")
+            parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature)
             after = _spent(session)
             answer = letters_of(parsed) if parsed is not None else None
             answers.append(answer)

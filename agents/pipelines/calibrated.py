@@ -27,24 +27,20 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
-from medpanel.agents.model.agent import RoleAgent, format_question, render
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, register
 from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
-from medpanel.agents.pipelines.panel import Group, PanelPipeline, PanelSettings
+from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
+from medpanel.agents.pipelines.panel.settings import PanelSettings
+from medpanel.agents.pipelines.panel.state import Group
+from medpanel.agents.roles.triage import Level, triage
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
-Level = Literal["basic", "intermediate", "advanced"]
 DEPTH: dict[str, Literal["light", "standard", "deep"]] = {"basic": "light", "intermediate": "standard",
                                                            "advanced": "deep"}
-
-
-class Triage(BaseModel):
-    level: Level = Field(description="basic, intermediate or advanced.")
-    reason: str = Field(default="", description="One sentence on why.")
 
 
 class CalibratedSettings(KnowledgeSettings):
@@ -67,10 +63,8 @@ class CalibratedPipeline:
     async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
                        settings: Any) -> Outcome:
         s: CalibratedSettings = settings
-        triage = RoleAgent(session, name="triage", role="triage", system_message=render("triage"))
-        parsed = await triage.consult(render("triage_request", question=format_question(question)), Triage,
-                                      step="triage")
-        level: Level = parsed.level if isinstance(parsed, Triage) else "intermediate"
+        parsed = await triage(session, question)
+        level: Level = parsed.level if parsed is not None else "intermediate"
         session.record(TranscriptEvent(kind="note", role="pipeline", agent="triage", step="route",
                                        content=f"{level} -> {self.route_name(level)}",
                                        data={"level": level, "route": self.route_name(level),

@@ -26,8 +26,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-from medpanel.agents.clear import freetext
-from medpanel.agents.clear.adjudication import Adjudicator, Decision
+from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Bundle, Candidate
 from medpanel.agents.clear.gate import format_gate
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
@@ -37,6 +36,8 @@ from medpanel.agents.clear.settings import MODES, PATHWAYS, ClearSettings, Mode,
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.roles import grader as grading
+from medpanel.agents.roles import responder
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
@@ -110,7 +111,7 @@ class ClearPipeline:
         if mode.dual and s.assessor_model is None:
             raise ValueError("clear-dual needs a second model: set settings.assessor_model "
                              "(e.g. {backend: openai, name: ..., base_url: ...})")
-        rubric = freetext.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
+        rubric = grading.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
         async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
             ctx = Context(session=session, question=question, settings=s, mode=mode,
@@ -136,18 +137,10 @@ class ClearPipeline:
         return await dynamic(ctx, docs, record)
 
     async def _clear(self, ctx: Context) -> Decision:
-        # The pathways run one after another: transcripts stay in a stable order and a small local
-        # server is not asked for three completions at once.
-        param = await parametric_pathway(ctx)
-        loc = await local(ctx)
-        docs, record = await dynamic_documents(ctx)
-        dyn = await dynamic(ctx, docs, record)
-        bundle = Bundle(question=ctx.question, candidates={"parametric": param, "local": loc, "dynamic": dyn},
-                        local=list(loc.evidence), dynamic=list(docs), quality_record=record)
-        return await Adjudicator(ctx, bundle).run()
+        return await adjudicate(ctx, await parametric_pathway(ctx))
 
     async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
-                      summary: dict[str, Any], rubric: freetext.FreeTextTask | None,
+                      summary: dict[str, Any], rubric: grading.FreeTextTask | None,
                       grader: QuestionSession) -> Outcome:
         q, s = ctx.question, ctx.settings
         data: dict[str, Any] = {}
@@ -176,13 +169,13 @@ class ClearPipeline:
             response = None
             summary["rubric"] = rubric is not None
             if answer is not None:
-                response = await freetext.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
+                response = await responder.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
                                                   evidence=evidence, chars=s.verifier_passage_chars)
             invalid = response is None
             data["response"] = response
             summary["response_chars"] = len(response or "")
             if rubric is not None and response is not None:
-                graded = await freetext.grade(grader, rubric, response)
+                graded = await grading.grade(grader, rubric, response)
                 data["grade"] = graded
                 summary["rubric_score"] = graded["score"]
                 summary["grade_valid"] = graded["valid"]

@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeSettings, Timing, prepare
-from medpanel.agents.model.agent import RoleAgent, format_question, render
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.prompting import format_question
+from medpanel.agents.roles import generalist
 from medpanel.agents.roles.challenger import challenge
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
@@ -61,12 +62,12 @@ class GeneralistPipeline:
         use_challenger, timing = resolve(condition, settings)
         channel = KnowledgeChannel(session, question, settings) if timing != "none" else None
         answer_type = answer_model(question.letters, multi=question.multi_answer)
-        doctor = RoleAgent(session, name="generalist", role="generalist", system_message=render("generalist"))
+        doctor = generalist.new_generalist(session)
         opening = format_question(question)
         if channel is not None and timing == "upfront":
             brief = await channel.upfront()
             if brief is not None:
-                opening = f"{render('brief_delivery', brief=brief.text())}\n\n{opening}"
+                opening = f"{generalist.brief_text(brief.text())}\n\n{opening}"
                 brief.deliver([doctor.name])
         initial = await doctor.speak(opening, answer_type, step="initial")
         final, source = initial, "initial"
@@ -82,13 +83,12 @@ class GeneralistPipeline:
             brief = await channel.between(trace, critique, blind=timing == "between_blind")
         material = []
         if critique is not None and critique.material_weakness:
-            material.append(render("critique_block", gap_type=critique.gap_type, challenge=critique.challenge))
+            material.append(generalist.critique_text(critique))
         if brief is not None:
-            material.append(render("brief_delivery", brief=brief.text()))
+            material.append(generalist.brief_text(brief.text()))
             brief.deliver([doctor.name])
         if material:
-            revised = await doctor.speak(render("reconsider", material="\n\n".join(material)), answer_type,
-                                         step="reconsider")
+            revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider")
             if revised is not None:
                 final, source = revised, "reconsider"
             summary["changed"] = bool(revised and initial and letters_of(revised) != letters_of(initial))

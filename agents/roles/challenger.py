@@ -9,12 +9,34 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import Literal
 
-from medpanel.agents.model.agent import RoleAgent, format_question, render
+from pydantic import BaseModel, Field
+
+from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
-from medpanel.agents.schemas import Critique
+from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.types import Question
+
+PROMPTS = Prompts(__name__)
+
+GapType = Literal[
+    "none",
+    "logical_inconsistency",
+    "missing_differential",
+    "insufficient_evidence",
+    "unresolved_option_conflict",
+    "missing_expertise",
+]
+
+
+class Critique(BaseModel):
+    """The Challenger's structured review of a reasoning trace (the paper's (j_t, delta_t))."""
+
+    material_weakness: bool = Field(description="true if the reasoning has a material weakness.")
+    gap_type: GapType = Field(description="The kind of weakness, or none.")
+    challenge: str = Field(description="One targeted challenge to the team; never the answer.")
 
 # Words that make an option *the answer* ("(C) fits better", "B is the correct answer"). The
 # lookahead keeps causal statements apart: "B is more likely to cause hypokalaemia" is an argument
@@ -83,12 +105,12 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
     `request` replaces the default review request (the panel's names the accumulated trace);
     `parts` are the pieces of it a bounded context window may drop (earlier positions).
     """
-    system = render("challenger")
+    system = PROMPTS.render("system")
     if depth != "standard":
-        system = f"{system}\n{render(f'challenger_depth_{depth}')}"
+        system = f"{system}\n{PROMPTS.render(f'depth_{depth}')}"
     agent = RoleAgent(session, name="challenger", role="challenger", system_message=system)
-    text = request if request is not None else render("critique_request", question=format_question(question),
-                                                      trace=trace)
+    text = request if request is not None else PROMPTS.render("request", question=format_question(question),
+                                                              trace=trace)
     # `speak`, not `consult`: the agent is fresh, so the request is the same, and a re-ask then
     # continues the same conversation (the Challenger sees what it wrote and why it must rewrite).
     parsed = await agent.speak(text, Critique, step="critique", round=round, turn=turn, parts=parts)
@@ -101,7 +123,7 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
             # Its text never reaches the team: the rewrite (or, failing that, a redaction) does.
             event.data.update(answer_leak=True, rewrite_requested=True, answer_redacted=True)
             event.parsed = screen(parsed, question.options)[0].model_dump()
-        rewrite = await agent.speak(render("critique_rewrite"), Critique, step="critique:rewrite", round=round,
+        rewrite = await agent.speak(PROMPTS.render("rewrite"), Critique, step="critique:rewrite", round=round,
                                     turn=turn)
         if isinstance(rewrite, Critique):
             parsed, event = rewrite, agent.client.last_event
@@ -110,3 +132,9 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
         event.data["answer_redacted"] = True
         event.parsed = screened.model_dump()
     return screened
+
+
+def panel_request(question: Question, trace: str, *, turn: int, group_note: str | None = None) -> str:
+    """The panel's review request: the accumulated trace of every turn so far (the paper's C(q, O, h_t))."""
+    return PROMPTS.render("panel_request", question=format_question(question), trace=trace, turn=turn,
+                          group=f"{group_note}\n" if group_note else "")

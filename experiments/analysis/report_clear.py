@@ -6,11 +6,6 @@
   the acceptance rate (accepted revisions / searches triggered).
 - Pathway accuracy and agreement patterns (MCQ): how often each source alone was right.
 - Free-text rubric scores, where rows carry one.
-
-Wiring (in `experiments/report.py`, `build_tables`, after the recruitment tables)::
-
-    from medpanel.experiments.analysis.report_clear import clear_tables
-    tables.extend(clear_tables(rows, conditions))
 """
 
 from __future__ import annotations

@@ -4,14 +4,6 @@ A task (a conversation plus HealthBench-style rubric items) becomes a `Question`
 and no gold, so the runner, the store and the transcripts handle it unchanged; the rubric stays in
 the task file and only the pipeline's grader reads it (`settings.rubric_file`). `path: sample` (or
 no path) is the packaged team-written set.
-
-Wiring (in `experiments/datasets.py`, `load_dataset`, before the other sources)::
-
-    if source == "freetext":
-        from medpanel.experiments.run.freetext import load_freetext
-        return load_freetext(path, subsets, limit, seed, base_dir=base_dir)
-
-plus `"freetext"` in `SOURCES` and in `DatasetSpec.source` (experiments/scenario.py).
 """
 
 from __future__ import annotations
@@ -19,8 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from medpanel.agents.clear.freetext import TaskFileError, read_tasks, sample_path
-from medpanel.agents.clear.settings import SAMPLE_RUBRICS
+from medpanel.agents.roles.grader import SAMPLE_RUBRICS, TaskFileError, read_tasks, sample_path
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 

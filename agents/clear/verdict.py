@@ -31,23 +31,14 @@ rarely match word for word, so there rules 4-7 usually decide.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, create_model
-
-from medpanel.agents.channels.knowledge import passages_block, quote_block
 from medpanel.agents.clear.bundle import Answer, Bundle
-from medpanel.agents.clear.pathways import Context, question_block
-from medpanel.agents.clear.quality import quality_block
-from medpanel.agents.clear.settings import PATHWAYS, Route
-from medpanel.agents.model.agent import RoleAgent, render
-from medpanel.agents.model.structured import letters_type
+from medpanel.agents.clear.pathways import Context
+from medpanel.agents.roles import verifier
 
-Confidence = Literal["high", "medium", "low"]
 SOURCE_OF_ROUTE = {"keep_parametric": "parametric", "keep_local": "local", "accept_dynamic": "dynamic"}
-PATHWAY_LABEL = {"parametric": "Parametric pathway (the model's own knowledge, no documents)",
-                 "local": "Local pathway (curated local corpus)",
-                 "dynamic": "Dynamic pathway (external search)"}
+
 
 
 @dataclass
@@ -72,75 +63,11 @@ class Verdict:
                 "fallback_reason": self.fallback_reason, "notes": self.notes}
 
 
-def verifier_model(bundle: Bundle) -> type[BaseModel]:
-    q = bundle.question
-    if not q.options:
-        answer: Any = (str, Field(min_length=1, description="The adjudicated conclusion, at most three sentences."))
-    elif q.multi_answer:
-        answer = (list[letters_type(q.letters)], Field(min_length=1,  # type: ignore[misc]
-                                                       description="All correct option letters."))
-    else:
-        answer = (letters_type(q.letters), Field(description="The option letter best supported."))
-    return create_model(
-        "VerifierDecision",
-        rationale=(str, Field(description="Which sources agree or conflict and why, at most 4 sentences.")),
-        route=(Route, Field(description="consensus, keep_parametric, keep_local, accept_dynamic or "
-                                        "needs_more_search.")),
-        answer=answer,
-        confidence=(Confidence, Field(description="high, medium or low (not a probability).")),
-    )
-
-
-def label(bundle: Bundle, answer: Answer | None) -> str:
-    """An answer as the prompts show it: letters with their option text, or the free-text conclusion."""
-    if answer is None:
-        return "no valid answer"
-    q = bundle.question
-    if not q.options:
-        return answer[0][:600]
-    return " + ".join(f"({a}) {q.options.get(a, '?')}" for a in answer)
-
-
-def candidates_block(bundle: Bundle) -> str:
-    parts = []
-    for p in PATHWAYS:
-        c = bundle.candidates.get(p)
-        if c is None:
-            continue
-        head = PATHWAY_LABEL[p]
-        if p == "local":
-            head += f", {len(c.evidence)} passages"
-        if p == "dynamic":
-            n = bundle.counts
-            head += (f", {len(c.evidence)} documents: n_high={n['n_high']} n_medium={n['n_medium']} "
-                     f"n_low={n['n_low']}")
-        parts.append(f"{head}\nAnswer: {label(bundle, c.answer)}\nReasoning: {c.reasoning[:500] or '-'}")
-    return quote_block("candidates", "\n\n".join(parts))
-
-
-def followup_note(bundle: Bundle) -> str:
-    if not bundle.followups:
-        return ""
-    n_initial = len(bundle.candidates["dynamic"].evidence) if "dynamic" in bundle.candidates else 0
-    queries = "; ".join(f.query for f in bundle.followups)
-    return (f"Targeted follow-up searches so far: {len(bundle.followups)} (queries: {queries[:400]}). "
-            f"External documents after P{n_initial} came from them.\n")
-
-
-def local_block(bundle: Bundle, n: int, chars: int | None) -> str:
-    # Local passages are numbered L1.. so they cannot be confused with the external P1.. of the tiers.
-    return passages_block(bundle.local[:n], chars).replace('<passage id="P', '<passage id="L')
-
 
 async def verify(ctx: Context, bundle: Bundle, round: int) -> Verdict:
     s = ctx.settings
-    agent = RoleAgent(ctx.session, name="verifier", role="verifier", system_message=render("clear_verifier"))
-    prompt = render("clear_verify_request", question=question_block(bundle.question),
-                    candidates=candidates_block(bundle),
-                    local=local_block(bundle, s.verifier_local_docs, s.verifier_passage_chars),
-                    dynamic=passages_block(bundle.dynamic, s.verifier_passage_chars),
-                    quality=quality_block(bundle.dynamic), followups=followup_note(bundle))
-    parsed = await agent.speak(prompt, verifier_model(bundle), step="verify", round=round)
+    parsed = await verifier.ask(ctx.session, bundle, local_docs=s.verifier_local_docs, chars=s.verifier_passage_chars,
+                                round=round)
     if parsed is None:
         return heuristic(bundle, "invalid verifier output (unparseable or unknown route after one re-ask)", round)
     verdict = resolve(parsed, bundle, round)
@@ -156,6 +83,7 @@ def _own(parsed: Any, bundle: Bundle) -> Answer | None:
     if not bundle.question.options:
         return (str(ans).strip(),) if str(ans).strip() else None
     return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
+
 
 
 def resolve(parsed: Any, bundle: Bundle, round: int = 1) -> Verdict | str:
@@ -181,6 +109,7 @@ def resolve(parsed: Any, bundle: Bundle, round: int = 1) -> Verdict | str:
                    round=round, verifier_answer=own, notes=notes)
 
 
+
 def heuristic(bundle: Bundle, reason: str, round: int = 1) -> Verdict:
     """The fallback of the module docstring's table."""
     p, lc, d = (bundle.answer(x) for x in ("parametric", "local", "dynamic"))
@@ -203,3 +132,4 @@ def heuristic(bundle: Bundle, reason: str, round: int = 1) -> Verdict:
     if d is not None:
         return v(d, "accept_dynamic", "low", "6: dynamic answer")
     return v(None, "needs_more_search", "low", "7: no valid candidate")
+

@@ -1,14 +1,15 @@
-"""Free-text tasks: loading (HealthBench-style rubrics), the response generator and the rubric grader.
+"""The rubric grader of free-text tasks, and the task files it reads (HealthBench-style rubrics).
 
-A task is a conversation plus rubric items `{criterion, points, tags}`; points may be negative
-(an undesirable behaviour). The runner sees a task as a `Question` with no options and no gold,
-so the rubric never leaves this module and the grader: no pathway, verifier or responder sees it.
+A task is a conversation plus rubric items `{criterion, points, tags}`; points may be negative (an
+undesirable behaviour). The runner sees a task as a `Question` with no options and no gold (the
+dataset loader, `experiments/run/freetext.py`), so the rubric never leaves the task file and this
+module: no pathway, verifier or responder sees it. The grader (an LLM judge; `grader_model`, else
+the backbone) marks which items a response meets in one call; the score is the points of met items
+over the sum of positive points, clipped to [0, 1] (HealthBench's rule).
 
-The response generator (paper eq. 16) writes the answer from the decision, its rationale and the
-final bundle, with no retrieval of its own and no power to change the conclusion. The grader (an
-LLM judge; `grader_model`, else the backbone) marks which items the response meets in one call;
-the score is the points of met items over the sum of positive points, clipped to [0, 1]
-(HealthBench's rule).
+Why the task parser sits here and not with the dataset loaders: the CLEAR pipeline looks up a
+question's rubric from `settings.rubric_file` when it grades, and agents never import from
+experiments. The team-written sample set ships beside it (`grader.sample_tasks.jsonl`).
 """
 
 from __future__ import annotations
@@ -21,12 +22,16 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from medpanel.agents.channels.knowledge import passages_block, quote_block
-from medpanel.agents.clear.settings import SAMPLE_RUBRICS
-from medpanel.agents.model.agent import RoleAgent, render
+from medpanel.agents.evidence import quote_block
+from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import Question
-from medpanel.retrieval.evidence import Evidence
+
+PROMPTS = Prompts(__name__)
+
+SAMPLE_RUBRICS = "sample"
+"""`rubric_file: sample` (and a free-text dataset's `path: sample`) names the packaged team-written set."""
 
 
 class RubricItem(BaseModel):
@@ -66,8 +71,7 @@ class TaskFileError(ValueError):
 
 
 def sample_path() -> Path:
-    # A data lookup, not a code import: the team-written set ships with the experiments package.
-    return Path(str(resources.files("medpanel.experiments").joinpath("data", "freetext_sample.jsonl")))
+    return Path(str(resources.files("medpanel.agents.roles").joinpath("grader.sample_tasks.jsonl")))
 
 
 def task_path(value: str | Path) -> Path:
@@ -129,23 +133,6 @@ def find_task(rubric_file: str, question: Question) -> FreeTextTask | None:
     return _index(str(file), file.stat().st_mtime).get(question.key)
 
 
-class FreeTextResponse(BaseModel):
-    response: str = Field(min_length=1, description="The complete reply to the user.")
-
-
-async def respond(session: QuestionSession, question: Question, *, conclusion: str, rationale: str,
-                  evidence: list[Evidence], chars: int | None) -> str | None:
-    """r_text = G(q, a*, j*, B*): no retrieval here, and the conclusion is not reopened."""
-    agent = RoleAgent(session, name="responder", role="responder", system_message=render("clear_responder"))
-    prompt = render("clear_respond_request", conversation=question.text,
-                    decision=quote_block("decision", f"Conclusion: {conclusion}\nRationale: {rationale}"),
-                    passages=passages_block(evidence, chars))
-    parsed = await agent.speak(prompt, FreeTextResponse, step="respond")
-    if not isinstance(parsed, FreeTextResponse):
-        return None
-    return parsed.response.strip() or None
-
-
 class RubricGrade(BaseModel):
     met: list[int] = Field(description="Numbers of the rubric items the response meets.")
 
@@ -160,9 +147,9 @@ def rubric_score(items: list[RubricItem], met: set[int]) -> float:
 
 
 async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> dict[str, Any]:
-    grader = RoleAgent(session, name="grader", role="grader", system_message=render("clear_grader"))
+    grader = RoleAgent(session, name="grader", role="grader", system_message=PROMPTS.render("system"))
     items = "\n".join(f"{n}. {item.criterion}" for n, item in enumerate(task.rubrics, 1))
-    prompt = render("clear_grade_request", conversation=task.text(), response=quote_block("response", response),
+    prompt = PROMPTS.render("request", conversation=task.text(), response=quote_block("response", response),
                     items=items, n=len(task.rubrics))
     parsed = await grader.speak(prompt, RubricGrade, step="grade")
     if not isinstance(parsed, RubricGrade):
