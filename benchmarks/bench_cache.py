@@ -25,7 +25,8 @@ from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.recruiter import RecruitCheck
 from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
-from medpanel.experiments.run.runner import Plan, Runner
+from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
 

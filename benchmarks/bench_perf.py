@@ -37,8 +37,10 @@ from typing import Any
 
 import optuna
 
-from medpanel.experiments.run.runner import Runner, Tally, make_plan
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.state import Tally
 from medpanel.experiments.run.store import Store
 
 

@@ -19,14 +19,15 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import Outcome, PipelineSettings, register
-from medpanel.agents.types import Condition, Question, TranscriptEvent
-from medpanel.experiments.run.runner import Plan, Runner, auto_shard_size
+from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.registry import register
+from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.experiments.run.plan import Plan, auto_shard_size
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
 
@@ -37,14 +38,14 @@ class SleepSettings(PipelineSettings):
     latency_ms: float = Field(default=0.0, ge=0)
 
 
-class SleepPipeline:
+class SleepPipeline(Pipeline[SleepSettings, ConditionPlan]):
     """Answers after a fixed delay with a letter chosen by hash: no model, no AutoGen."""
 
     settings_model = SleepSettings
     flags = ("c", "r")
 
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome:
+    async def __call__(self, question: Question, condition: ConditionPlan, session: QuestionSession,
+                       settings: SleepSettings) -> Outcome:
         if settings.latency_ms:
             await asyncio.sleep(settings.latency_ms / 1000)
         h = int(hashlib.sha256(f"{condition.slug}/{question.key}".encode()).hexdigest(), 16)

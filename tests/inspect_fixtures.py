@@ -21,7 +21,8 @@ from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.recruiter import RecruitCheck
 from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
-from medpanel.experiments.run.runner import Plan, Runner
+from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
 
@@ -159,8 +160,8 @@ def real_clear_run(base: Path, name: str = "clear-real") -> Path:
     step with a schema-valid reply, local and web search return fixed passages (one carries XSS)."""
     import pytest
 
-    from medpanel.agents.pipelines.base import PIPELINES
     from medpanel.agents.pipelines.clear import ClearPipeline
+    from medpanel.agents.pipelines.registry import PIPELINES
     from medpanel.retrieval.evidence import Evidence
 
     local = [Evidence(text="Graves disease causes diffuse goiter and ophthalmopathy.", title="Graves", doc_id="L-1",

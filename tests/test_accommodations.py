@@ -96,7 +96,8 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
                                                                   settings: dict[str, Any],
                                                                   expected: dict[str, Any]) -> None:
     from medpanel.experiments.analysis.header import header_lines
-    from medpanel.experiments.run.runner import Runner, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "generalist", "flags": {"c": [1]},
@@ -114,7 +115,8 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
 
 
 def test_clear_runs_also_record_the_verifiers_passage_length(tmp_path: Path) -> None:
-    from medpanel.experiments.run.runner import Runner, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "clear", "variants": ["direct"],

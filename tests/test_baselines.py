@@ -18,7 +18,8 @@ from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition
 from medpanel.experiments.analysis.report import accuracy_compute_table, build_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.runner import Runner, make_plan
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row, Store
 

@@ -68,7 +68,8 @@ def test_condition_cache_sends_every_conditions_own_requests(tmp_path: Path) -> 
 
 def test_the_cache_mode_is_in_run_json_and_the_report_header(tmp_path: Path) -> None:
     from medpanel.experiments.analysis.header import header_lines
-    from medpanel.experiments.run.runner import Runner, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "cm", "pipeline": "generalist", "flags": {"c": [0, 1]},

@@ -15,8 +15,8 @@ import pytest
 
 from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
-from medpanel.agents.pipelines.base import PIPELINES
 from medpanel.agents.pipelines.clear import ClearPipeline
+from medpanel.agents.pipelines.registry import PIPELINES
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
@@ -666,7 +666,7 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 @pytest.mark.parametrize("name", ["clear_mcq.yaml", "clear_followup.yaml"])
 def test_clear_scenarios_validate(name: str) -> None:
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     if not (SCENARIOS.parent.parent / "shared" / "data" / "medagentsbench").is_dir():
@@ -683,7 +683,7 @@ def test_clear_scenarios_validate(name: str) -> None:
 
 def test_unknown_variant_is_a_user_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     f = tmp_path / "s.yaml"

@@ -140,7 +140,7 @@ def test_invalid_grade_is_recorded(env: Callable[..., Env]) -> None:
 
 def test_unknown_rubric_file_fails_validation(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     f = tmp_path / "s.yaml"

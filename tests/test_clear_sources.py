@@ -32,7 +32,8 @@ WEB = [{"id": "w1", "title": "Chest pain page", "url": "https://clinic.example.o
 
 
 def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str = "[clear-default]") -> None:
-    from medpanel.experiments.run.runner import Runner, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", f"name: x\npipeline: {pipeline}\nvariants: {variants}\nsettings: {settings}\n"
@@ -45,7 +46,7 @@ def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str =
 
 
 def test_the_same_corpus_named_as_local_and_web_is_refused_at_plan_time(tmp_path: Path) -> None:
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", "name: x\npipeline: clear\nsettings: {corpus: med, dynamic_corpus: med}\n"
@@ -95,7 +96,7 @@ def test_the_panels_clear_channel_refuses_one_index_as_both(tmp_path: Path) -> N
 
 
 def test_snapshot_search_needs_its_own_web_corpus(tmp_path: Path) -> None:
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", "name: x\npipeline: generalist\nvariants: [upfront]\n"
@@ -177,7 +178,7 @@ def test_the_audit_is_reached_on_the_fixture_and_its_medium_pages_meet_the_thres
 
 
 def test_the_clear_quickstart_scenario_uses_two_packaged_sources(tmp_path: Path) -> None:
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     scenarios = Path(__file__).resolve().parents[1] / "scenarios"

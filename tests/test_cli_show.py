@@ -49,7 +49,7 @@ def test_show_prints_tags_as_text_and_model_text_verbatim(out: io.StringIO) -> N
 
 
 def test_report_tables_print_cells_and_notes_verbatim(out: io.StringIO) -> None:
-    from medpanel.experiments.analysis.report import Table
+    from medpanel.agents.tables import Table
 
     cli.print_table(Table("t", ["condition", "dataset"], [["c1r0", "[medqa]"]], note="rates over [n] rows"))
     text = out.getvalue()
@@ -61,7 +61,8 @@ def test_report_headers_show_the_description_and_the_protocol_deviations(tmp_pat
     from pathlib import Path
 
     from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-    from medpanel.experiments.run.runner import Runner, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import load_scenario
     from medpanel.experiments.view.viewer import build_site
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.analysis.report import errors_table
-from medpanel.experiments.run.runner import Runner, make_plan
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Store
 

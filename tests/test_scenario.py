@@ -268,7 +268,7 @@ def test_protocol_deviations_are_found_and_must_be_declared() -> None:
 
 def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> None:
     from medpanel.agents.model.scripted import ScriptedRequest
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
 
     from .scripted_helpers import Q4, run
 

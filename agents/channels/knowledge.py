@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 
 from medpanel.agents.evidence import instruction_like, quote_block
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.roles import curator, knowledge_gate
 from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.knowledge_gate import GateDecision
@@ -30,6 +31,30 @@ from medpanel.retrieval.quickstart import web_corpus_for
 
 Timing = Literal["none", "upfront", "between_blind", "between_gap"]
 SourceKind = Literal["corpus", "snapshot", "tavily"]
+
+class KnowledgeFacts(Summary):
+    """What the knowledge channel did for one question: four facts counted apart, since each can
+    happen without the next (a query was written, a search returned passages, a brief was written,
+    who received it). All unset when the condition did not use the channel."""
+
+    gate_fired: bool | None = None
+    queries_written: int | None = None
+    queries: list[str] | None = None
+    searches: int | None = None
+    retrievals: int | None = None
+    passages_retrieved: int | None = None
+    briefs_written: int | None = None
+    briefs_delivered: int | None = None
+    brief_received_by: list[str] | None = None
+    clear_routes: list[str | None] | None = None
+    """CLEAR as the panel's channel: the route of each adjudication."""
+    clear_guard: list[str | None] | None = None
+    """CLEAR as the panel's channel: the override guard's outcome of each adjudication."""
+
+    @property
+    def used_channel(self) -> bool:
+        return self.queries_written is not None
+
 
 class KnowledgeSettings(PipelineSettings):
     """Settings of the knowledge channel, shared by every pipeline that can retrieve."""

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.roles.grader import SAMPLE_RUBRICS
@@ -21,9 +20,10 @@ Kind = Literal["direct", "rag", "online", "clear"]
 
 
 
-@dataclass(frozen=True)
-class Mode:
+class Mode(BaseModel):
     """What one named condition runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Kind
     retriever: str | None = None
@@ -37,14 +37,14 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {
-    "direct": Mode("direct"),
-    "rag-bm25": Mode("rag", retriever="bm25"),
-    "rag-dense": Mode("rag", retriever="dense"),
-    "online": Mode("online"),
-    "clear-default": Mode("clear"),
-    "clear-dual": Mode("clear", dual=True),
-    "clear-qpis": Mode("clear", qpis=True),
-    "clear-no-followup": Mode("clear", follow_up=False),
+    "direct": Mode(kind="direct"),
+    "rag-bm25": Mode(kind="rag", retriever="bm25"),
+    "rag-dense": Mode(kind="rag", retriever="dense"),
+    "online": Mode(kind="online"),
+    "clear-default": Mode(kind="clear"),
+    "clear-dual": Mode(kind="clear", dual=True),
+    "clear-qpis": Mode(kind="clear", qpis=True),
+    "clear-no-followup": Mode(kind="clear", follow_up=False),
 }
 """Condition name -> what it runs. A condition without a variant is `clear-default`."""
 

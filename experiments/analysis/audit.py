@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.analysis.report import Table
+from medpanel.agents.tables import Table
 from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.run.rundir import read_questions, read_transcript
 from medpanel.experiments.run.store import Row

@@ -12,7 +12,8 @@ import dataclasses
 import itertools
 from pathlib import Path
 
-from medpanel.experiments.analysis.report import Table, accuracy_table, cost_table, paired_table
+from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.report import accuracy_table, cost_table, paired_table
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row

@@ -24,6 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from medpanel.agents.model.backends import ModelSpec
+from medpanel.agents.pipelines.registry import get_pipeline
+from medpanel.experiments.run.scenario import Scenario
+
 PANEL_PIPELINES = ("panel", "calibrated")
 """Pipelines whose conditions are multi-specialist discussions (calibrated: its group levels)."""
 RETRIEVING_VARIANTS = ("upfront", "between-blind", "between-gap", "routed", "clear")
@@ -47,8 +51,6 @@ class Deviation:
 def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The pipeline's settings with its defaults filled in (unvalidatable settings: as written)."""
     try:
-        from medpanel.agents.pipelines.base import get_pipeline
-
         model = get_pipeline(pipeline).settings_model
         return model.model_validate(settings).model_dump()
     except Exception:  # an unknown pipeline or bad settings are the scenario loader's to report
@@ -56,8 +58,6 @@ def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def _conditions(scenario: dict[str, Any]) -> list[dict[str, Any]]:
-    from medpanel.experiments.run.scenario import Scenario
-
     try:
         return [c.model_dump() for c in Scenario.model_validate(scenario).conditions()]
     except Exception:
@@ -75,8 +75,6 @@ def _retrieves(pipeline: str, conditions: list[dict[str, Any]]) -> bool:
 def deviations(scenario: dict[str, Any]) -> list[Deviation]:
     """Every protocol setting whose resolved value in `scenario` (a scenario as a dict, e.g. run.json's
     `scenario`) differs from the papers'."""
-    from medpanel.agents.model.backends import ModelSpec
-
     pipeline = str(scenario.get("pipeline", "generalist"))
     model = ModelSpec.model_validate(scenario.get("model") or {})
     dataset = scenario.get("dataset") or {}

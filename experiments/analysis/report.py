@@ -6,57 +6,21 @@ trial values. The same tables go to the terminal, to CSV and to Markdown under `
 
 from __future__ import annotations
 
-import csv
-import io
 import itertools
 from collections import defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from medpanel.agents.pipelines.base import Summary
+from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
+from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
+from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
-
-OVERALL = "overall"
-
-
-@dataclass
-class Table:
-    title: str
-    columns: list[str]
-    rows: list[list[Any]]
-    note: str = ""
-
-    def csv(self) -> str:
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow(self.columns)
-        writer.writerows(self.rows)
-        return buf.getvalue()
-
-    def markdown(self) -> str:
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |",
-                 "|" + "---|" * len(self.columns)]
-        lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in self.rows]
-        if self.note:
-            lines += ["", self.note]
-        return "\n".join(lines) + "\n"
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.2f}"
-    return str(v)
 
 
 def _pct(k: int, n: int) -> float:
     return 100.0 * k / n if n else 0.0
-
-
-def condition_order(rows: list[Row], conditions: list[str] | None = None) -> list[str]:
-    seen = conditions or []
-    extra = sorted({r.condition for r in rows} - set(seen))
-    return [c for c in seen if any(r.condition == c for r in rows)] + extra
 
 
 def accuracy_table(rows: list[Row], conditions: list[str]) -> Table:
@@ -97,7 +61,8 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
     same questions is added, in the measure the budget was matched in.
     """
-    matched = any("budget" in r.summary for r in rows)
+    budgets = {id(r): Summary.model_validate(r.summary).budget for r in rows}
+    matched = any(b is not None for b in budgets.values())
     out = []
     for cond in conditions:
         sel = [r for r in rows if r.condition == cond]
@@ -105,7 +70,7 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
         line: list[Any] = [cond, n, round(_pct(sum(r.correct for r in sel), n), 1),
                            round(sum(r.logical_calls for r in sel) / n, 2), round(sum(r.tokens for r in sel) / n, 1)]
         if matched:
-            refs = [r.summary["budget"] for r in sel if "budget" in r.summary]
+            refs = [b for b in (budgets[id(r)] for r in sel) if b is not None]
             if refs:
                 ref = refs[0]["reference"]
                 line += [f"{ref.get('condition', '?')} by {refs[0]['by']}",
@@ -123,106 +88,6 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
                  "(cache hits included). When every question had a reference, a condition matched by calls has "
                  "calls_per_q = ref_calls_per_q (one more where a last sample was re-asked).")
     return Table("Accuracy and compute", columns, out, note=note)
-
-
-def recruitment_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    out = []
-    for cond in conditions:
-        sel = [r for r in rows if r.condition == cond and not r.error and "final_panel_size" in r.summary]
-        if not sel:
-            continue
-        n = len(sel)
-        recruited_q = sum(1 for r in sel if r.summary.get("recruited", 0) > 0)
-        out.append([cond, n, recruited_q, round(_pct(recruited_q, n), 1),
-                    round(sum(r.summary.get("recruited", 0) for r in sel) / n, 2),
-                    round(sum(r.summary["final_panel_size"] for r in sel) / n, 2)])
-    if not out:
-        return None
-    return Table("Recruitment", ["condition", "n", "questions_recruited", "recruitment_rate_%",
-                                 "recruits_per_q", "mean_final_panel"], out)
-
-
-def recruitment_by_dataset_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    """The seed paper's Table 11: recruitment rate beside accuracy, per dataset and condition."""
-    datasets = sorted({r.dataset for r in rows})
-    out = []
-    for cond in conditions:
-        if not any(r.condition == cond and "final_panel_size" in r.summary for r in rows):
-            continue
-        for ds in [*datasets, OVERALL]:
-            sel = [r for r in rows if r.condition == cond and (ds == OVERALL or r.dataset == ds)]
-            if not sel:
-                continue
-            ok = [r for r in sel if not r.error and "final_panel_size" in r.summary]
-            recruited_q = sum(1 for r in ok if r.summary.get("recruited", 0) > 0)
-            out.append([cond, ds, len(sel), len(sel) - len(ok), round(_pct(sum(r.correct for r in sel), len(sel)), 1),
-                        recruited_q, round(_pct(recruited_q, len(ok)), 1),
-                        round(sum(r.summary.get("recruited", 0) for r in ok) / len(ok), 2) if ok else 0.0,
-                        round(sum(r.summary["final_panel_size"] for r in ok) / len(ok), 2) if ok else 0.0])
-    if not out:
-        return None
-    return Table("Recruitment per dataset", ["condition", "dataset", "n", "errors", "accuracy_%", "questions_recruited",
-                                            "recruitment_rate_%", "recruits_per_q", "mean_final_panel"], out,
-                 note="The seed paper's Table 11: recruitment rate = questions with at least one recruited role / "
-                      "questions answered without error; accuracy over all n (errors and invalid answers wrong).")
-
-
-def knowledge_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    """The knowledge channel's four steps, counted apart: gate fired (a query was written), passages
-    retrieved, brief delivered to at least one agent, and who received it."""
-    datasets = sorted({r.dataset for r in rows})
-    out = []
-    for cond in conditions:
-        mine = [r for r in rows if r.condition == cond]
-        if not any("queries_written" in r.summary for r in mine):
-            continue
-        panel = any("recruit_names" in r.summary for r in mine)
-        for ds in [*datasets, OVERALL]:
-            sel = [r for r in mine if ds == OVERALL or r.dataset == ds]
-            if not sel:
-                continue
-            ok = [r for r in sel if not r.error and "queries_written" in r.summary]
-            n = len(ok)
-            fired = sum(1 for r in ok if r.summary["queries_written"] > 0)
-            found = sum(1 for r in ok if r.summary.get("retrievals", 0) > 0)
-            delivered = sum(1 for r in ok if r.summary.get("briefs_delivered", 0) > 0)
-            recipients = [r.summary.get("brief_received_by", []) for r in ok]
-            recruit_hits = sum(len(set(got) & set(r.summary.get("recruit_names", [])))
-                               for got, r in zip(recipients, ok, strict=True))
-            recruits: float | str = (round(recruit_hits / n, 2) if n else 0.0) if panel else "-"
-            out.append([cond, ds, n, len(sel) - n, fired, round(_pct(fired, n), 1), found, round(_pct(found, n), 1),
-                        delivered, round(_pct(delivered, n), 1),
-                        round(sum(r.summary["queries_written"] for r in ok) / n, 2) if n else 0.0,
-                        round(sum(r.summary.get("passages_retrieved", 0) for r in ok) / n, 2) if n else 0.0,
-                        round(sum(len(x) for x in recipients) / n, 2) if n else 0.0, recruits])
-    if not out:
-        return None
-    return Table("Knowledge recruitment", ["condition", "dataset", "n", "errors", "gate_fired_q", "gate_fired_%",
-                                           "retrieved_q", "retrieved_%", "brief_delivered_q", "brief_delivered_%",
-                                           "queries_per_q", "passages_per_q", "recipients_per_q",
-                                           "recruit_recipients_per_q"], out,
-                 note="Per question, counted apart: gate fired = a query was written (upfront: the question text, "
-                      "no gate); retrieved = a search returned passages; brief delivered = a valid brief reached at "
-                      "least one agent; recipients = distinct agents who received a brief (recruits among them: "
-                      "panel only; 0 under -ind). Rates over the n questions answered without error.")
-
-
-def self_assessment_table(rows: list[Row], conditions: list[str]) -> Table | None:
-    """The paper's Table 2B: accuracy, error rate, questions recruited and mean agents."""
-    out = []
-    for cond in conditions:
-        sel = [r for r in rows if r.condition == cond and "self_assessment" in r.summary]
-        if not sel:
-            continue
-        n = len(sel)
-        k = sum(r.correct for r in sel)
-        recruited = sum(1 for r in sel if r.summary.get("recruited", 0) > 0)
-        out.append([cond, n, round(_pct(k, n), 1), round(100 - _pct(k, n), 1), f"{recruited}/{n}",
-                    round(_pct(recruited, n), 1), round(sum(r.summary["final_panel_size"] for r in sel) / n, 2)])
-    if not out:
-        return None
-    return Table("Self-assessment diagnostic", ["condition", "n", "accuracy_%", "error_rate_%", "recruited",
-                                                "recruited_%", "mean_agents"], out)
 
 
 def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
@@ -282,21 +147,38 @@ def errors_table(rows: list[Row]) -> Table | None:
     return Table("Errors by kind", ["condition", "kind", "count"], [[c, k, n] for (c, k), n in sorted(counts.items())])
 
 
+def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
+    """The tables of the run's own pipeline (`Pipeline.tables`). A pipeline not installed here adds
+    none; a record that names no pipeline (a hand-built one) gets every built-in pipeline's tables,
+    each of which applies only to rows that carry its facts."""
+    name = (meta.get("scenario") or {}).get("pipeline")
+    if name is None:
+        names = list(dict.fromkeys(["panel", *PIPELINES]))  # the panel's tables first, as they always came
+    else:
+        names = [str(name)]
+    specs: list[TableSpec] = []
+    for n in names:
+        try:
+            pipeline = get_pipeline(n)
+        except UnknownPipeline:
+            continue
+        specs += [s for s in pipeline.tables if s not in specs]
+    return tuple(specs)
+
+
 def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) -> list[Table]:
+    """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
+    errors), then the paired comparisons."""
     slugs = [c["slug"] for c in meta.get("conditions", [])]
     conditions = condition_order(rows, slugs)
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
+    specs = pipeline_tables(meta)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
-    for extra in (recruitment_table(rows, conditions), recruitment_by_dataset_table(rows, conditions),
-                  knowledge_table(rows, conditions),
-                  self_assessment_table(rows, conditions),
-                  repeats_table(rows, conditions), errors_table(rows)):
-        if extra is not None:
-            tables.append(extra)
-    from medpanel.experiments.analysis.report_clear import clear_tables
-
-    tables.extend(clear_tables(rows, conditions))
+    extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
+    extra += [repeats_table(rows, conditions), errors_table(rows)]
+    extra += [spec.build(rows, conditions) for spec in specs if spec.late]
+    tables += [x for x in extra if x is not None]
     pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
@@ -322,10 +204,3 @@ def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str
     md_path.write_text("\n".join(md), encoding="utf-8")
     written.append(md_path)
     return written
-
-
-def load_meta(run_dir: Path) -> dict[str, Any]:
-    """run.json of a run directory, checked (see `rundir.load_meta`)."""
-    from medpanel.experiments.run.rundir import load_meta as checked  # rundir imports this module
-
-    return checked(run_dir)

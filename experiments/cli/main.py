@@ -87,7 +87,7 @@ def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file."
              set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key: settings.rounds=1")] = None,
              ) -> None:
     """Check a scenario and print its conditions and question count."""
-    from medpanel.experiments.run.runner import make_plan
+    from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.scenario import load_scenario
 
     sc = load_scenario(scenario, set_)
@@ -125,8 +125,10 @@ def run(
                                                "error rows again; each new result replaces its error row.")] = False,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
-    from medpanel.experiments.run.runner import Runner, Tally, make_plan
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
+    from medpanel.experiments.run.state import Tally
 
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "

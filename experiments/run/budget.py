@@ -12,15 +12,12 @@ import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.types import TranscriptEvent
-
-if TYPE_CHECKING:
-    from medpanel.experiments.run.runner import Stop
+from medpanel.experiments.run.state import Stop
 
 
 class Price(BaseModel):

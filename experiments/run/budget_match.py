@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.types import Condition, Question, QuestionResult
+from medpanel.agents.run import Resolved
+from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_meta, open_store
 from medpanel.experiments.run.scenario import BudgetMatch
@@ -54,15 +55,15 @@ class BudgetReference:
         return {"by": self.by, "target": calls if self.by == "calls" else tokens,
                 "reference": {"run": self.run, "condition": self.condition, "calls": calls, "tokens": tokens}}
 
-    def apply(self, condition: Condition, question: Question, repeat: int) -> Condition | QuestionResult:
+    def apply(self, resolved: Resolved, question: Question, repeat: int) -> Resolved | QuestionResult:
         """The condition with this question's budget in its settings, or an error result to store."""
         budget = self.budget_for(question.dataset, question.qid)
         if isinstance(budget, str):
             message = (f"no_reference: no budget from condition {self.condition!r} of {self.run}: {budget}. "
                        "Run the reference on the same questions (same dataset block), or drop budget_match")
-            return QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
+            return QuestionResult(condition=resolved.plan.slug, dataset=question.dataset, qid=question.qid,
                                   gold=question.gold, repeat=repeat, error=message, error_kind="no_reference")
-        return condition.model_copy(update={"settings": {**condition.settings, "budget": budget}})
+        return resolved.with_budget(budget)
 
     def to_json(self) -> dict[str, Any]:
         return {"run": self.run, "condition": self.condition, "by": self.by,

@@ -14,12 +14,17 @@ from typing import Any
 from pydantic import ValidationError
 
 from medpanel.agents.types import Question
-from medpanel.experiments.analysis.report import condition_order
 from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.run.store import Row, Store
 
 RESTORE = "Restore it from a backup, or start the run again"
+
+
+def condition_order(rows: list[Row], conditions: list[str] | None = None) -> list[str]:
+    seen = conditions or []
+    extra = sorted({r.condition for r in rows} - set(seen))
+    return [c for c in seen if any(r.condition == c for r in rows)] + extra
 
 
 def storage_url(run_dir: Path, meta: dict[str, Any]) -> str:

@@ -26,10 +26,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, evidence_items, leakage_table, refresh_leakage
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.report import Table, build_tables, default_comparisons
+from medpanel.experiments.analysis.report import build_tables, default_comparisons
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row, safe_stem
 

@@ -38,18 +38,23 @@ moderator model, which may choose only among the tied letters (README: "Tie rule
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Literal
 
 from medpanel.agents.channels.clear import ClearChannel, prepare_channel
 from medpanel.agents.channels.knowledge import KnowledgeChannel, prepare
+from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
-from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.pipelines.panel.state import Group, PanelState, Post, post_parts, render_posts, render_trace
 from medpanel.agents.pipelines.panel.steps import add_member, recruit, run_turn, select_team
+from medpanel.agents.pipelines.panel.summary import PanelSummary
+from medpanel.agents.pipelines.panel.tables import PANEL_TABLES, self_assessment_table
 from medpanel.agents.pipelines.panel.vote import moderate, panel_position
 from medpanel.agents.roles.challenger import Critique, challenge, panel_request
+from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 ROUTES = {
@@ -68,36 +73,65 @@ def route_for(critique: Critique | None) -> str:
     return ROUTES.get(critique.gap_type, "critique_round")
 
 
-class PanelPipeline:
+class PanelPlan(ConditionPlan):
+    challenger: bool
+    recruit: bool
+    knowledge: bool
+    """The `k` flag: knowledge recruitment between turns (routed coordination retrieves without it)."""
+    coordination: Literal["naive", "independent", "routed"] = "naive"
+    evidence: Literal["corpus", "clear"] = "corpus"
+    """The knowledge channel: a curator's brief over one corpus, or CLEAR's adjudication."""
+
+    @property
+    def uses_channel(self) -> bool:
+        return self.knowledge or self.coordination == "routed"
+
+
+class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
     settings_model = PanelSettings
+    plan_model = PanelPlan
+    summary_model = PanelSummary
     flags = ("c", "r", "k")
     variants = ("ind", "routed", "clear")
     """`-ind` independent coordination, `c1-routed` routed coordination, `-clear` CLEAR as the
     evidence channel (the same as `settings.k_source: clear`, as a condition of its own)."""
+    tables = (*PANEL_TABLES, TableSpec(knowledge_table), TableSpec(self_assessment_table))
 
-    def prepare(self, conditions: list[Condition], settings: PanelSettings) -> None:
-        if any(c.on("k") or c.flags.get("variant") == "routed" for c in conditions):
+    def plan(self, condition: Condition, settings: PanelSettings) -> PanelPlan:
+        variant = condition.flags.get("variant")
+        coordination: Literal["naive", "independent", "routed"] = (
+            "routed" if variant == "routed" else "independent" if variant == "ind" else "naive")
+        return PanelPlan(slug=condition.slug, flags=condition.flags, variant=str(variant) if variant else None,
+                         challenger=condition.on("c"), recruit=condition.on("r"), knowledge=condition.on("k"),
+                         coordination=coordination,
+                         evidence="clear" if settings.k_source == "clear" or variant == "clear" else "corpus")
+
+    def prepare(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> None:
+        if any(p.uses_channel for p in plans):
             prepare(settings)
-        if any(c.on("k") and (settings.k_source == "clear" or c.flags.get("variant") == "clear") for c in conditions):
+        if any(p.knowledge and p.evidence == "clear" for p in plans):
             prepare_channel(settings)
 
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome:
-        return await self.discuss(question, condition, session, settings)
+    def uses_verifier(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> bool:
+        return any(p.evidence == "clear" for p in plans)
 
-    async def discuss(self, question: Question, condition: Condition, session: QuestionSession,
+    async def __call__(self, question: Question, plan: PanelPlan, session: QuestionSession,
+                       settings: PanelSettings) -> Outcome:
+        return await self.discuss(question, plan, session, settings)
+
+    async def discuss(self, question: Question, plan: PanelPlan, session: QuestionSession,
                       settings: PanelSettings, *, group: Group | None = None) -> Outcome:
         """One panel's discussion; `group` when it is one of several panels on the same question."""
         s = settings
-        routed = condition.flags.get("variant") == "routed"
-        if routed and not condition.on("c"):
+        routed = plan.coordination == "routed"
+        if routed and not plan.challenger:
             raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
-        ind = condition.flags.get("variant") == "ind"
+        ind = plan.coordination == "independent"
         state = PanelState(question=question, session=session, settings=s, group=group,
                            independent=ind or routed, assessors=ind, routed=routed)
         channel: KnowledgeChannel | None = None
-        if condition.on("k") or routed:
-            if s.k_source == "clear" or condition.flags.get("variant") == "clear":
+        if plan.uses_channel:
+            if plan.evidence == "clear":
                 channel = ClearChannel(session, question, s)
             else:
                 channel = KnowledgeChannel(session, question, s)
@@ -124,7 +158,7 @@ class PanelPipeline:
             if index == total:
                 break  # an intervention after the last turn could not change any answer
             critique = None
-            if condition.on("c"):
+            if plan.challenger:
                 # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier
                 # critiques and the briefs included, so it reviews the debate and does not repeat itself.
                 trace = render_trace(state.posts)
@@ -145,15 +179,15 @@ class PanelPipeline:
                     data={"gap_type": critique.gap_type if critique else None, "route": route}))
             if channel is not None and s.timing != "upfront" and (not routed or route == "retrieve"):
                 trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
-                blind = s.timing == "between_blind" or not condition.on("c")
-                if isinstance(channel, KnowledgeChannel) and hasattr(channel, "panel_answer"):
+                blind = s.timing == "between_blind" or not plan.challenger
+                if isinstance(channel, ClearChannel):
                     channel.panel_answer = panel_position(state)
                 brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
                 if brief is not None:
                     state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
             if routed and route == "critique_round" and critique is not None:
                 state.focus = f"[{critique.gap_type}] {critique.challenge}"
-            if (condition.on("r") and (index == 1 or not s.self_assessment)) or route == "recruit":
+            if (plan.recruit and (index == 1 or not s.self_assessment)) or route == "recruit":
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
             panel = state.discussants()
             agreed = len({m.last for m in panel}) == 1 and all(m.last for m in panel)
@@ -185,9 +219,4 @@ class PanelPipeline:
             summary["auxiliary_invalid"] = sum(1 for m in state.members if m.assessment and not m.assessment["valid"])
         if routed:
             summary["routes"] = routes
-        return Outcome(answer=answer, invalid=not answer, summary=summary)
-
-
-@register("panel")
-def _factory() -> PanelPipeline:
-    return PanelPipeline()
+        return Outcome(answer=answer, invalid=not answer, summary=PanelSummary.model_validate(summary))
