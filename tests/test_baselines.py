@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.baselines import SEED_STRIDE, vote
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition

@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition, QuestionResult
 

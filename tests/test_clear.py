@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.registry import PIPELINES
 from medpanel.agents.run import run_question

@@ -109,7 +109,7 @@ def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
 def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
     import json
 
-    from medpanel.agents.model.backends import ModelSpec
+    from medpanel.agents.model.spec import ModelSpec
     from medpanel.agents.types import Condition
     from medpanel.experiments.run.freetext import load_freetext
     from medpanel.experiments.run.plan import Plan

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from medpanel.experiments.cli import main as cli
+from medpanel.experiments.cli import output as cli
 
 
 def _doc() -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import store as store_module
+from medpanel.experiments.run import files as store_module
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario

@@ -83,3 +83,26 @@ def test_html_report_of_an_old_run_builds(runs: Path) -> None:
         assert len(pages) == 1 and "s02" in index
         page = pages[0].read_text(encoding="utf-8")
         assert "route " in page if name == "v0-clear" else "material weakness:" in page
+
+
+def test_the_old_records_read_as_format_0() -> None:
+    from medpanel.experiments.run.rundir import load_record, load_transcript
+
+    for name in RUNS:
+        record = load_record(FIXTURE / name)
+        assert record.format_version == 0 and record.plan is None and record.name == name
+        for path in sorted((FIXTURE / name / "transcripts").rglob("*.json")):
+            transcript = load_transcript(path)
+            assert transcript.format_version == 0 and "format_version" not in transcript.summary
+            assert transcript.events and all(e.kind in ("call", "note", "vote", "decision", "error")
+                                            for e in transcript.events)
+
+
+def test_an_old_run_resumes_from_its_scenario(runs: Path) -> None:
+    """A run.json without a plan block is planned again from its scenario when it is opened."""
+    from medpanel.experiments.run.runner import Runner
+
+    runner = Runner.open(runs / "v0-panel")
+    resolved = runner.plan.resolved
+    assert resolved.name == "panel" and set(resolved.plans) == {"c0r0", "c1r1", "c1r0k1-clear"}
+    assert resolved.plans["c1r0k1-clear"].model_dump()["evidence"] == "clear"

@@ -12,7 +12,8 @@ import pytest
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Pair, Store
+from medpanel.experiments.run.storage import Pair
+from medpanel.experiments.run.store import Store
 from medpanel.experiments.view.viewer import build_site, page_name
 
 from .conftest import write

@@ -16,14 +16,8 @@ import pytest
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.view.viewer import (
-    build_site,
-    event_signature,
-    first_difference,
-    make_server,
-    page_name,
-    safe_url,
-)
+from medpanel.experiments.view.events import event_signature, first_difference
+from medpanel.experiments.view.viewer import build_site, make_server, page_name, safe_url
 
 from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run, run_rows
 
@@ -350,7 +344,7 @@ def test_chromium_is_where_the_skip_says(tmp_path: Path) -> None:
     ({"material_weakness": "no", "gap_type": "none"}, "material weakness: no", "ok"),  # a hand-edited transcript
 ])
 def test_weakness_badge_agrees_with_the_parsed_field(parsed: dict, label: str, cls: str) -> None:
-    from medpanel.experiments.view.viewer import _badges
+    from medpanel.experiments.view.events import _badges
 
     badges = dict(_badges(_ev("challenger", "critique", parsed)))
     assert badges.get(label) == cls, badges

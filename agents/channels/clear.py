@@ -22,12 +22,13 @@ from typing import Any
 from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
-from medpanel.agents.clear.pathways import Context, dynamic_source, local_source
+from medpanel.agents.clear.pathways import Context
 from medpanel.agents.clear.settings import ClearSettings, mode_of
 from medpanel.agents.types import TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.quickstart import web_corpus_for
 from medpanel.retrieval.search import check_separate
+from medpanel.retrieval.sources import open_source, source_class
 
 
 class ClearChannel(KnowledgeChannel):
@@ -37,13 +38,18 @@ class ClearChannel(KnowledgeChannel):
     """Set by the panel before each use: its current majority position."""
 
     def clear_settings(self) -> ClearSettings:
-        return clear_settings(self.settings, passage_chars=self.passage_chars).for_backend(self.session.spec)
+        """CLEAR's knobs for the channel: the panel's corpus, retriever, `k` and passage length (in force
+        for the backend); its sources come from the panel's settings (`local_spec`, `web_spec`)."""
+        s = self.settings
+        return ClearSettings(corpus=s.corpus, retriever=s.retriever, k=s.k, dynamic_k=min(s.k, 8),
+                             passage_chars=self.passage_chars).for_backend(self.session.spec)
 
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:
         cs = self.clear_settings()
+        web = self.settings.web_spec()
         ctx = Context(session=self.session, question=self.question, settings=cs, mode=mode_of("clear-default"),
-                      local=local_source(cs, cs.retriever), dynamic=dynamic_source(cs), query=query)
+                      local=open_source(self.settings.local_spec()), dynamic=open_source(web), web=web, query=query)
         panel = Candidate(pathway="parametric", answer=self.panel_answer,
                           reasoning="The panel's current majority position.",
                           provenance={"pathway": "panel consensus"})
@@ -77,28 +83,19 @@ class ClearChannel(KnowledgeChannel):
         return out
 
 
-def clear_settings(s: KnowledgeSettings, *, passage_chars: int | None = None) -> ClearSettings:
-    """CLEAR's settings for the panel's channel: the local corpus, and the web of `web_corpus`.
-    `passage_chars` is the length in force for the backend (the setting, else its accommodation)."""
-    return ClearSettings(corpus=s.corpus, retriever=s.retriever, k=s.k,
-                         dynamic_source="tavily" if s.source == "tavily" else "snapshot",
-                         dynamic_corpus=s.web_corpus, dynamic_k=min(s.k, 8),
-                         passage_chars=s.passage_chars if passage_chars is None else passage_chars)
-
-
 def prepare_channel(settings: KnowledgeSettings) -> None:
     """Open both sources once, and refuse an offline web that is (or shares documents with) the
     local corpus, before any worker starts."""
-    if settings.source != "tavily":
+    kind = source_class(settings.source)
+    if not kind.web or kind.needs_corpus:  # not a live search: the web is an offline corpus of its own
         web = web_corpus_for(settings.corpus, settings.web_corpus)
         if web is None:
             raise SourceConfigError(f"the offline web needs a corpus of its own: set it to a URL-bearing corpus other "
                                     f"than the local {settings.corpus!r} (README: Retrieval corpora)",
                                     field="settings.web_corpus")
         check_separate(settings.corpus, web, field="settings.web_corpus")
-    cs = clear_settings(settings)
-    local_source(cs, cs.retriever).open()
-    dynamic_source(cs).open()
+    open_source(settings.local_spec()).open()
+    open_source(settings.web_spec()).open()
 
 
 def brief_points(decision: Decision, n_local: int, per_source: int = 3) -> list[dict[str, Any]]:

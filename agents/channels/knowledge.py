@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from medpanel.agents.evidence import instruction_like, quote_block
 from medpanel.agents.model.client import QuestionSession
@@ -28,9 +28,9 @@ from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quickstart import web_corpus_for
+from medpanel.retrieval.sources import OFFLINE_WEB, CorpusSource, SourceSpec, open_source, source_class
 
 Timing = Literal["none", "upfront", "between_blind", "between_gap"]
-SourceKind = Literal["corpus", "snapshot", "tavily"]
 
 class KnowledgeFacts(Summary):
     """What the knowledge channel did for one question: four facts counted apart, since each can
@@ -63,9 +63,10 @@ class KnowledgeSettings(PipelineSettings):
     """Local corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and
     ingested on first use; ingest others with `medpanel corpus ingest`."""
     retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
-    source: SourceKind = "corpus"
-    """`corpus` (local retrieval), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`)
-    or `tavily` (live web search; needs TAVILY_API_KEY)."""
+    source: str = "corpus"
+    """Where the channel's evidence comes from: a registered source (`medpanel.retrieval.sources`):
+    `corpus` (the local corpus), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`),
+    `tavily` (live web search; needs TAVILY_API_KEY), or `module:Class` for your own."""
     web_corpus: str | None = None
     """The offline web (`source: snapshot`, and the web pathway of CLEAR as the panel's channel): a
     URL-bearing corpus of its own, never the local `corpus`. Default: the packaged `quickstart-web`
@@ -87,11 +88,35 @@ class KnowledgeSettings(PipelineSettings):
                              f"corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
         return web
 
+    @field_validator("source")
+    @classmethod
+    def _known_source(cls, v: str) -> str:
+        source_class(v)  # raises (a ValueError) naming the known kinds
+        return v
+
     @model_validator(mode="after")
     def _web_is_named(self) -> KnowledgeSettings:
-        if self.source == "snapshot":
-            _ = self.snapshot_corpus  # raises when the web cannot be resolved
+        kind = source_class(self.source)
+        if kind.web and kind.needs_corpus:
+            _ = self.snapshot_corpus  # raises when the offline web cannot be resolved
         return self
+
+    def spec(self) -> SourceSpec:
+        """The channel's own source."""
+        kind = source_class(self.source)
+        corpus = (self.snapshot_corpus if kind.web else self.corpus) if kind.needs_corpus else None
+        return SourceSpec(kind=self.source, corpus=corpus, retriever=self.retriever)
+
+    def local_spec(self) -> SourceSpec:
+        """The local corpus (CLEAR's local pathway when CLEAR is the panel's channel)."""
+        return SourceSpec(kind=CorpusSource.kind, corpus=self.corpus, retriever=self.retriever)
+
+    def web_spec(self) -> SourceSpec:
+        """The web (CLEAR's dynamic pathway as the panel's channel): the channel's own source when it is a
+        web source, else the offline web of `web_corpus`."""
+        if source_class(self.source).web:
+            return self.spec()
+        return SourceSpec(kind=OFFLINE_WEB, corpus=self.snapshot_corpus, retriever=self.retriever)
 
 
 @dataclass
@@ -123,34 +148,9 @@ class BriefResult:
         self.event.data["received_by"] = list(self.received_by)
 
 
-class EvidenceSource:
-    """Where the channel's passages come from: a local corpus retriever or a web search backend."""
-
-    def __init__(self, settings: KnowledgeSettings) -> None:
-        self.settings = settings
-        self._backend: Any = None
-
-    def open(self) -> Any:
-        if self._backend is None:
-            s = self.settings
-            if s.source == "corpus":
-                from medpanel.retrieval.retrievers import open_retriever
-
-                self._backend = open_retriever(s.corpus, s.retriever)
-            else:
-                from medpanel.retrieval.search import open_search_backend
-
-                self._backend = (open_search_backend("snapshot", corpus=s.snapshot_corpus) if s.source == "snapshot"
-                                 else open_search_backend("tavily"))
-        return self._backend
-
-    def search(self, query: str, k: int) -> list[Evidence]:
-        return list(self.open().search(query, k))
-
-
 def prepare(settings: KnowledgeSettings) -> None:
     """Open the corpus once before workers start: a missing corpus fails the run at once, clearly."""
-    EvidenceSource(settings).open()
+    open_source(settings.spec()).open()
 
 
 class KnowledgeChannel:
@@ -160,7 +160,7 @@ class KnowledgeChannel:
         self.session = session
         self.question = question
         self.settings = settings
-        self.source = EvidenceSource(settings)
+        self.source = open_source(settings.spec())
         self.results: list[BriefResult] = []
         """Briefs written (a search found passages and the curator's brief was valid)."""
         self.queries: list[str] = []

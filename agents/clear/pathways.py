@@ -15,7 +15,6 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.channels.knowledge import EvidenceSource, KnowledgeSettings
 from medpanel.agents.clear.bundle import Candidate, evidence_key
 from medpanel.agents.clear.quality import counts, deterministic, quality_block
 from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
@@ -27,17 +26,7 @@ from medpanel.agents.roles.assessor import llm_assess
 from medpanel.agents.roles.planner import Planner
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
-
-
-def local_source(settings: ClearSettings, retriever: str) -> EvidenceSource:
-    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, retriever=retriever,  # type: ignore[arg-type]
-                                            source="corpus", k=settings.k))
-
-
-def dynamic_source(settings: ClearSettings) -> EvidenceSource:
-    web = settings.snapshot_corpus if settings.dynamic_source == "snapshot" else None
-    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, web_corpus=web, source=settings.dynamic_source,
-                                            k=settings.dynamic_k))
+from medpanel.retrieval.sources import SourceSpec
 
 
 @dataclass
@@ -49,9 +38,11 @@ class Context:
     settings: ClearSettings
     mode: Mode
     local: Any
-    """`.search(query, k) -> list[Evidence]` over the local corpus."""
+    """`.search(query, k) -> list[Evidence]` over the local corpus (a `Source`, or a test's fake)."""
     dynamic: Any
-    """`.search(query, k) -> list[Evidence]` of the dynamic backend."""
+    """`.search(query, k) -> list[Evidence]` of the web source."""
+    web: SourceSpec
+    """What the dynamic pathway searches, as its provenance records it."""
     assessor: QuestionSession | None = None
     """The second model's session (`clear-dual`); its calls land in the same transcript."""
     searches: list[dict[str, Any]] = field(default_factory=list)
@@ -156,8 +147,8 @@ async def dynamic(ctx: Context, docs: list[Evidence], record: dict[str, Any]) ->
     prompt = candidate.dynamic_request(passages=passages_block(docs, s.passage_chars), quality=quality_block(docs),
                                        found=len(docs), question=question_block(ctx.question))
     return await _answer(ctx, "dynamic", prompt, docs,
-                         {"backend": s.dynamic_source, "snapshot_corpus": s.snapshot_corpus if
-                          s.dynamic_source == "snapshot" else None, "k": s.dynamic_k, "qpis": ctx.mode.qpis,
+                         {"backend": ctx.web.kind, "snapshot_corpus": ctx.web.corpus, "k": s.dynamic_k,
+                          "qpis": ctx.mode.qpis,
                           "urls": [e.url for e in docs], **counts(docs)})
 
 

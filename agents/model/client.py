@@ -33,8 +33,8 @@ from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from medpanel.agents.model.backends import ModelSpec
 from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import schema_of
 from medpanel.agents.redact import redact
 from medpanel.agents.types import TranscriptEvent, Usage

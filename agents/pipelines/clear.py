@@ -29,7 +29,7 @@ from typing import Any
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
-from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
+from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.quality import counts
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
@@ -43,9 +43,18 @@ from medpanel.agents.roles import responder
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
+from medpanel.retrieval.sources import Source, open_source, source_class
 
 SourceFactory = Callable[[ClearSettings, str], Any]
 """(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
+
+
+def _local(settings: ClearSettings, retriever: str) -> Source:
+    return open_source(settings.local_spec(retriever))
+
+
+def _web(settings: ClearSettings, _kind: str) -> Source:
+    return open_source(settings.web_spec())
 
 
 @asynccontextmanager
@@ -85,8 +94,8 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
     def __init__(self, *, local_factory: SourceFactory | None = None,
                  dynamic_factory: SourceFactory | None = None) -> None:
         # Tests inject fake retrievers here; by default the retrieval layer's backends are used.
-        self.local_factory = local_factory or local_source
-        self.dynamic_factory = dynamic_factory or (lambda s, _kind: dynamic_source(s))
+        self.local_factory: SourceFactory = local_factory or _local
+        self.dynamic_factory: SourceFactory = dynamic_factory or _web
         self.real_sources = local_factory is None and dynamic_factory is None
         """Injected test doubles have no corpus whose documents could be compared, and open nothing."""
 
@@ -103,7 +112,8 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
         refuse an offline web that is (or shares documents with) the local corpus."""
         modes = [p.mode for p in plans]
         local_used = any(m.kind in ("rag", "clear") for m in modes)
-        web_used = any(m.kind in ("online", "clear") for m in modes) and settings.dynamic_source == "snapshot"
+        web_used = (any(m.kind in ("online", "clear") for m in modes)
+                    and source_class(settings.dynamic_source).needs_corpus)
         if web_used:
             try:
                 web = settings.snapshot_corpus
@@ -114,9 +124,9 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
         if not self.real_sources:
             return
         for retriever in sorted({m.retriever or settings.retriever for m in modes if m.kind in ("rag", "clear")}):
-            local_source(settings, retriever).open()
+            _local(settings, retriever).open()
         if any(m.kind in ("online", "clear") for m in modes):
-            dynamic_source(settings).open()
+            _web(settings, settings.dynamic_source).open()
 
     async def __call__(self, question: Question, plan: ClearPlan, session: QuestionSession,
                        settings: ClearSettings) -> Outcome:
@@ -131,7 +141,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
             ctx = Context(session=session, question=question, settings=s, mode=mode,
                           local=self.local_factory(s, mode.retriever or s.retriever),
-                          dynamic=self.dynamic_factory(s, s.dynamic_source),
+                          dynamic=self.dynamic_factory(s, s.dynamic_source), web=s.web_spec(),
                           assessor=assessor if mode.dual else None)
             summary: dict[str, Any] = {"mode": mode.kind, "variant": str(variant or "clear-default")}
             if mode.kind == "clear":

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from medpanel.agents.model.backends import ModelSpec
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.experiments.run.scenario import Scenario
 

@@ -1,42 +1,49 @@
-"""CLI commands for inspecting runs: `view`, `compare`, `export`, `audit`, and `report --html`.
+"""CLI commands that read runs: `report`, `show`, `runs`, `view`, `compare`, `export`, `audit`.
 
-`register(app)` adds the commands to the main Typer app; `write_html_report(run_dir)` is what
-`medpanel report RUN_DIR --html` calls. Heavy imports (jinja2, matplotlib) happen inside the
-commands so `medpanel --help` stays fast.
+`register(app)` adds them to the medpanel app; `write_html_report(run_dir)` is what `medpanel report
+RUN_DIR --html` calls.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import io
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.table import Table as RichTable
 
+from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+from medpanel.experiments.analysis.compare import align, compare_tables
+from medpanel.experiments.analysis.export import FORMATS, write_export
+from medpanel.experiments.analysis.report import write_tables
+from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.files import inside
+from medpanel.experiments.run.rundir import load_meta, load_run, open_store, read_transcript
+from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.view.viewer import build_site, make_server
+from medpanel.retrieval.leakage import Thresholds
 
 DEFAULT_PORT = 8765
 
 
 def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last") -> list[Path]:
     """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
-    from medpanel.experiments.view.viewer import build_site
-
     return build_site(Path(run_dir), provenance=provenance, messages=messages)  # load_run checks the directory
 
 
-def _print_tables(tables: list) -> None:
-    from medpanel.experiments.cli.main import print_table
-
+def _print_tables(tables: list[Table]) -> None:
     for t in tables:
         print_table(t)
 
 
 def _echo(text: str) -> None:
-    from medpanel.experiments.cli.main import console
-
     console.print(text, markup=False, highlight=False)
 
 
@@ -46,9 +53,6 @@ def view(
     rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
 ) -> None:
     """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
-    from medpanel.experiments.run.rundir import load_meta
-    from medpanel.experiments.view.viewer import make_server
-
     load_meta(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
     if rebuild or not (report / "index.html").is_file():
@@ -82,8 +86,6 @@ def compare(
         "--out", help="Also write each table as CSV, and compare.md, into this directory.")] = None,
 ) -> None:
     """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
-    from medpanel.experiments.analysis.compare import align, compare_tables
-
     if out is not None:
         _check_out_dir(out)  # before the (slow) alignment and bootstrap
     pairs = None
@@ -98,8 +100,6 @@ def compare(
     tables = compare_tables(cmp)
     _print_tables(tables)
     if out is not None:
-        from medpanel.experiments.analysis.report import write_tables
-
         _check_out_dir(out)
 
         written = write_tables(out, tables, title=f"Compare: {', '.join(cmp.labels)}", md_name="compare.md")
@@ -113,11 +113,8 @@ def export(
         "--out", help="Output file ('-' for stdout); default report/results.<format>.")] = None,
 ) -> None:
     """One record per (condition, question, repeat) with every row, summary and question field."""
-    from medpanel.experiments.analysis.export import FORMATS, write_export
-
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}. Use --format jsonl or --format csv", field="--format")
-    from medpanel.experiments.run.rundir import load_meta
 
     load_meta(run_dir)
     if out is not None and str(out) == "-":
@@ -161,11 +158,7 @@ def audit(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
 ) -> None:
     """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
-    import dataclasses
 
-    from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-    from medpanel.experiments.run.rundir import load_run
-    from medpanel.retrieval.leakage import Thresholds
 
     data = load_run(run_dir)
     th = None
@@ -186,8 +179,92 @@ def audit(
         raise typer.Exit(1)
 
 
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+           html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
+                                                            "audit.")] = False) -> None:
+    """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
+    summarise(run_dir)
+    if html:
+        paths = write_html_report(run_dir)
+        console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
+
+
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    qid: Annotated[str, typer.Argument(help="Question id, or dataset__qid.")],
+    condition: Annotated[str | None, typer.Option("--condition", help="Only this condition slug.")] = None,
+    full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
+) -> None:
+    """Print a debate turn by turn, with parsed fields and tokens."""
+    store = open_store(run_dir, load_meta(run_dir))
+    try:
+        store.sync_transcripts()
+        rows = store.rows()
+    finally:
+        store.close()
+    known = sorted({r.condition for r in rows})
+    if condition is not None and condition not in known:
+        raise UserError(f"no condition {condition!r} in this run. Its conditions are: {', '.join(known) or 'none'}",
+                        field="--condition")
+    # Ids are matched exactly, and each row says where its transcript is (older runs named them differently).
+    matches = sorted((r for r in rows if qid in (r.qid, f"{r.dataset}__{r.qid}")
+                      and (condition is None or r.condition == condition)),
+                     key=lambda r: (r.condition, r.dataset, r.qid, r.repeat))
+    if not matches:
+        raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
+                        f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
+    for row in matches:
+        path = inside(run_dir, row.transcript)
+        if path is None or not path.is_file():
+            console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
+                          markup=False)
+            continue
+        print_transcript(read_transcript(path), full=full)
+
+
+def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
+    """List run directories with their status."""
+    if not runs_dir.is_dir():
+        what = "is a file, not a folder of runs" if runs_dir.exists() else "does not exist"
+        raise UserError(f"{runs_dir} {what}. Runs are created by medpanel run", field="RUNS_DIR")
+    table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
+    for col in ("run", "scenario", "model", "pairs", "state", "created"):
+        table.add_column(col)
+    damaged: list[UserError] = []
+    for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
+        try:
+            meta = load_meta(d)
+        except UserError as exc:  # list the others, then say which could not be read
+            damaged.append(exc)
+            table.add_row(d.name, "-", "-", "-", "damaged run.json", "-")
+            continue
+        status_path = d / "status.json"
+        try:
+            status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+        except (OSError, ValueError):
+            status = {"state": "unreadable status.json"}
+        status = status if isinstance(status, dict) else {"state": "unreadable status.json"}
+        status.setdefault("state", "killed")
+        if lock_holder(d) is not None:
+            status["state"] = "running"
+        elif status.get("state") == "running":
+            status["state"] = "killed"  # its session wrote "running" and never finished: resume it
+        model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
+        table.add_row(d.name, meta["name"], f"{model.get('backend', '?')}/{model.get('name')}",
+                      str(meta.get("n_pairs", "?")), f"{status['state']}"
+                      + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
+                      str(meta.get("created", ""))[:19])
+    console.print(table)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged run.json)" if len(damaged) > 1 else ""
+        raise UserError(f"{damaged[0]}{more}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `view`, `compare`, `export` and `audit` to the medpanel CLI."""
+    """Add `report`, `show`, `runs`, `view`, `compare`, `export` and `audit` to the medpanel CLI."""
+    app.command("report")(report)
+    app.command("show")(show)
+    app.command("runs")(runs)
     app.command("view")(view)
     app.command("compare")(compare)
     app.command("export")(export)

@@ -22,6 +22,7 @@ from typing import Any
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_text
+from medpanel.experiments.run.freetext import load_freetext
 
 log = logging.getLogger("medpanel.datasets")
 
@@ -75,8 +76,6 @@ def load_dataset(
 
     if source == "freetext":
         # Free-text tasks with rubric items (CLEAR's adapter); they live in their own loader.
-        from medpanel.experiments.run.freetext import load_freetext
-
         return load_freetext(path, subsets, limit, seed, base_dir=base_dir)
     if source == "sample" or path is None:
         if source == "sample" and path is not None:

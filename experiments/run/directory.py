@@ -15,11 +15,14 @@ from typing import Any
 from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference
+from medpanel.experiments.run.files import write_atomic
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.provenance import git_commit, versions
+from medpanel.experiments.run.records import RUN_FORMAT, RunRecord
 from medpanel.experiments.run.rundir import load_meta, read_run_questions
 from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store, normalize_url, redact_url, write_atomic
+from medpanel.experiments.run.storage import normalize_url, redact_url
+from medpanel.experiments.run.store import Store
 
 
 def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> Path:
@@ -56,7 +59,8 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         scenario_doc["run"]["storage"] = redact_url(scenario_doc["run"]["storage"])
     model = plan.scenario.model
     resolved = plan.resolvable()
-    return {
+    return RunRecord.model_validate({
+        "format_version": RUN_FORMAT,
         "name": plan.scenario.name,
         "scenario_file": scenario_file,
         "scenario": scenario_doc,
@@ -75,7 +79,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         "versions": versions(),
         "host": socket.gethostname(),
         "created": datetime.now(timezone.utc).isoformat(),
-    }
+    }).model_dump(mode="json")
 
 
 def write_questions(run_dir: Path, plan: Plan) -> str:

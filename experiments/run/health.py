@@ -16,9 +16,9 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 
-from medpanel.agents.model.backends import ModelSpec
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Question, QuestionResult, TranscriptEvent
-from medpanel.experiments.run.store import Pair
+from medpanel.experiments.run.storage import Pair
 
 SYSTEMATIC_KINDS = ("connection", "http_401", "http_403", "http_404")
 """Failures that say nothing about the question: the endpoint, the key or the model name is wrong."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from medpanel.agents.model.backends import ModelSpec
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings, PlanError
 from medpanel.agents.pipelines.registry import UnknownPipeline, get_pipeline
 from medpanel.agents.run import Resolved
@@ -25,7 +25,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
 from medpanel.experiments.run.datasets import load_dataset
 from medpanel.experiments.run.scenario import Scenario, updated
-from medpanel.experiments.run.store import Pair
+from medpanel.experiments.run.storage import Pair
 
 PLAN_FORMAT = 1
 """The version of run.json's `plan` block."""

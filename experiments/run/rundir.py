@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_json, read_text
+from medpanel.experiments.run.records import RunRecord, TranscriptRecord, read_run_record, read_transcript_record
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.run.store import Row, Store
 
@@ -36,6 +37,7 @@ def storage_url(run_dir: Path, meta: dict[str, Any]) -> str:
 class RunData:
     run_dir: Path
     meta: dict[str, Any]
+    """run.json as read (the dict form of `record`)."""
     rows: list[Row]
     questions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
@@ -51,8 +53,8 @@ class RunData:
         return read_transcript(path)
 
 
-def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
-    """run.json, checked to be a medpanel run's; a `UserError` naming the file otherwise."""
+def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
+    """run.json as a `RunRecord` (any format version), or a `UserError` naming the file."""
     run_dir = Path(run_dir)
     path = run_dir / "run.json"
     if not path.exists():
@@ -64,14 +66,36 @@ def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
             or not isinstance(meta.get("conditions"), list) or not isinstance(meta.get("name"), str):
         raise UserError(f"not a medpanel run.json (it needs name, scenario and conditions). {RESTORE}",
                         file=str(path))
-    return meta
+    try:
+        return read_run_record(meta)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "run.json"
+        raise UserError(f"not a medpanel run.json ({where}: {err['msg']}). {RESTORE}", file=str(path)) from None
 
 
-def read_transcript(path: Path) -> dict[str, Any]:
+def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
+    """run.json, checked to be a medpanel run's (`load_record`), as the dict the readers walk."""
+    return load_record(run_dir, arg=arg).model_dump(mode="json", exclude_unset=True)
+
+
+def load_transcript(path: Path) -> TranscriptRecord:
+    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it."""
     doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
     if not isinstance(doc, dict):
         raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
-    return doc
+    try:
+        return read_transcript_record(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "transcript"
+        raise UserError(f"not a medpanel transcript ({where}: {err['msg']}). Restore it from a backup",
+                        file=str(path)) from None
+
+
+def read_transcript(path: Path) -> dict[str, Any]:
+    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk."""
+    return load_transcript(path).model_dump(mode="json", exclude_unset=True)
 
 
 def read_run_questions(run_dir: Path) -> list[Question]:

@@ -39,13 +39,15 @@ from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
 from medpanel.experiments.run.budget import Budget, RateLimiter
+from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.rundir import require_study
 from medpanel.experiments.run.runlock import run_lock
 from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
-from medpanel.experiments.run.store import Pair, Store, is_shared, normalize_url, write_atomic, write_status
+from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
+from medpanel.experiments.run.store import Store
 from medpanel.experiments.run.worker import Shared, Worker
 from medpanel.retrieval.errors import RetrievalError, SourceConfigError
 

@@ -9,14 +9,7 @@ overwrites, never a row without its transcript.
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import hashlib
 import json
-import os
-import re
-import sqlite3
-import tempfile
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -30,239 +23,22 @@ from sqlalchemy.exc import IntegrityError
 from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
-
-metadata = sa.MetaData()
-
-results = sa.Table(
-    "mp_results", metadata,
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
-    sa.Column("repeat", sa.Integer, primary_key=True),
-    sa.Column("answer", sa.String(64), nullable=False),
-    sa.Column("gold", sa.String(64), nullable=False),
-    sa.Column("correct", sa.Boolean, nullable=False),
-    sa.Column("invalid", sa.Boolean, nullable=False),
-    sa.Column("error", sa.Text, nullable=True),
-    sa.Column("error_kind", sa.String(64), nullable=True),
-    sa.Column("calls", sa.Integer, nullable=False),
-    sa.Column("logical_calls", sa.Integer, nullable=False),
-    sa.Column("tokens", sa.Integer, nullable=False),
-    sa.Column("latency_s", sa.Float, nullable=False),
-    sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
-    sa.Column("summary", sa.Text, nullable=False),
-    sa.Column("transcript", sa.String(512), nullable=False),
-    sa.Column("worker", sa.String(128), nullable=False),
-    sa.Column("finished_at", sa.Float, nullable=False),
+from medpanel.experiments.run.files import inside, safe_dir, safe_stem, write_atomic
+from medpanel.experiments.run.records import TranscriptRecord, summary_record
+from medpanel.experiments.run.storage import (
+    Pair,
+    check_sqlite,
+    claims,
+    executions,
+    is_shared,
+    make_engine,
+    meta,
+    metadata,
+    redact_url,
+    resource_failure,
+    results,
+    transcripts,
 )
-
-claims = sa.Table(
-    "mp_claims", metadata,
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
-    sa.Column("repeat", sa.Integer, primary_key=True),
-    sa.Column("owner", sa.String(128), nullable=False),
-    sa.Column("claimed_at", sa.Float, nullable=False),
-)
-
-executions = sa.Table(
-    "mp_executions", metadata,
-    # One row per time a pair's pipeline actually started: the duplicate-execution audit.
-    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("condition", sa.String(128), nullable=False),
-    sa.Column("dataset", sa.String(128), nullable=False),
-    sa.Column("qid", sa.String(128), nullable=False),
-    sa.Column("repeat", sa.Integer, nullable=False),
-    sa.Column("owner", sa.String(128), nullable=False),
-    sa.Column("started_at", sa.Float, nullable=False),
-)
-
-transcripts = sa.Table(
-    "mp_transcripts", metadata,
-    # Shared storage only (PostgreSQL): workers on other machines commit transcripts here, in the
-    # same transaction as the row; `Store.sync_transcripts` writes them out as files.
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
-    sa.Column("repeat", sa.Integer, primary_key=True),
-    sa.Column("body", sa.Text, nullable=False),
-)
-
-meta = sa.Table(
-    "mp_meta", metadata,
-    # run.json and the questions, so `medpanel worker <url>` can join from another machine.
-    sa.Column("key", sa.String(64), primary_key=True),
-    sa.Column("value", sa.Text, nullable=False),
-)
-
-Pair = tuple[str, str, str, int]
-"""(condition slug, dataset, qid, repeat)."""
-
-
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cur = dbapi_conn.cursor()
-    # WAL lets readers (progress, report) run beside the writer; the busy timeout makes writers
-    # wait for each other instead of failing with "database is locked".
-    cur.execute("PRAGMA journal_mode=WAL")
-    cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=60000")
-    cur.close()
-
-
-def normalize_url(url: str) -> str:
-    """`postgresql://` means the psycopg 3 driver (the `[postgres]` extra), for Optuna and the store."""
-    if url.startswith("postgresql://") or url.startswith("postgres://"):
-        return "postgresql+psycopg://" + url.split("://", 1)[1]
-    return url
-
-
-def redact_url(url: str) -> str:
-    """A storage URL without its password, for messages and files."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url
-
-
-def check_sqlite(url: str) -> None:
-    """Refuse a SQLite study file that is not a database or has damaged pages, naming it.
-
-    SQLite reports damage only when a query reaches a damaged page, which may be deep inside a
-    report or a resumed run; `PRAGMA quick_check` reads every page once (milliseconds for a run's
-    study.db), so the problem is one line before anything else happens.
-    """
-    path = sa.engine.make_url(url).database
-    if not path or path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
-        return
-    fix = ("Restore it from a backup, or start the run again in a new --run-dir (its transcripts/ folder "
-           "keeps every finished debate)")
-    try:
-        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
-            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        verdict = str(exc)
-    if verdict != "ok":
-        raise UserError(f"the study database is damaged ({verdict}). {fix}", file=path)
-
-
-def is_shared(url: str) -> bool:
-    """Storage that several processes or machines may use at once (anything but SQLite)."""
-    return not url.startswith("sqlite")
-
-
-def make_engine(url: str) -> sa.Engine:
-    if url.startswith("sqlite"):
-        # A pool (not a connection per statement): the pragmas run once per connection, and a
-        # claim or commit costs one short transaction. Each worker claims on its own thread and
-        # commits on another, so 2 x workers connections are in use at once; a pool smaller than
-        # that closes and reopens connections (pragmas again) on every claim. Connections open
-        # lazily, so a large pool costs nothing until used.
-        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
-                                  pool_size=64, max_overflow=64)
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
-        return engine
-    # The same 2 x workers connections at once; PostgreSQL's default of 100 connections leaves room
-    # for six 8-worker processes.
-    return sa.create_engine(normalize_url(url), pool_pre_ping=True, pool_size=16, max_overflow=48)
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-NAME_PREFIX_CHARS = 80
-"""How much of an id a file name keeps readable; the hash after it carries the identity."""
-
-
-def safe_stem(readable: str, *key: object) -> str:
-    """A file name stem for `key`: a readable, sanitised prefix plus a hash of the exact key.
-
-    Sanitising alone is not injective (`a/b`, `a_b` and `a b` all become `a_b`) and not bounded
-    (a 300-character id exceeds the file system's 255 bytes), so the name's identity is the hash
-    of the key itself (64 bits of SHA-256; the prefix is only for people reading `ls`).
-    """
-    digest = hashlib.sha256(json.dumps([str(k) for k in key], ensure_ascii=False).encode()).hexdigest()[:16]
-    prefix = _UNSAFE.sub("_", readable)[:NAME_PREFIX_CHARS].lstrip(".")
-    return f"{prefix}-{digest}" if prefix else digest
-
-
-def safe_dir(name: str) -> str:
-    """A directory name: `name` itself when it is already safe and short (condition slugs are), else hashed."""
-    if _UNSAFE.search(name) or len(name) > NAME_PREFIX_CHARS or name.strip(".") == "":
-        return safe_stem(name, name)
-    return name
-
-
-def inside(root: Path, relative: str) -> Path | None:
-    """`root / relative` if it stays inside `root` (a path read from a database is not trusted)."""
-    path = (root / relative).resolve()
-    return path if path.is_relative_to(root.resolve()) else None
-
-
-def write_atomic(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        if exc.errno:
-            raise _naming(exc, path) from exc
-        raise
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno:
-            raise _naming(exc, path) from exc
-        raise
-
-
-def _naming(exc: OSError, path: Path) -> OSError:
-    """The same error, naming the file meant (not its temporary sibling)."""
-    return OSError(exc.errno, exc.strerror, str(path))
-
-
-STATUS_BYTES = 2048
-"""status.json is written this large (padded with spaces, still valid JSON) so that a disk that has
-filled up since can still take the final status: it is then overwritten in place."""
-
-
-def write_status(path: Path, status: dict[str, Any]) -> None:
-    text = json.dumps(status, indent=2) + "\n"
-    padded = text + " " * max(0, STATUS_BYTES - len(text.encode()))
-    try:
-        write_atomic(path, padded)
-    except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.is_file():
-            raise
-        size = path.stat().st_size
-        data = text.encode()
-        if len(data) > size:
-            raise
-        # No room for a new file: overwrite the old one in place, within blocks it already has.
-        with open(path, "r+b") as fh:
-            fh.write(data + b" " * (size - len(data)))
-            fh.flush()
-            os.fsync(fh.fileno())
-
-
-RESOURCE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EMFILE,
-                   errno.ENFILE}
-_SQLITE_RESOURCE = ("disk is full", "readonly database", "disk i/o error", "unable to open database file",
-                    "read-only file system")
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        yield cur
-        cur = cur.__cause__ or cur.__context__
 
 
 @dataclass(frozen=True)
@@ -354,17 +130,7 @@ class Store:
     def resource_failure(self, exc: BaseException) -> str | None:
         """One line naming the path and the cause when `exc` is the run's own storage failing (disk
         full, read-only, no permission), or None for anything else."""
-        from medpanel.agents.model.cache import StorageFailure, storage_cause
-
-        for e in _chain(exc):
-            if isinstance(e, StorageFailure):
-                return str(e)
-            if isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS:
-                return f"cannot write {e.filename or self.run_dir}: {storage_cause(e)}"
-            if isinstance(e, sqlite3.Error) and any(w in str(e).lower() for w in _SQLITE_RESOURCE):
-                where = self.url.removeprefix("sqlite:///") if self.url.startswith("sqlite:///") else "the study"
-                return f"cannot write {where}: {storage_cause(e)}"
-        return None
+        return resource_failure(exc, self.url, self.run_dir)
 
     def done(self, *, answered_only: bool = False) -> set[Pair]:
         """Pairs with a row; `answered_only` leaves out error rows (what `--retry-errors` re-runs)."""
@@ -418,25 +184,8 @@ class Store:
         name first, so until the row changes the error row's own transcript stays as it was."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
         path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
-        doc = {
-            "condition": result.condition,
-            "question": question.model_dump(mode="json"),
-            "repeat": result.repeat,
-            "answer": list(result.answer),
-            "gold": list(result.gold),
-            "correct": result.correct,
-            "invalid": result.invalid,
-            "error": result.error,
-            "error_kind": result.error_kind,
-            "calls": result.calls,
-            "logical_calls": result.logical_calls,
-            "tokens": result.tokens,
-            "latency_s": result.latency_s,
-            "cost_usd": cost_usd,
-            "summary": result.summary,
-            **(extra or {}),
-            "events": [e.model_dump(mode="json") for e in result.events],
-        }
+        record = TranscriptRecord.of(result, question, cost_usd)
+        doc = record.model_dump(mode="json") | (extra or {})
         # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
@@ -447,7 +196,8 @@ class Store:
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
                       error_kind=result.error_kind,
                       calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
-                      latency_s=result.latency_s, cost_usd=cost_usd, summary=redact(json.dumps(result.summary)),
+                      latency_s=result.latency_s, cost_usd=cost_usd,
+                      summary=redact(json.dumps(summary_record(result))),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
         replaced: str | None = None
         with self.engine.begin() as conn:

@@ -27,7 +27,8 @@ from medpanel.experiments.run.budget import Budget, event_cost
 from medpanel.experiments.run.health import EndpointHealth, Held
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
-from medpanel.experiments.run.store import Pair, Row, Store
+from medpanel.experiments.run.storage import Pair
+from medpanel.experiments.run.store import Row, Store
 
 
 @dataclass
