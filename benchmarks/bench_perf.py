@@ -37,6 +37,8 @@ from typing import Any
 
 import optuna
 
+from medpanel.agents.model.client import strict_response_format
+from medpanel.agents.model.structured import answer_model
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
@@ -116,9 +118,6 @@ def sdk_costs(n_messages: int, requests: int = 60) -> dict[str, float]:
     from openai import AsyncOpenAI
     from openai.types.chat import ChatCompletion
 
-    from medpanel.agents.model.client import strict_response_format
-    from medpanel.agents.model.structured import answer_model
-
     fmt = strict_response_format(answer_model(["A", "B", "C", "D"]))
     messages = [{"role": "system", "content": "You are a careful physician. " * 20}]
     messages += [{"role": "user", "name": "moderator", "content": "A post in the debate. " * 30}] * (n_messages - 1)
@@ -126,7 +125,8 @@ def sdk_costs(n_messages: int, requests: int = 60) -> dict[str, float]:
 
     async def measure(base_url: str) -> dict[str, float]:
         sdk = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
-        ways = {"create": lambda: sdk.chat.completions.create(**body),
+        create: Any = sdk.chat.completions.create  # the body is built for `post`; `create` takes it as keywords
+        ways = {"create": lambda: create(**body),
                 "post": lambda: sdk.post("/chat/completions", body=body, cast_to=ChatCompletion)}
         times: dict[str, list[float]] = {k: [] for k in ways}
         for _ in range(3):  # interleaved rounds: the machine's noise hits both alike

@@ -22,6 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import bm25s
+
+from medpanel.retrieval import bm25_index, ingest, open_retriever
+from medpanel.retrieval.docstore import DocStore
+from medpanel.retrieval.errors import DenseUnavailableError
+from medpanel.retrieval.medrag_jsonl import expand_inputs, read_jsonl
+
 TARGET_MS = 10.0
 
 
@@ -85,13 +92,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     queries = _load_queries(questions, args.n_queries)
     home = args.home or Path(tempfile.mkdtemp(prefix="medpanel-bench-"))
     os.environ["MEDPANEL_HOME"] = str(home)
-
-    # Imported after MEDPANEL_HOME is set, though the home is read per call anyway.
-    import bm25s
-
-    from medpanel.retrieval import bm25_index, ingest, open_retriever
-    from medpanel.retrieval.docstore import DocStore
-    from medpanel.retrieval.medrag_jsonl import expand_inputs, read_jsonl
 
     files = expand_inputs([args.corpus_dir])
     store = DocStore(p.doc for f in files for p in read_jsonl(f) if p.doc is not None)
@@ -160,9 +160,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _dense_estimate(texts: Sequence[str], sample: int) -> str:
-    from medpanel.retrieval.errors import DenseUnavailableError
-
     try:
+        # Optional heavy dependency: the [dense] extra (torch, sentence-transformers).
         from medpanel.retrieval.embedding import default_embedding_function
 
         embedder = default_embedding_function()

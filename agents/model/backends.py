@@ -11,7 +11,7 @@ import functools
 import os
 import ssl
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import openai
 from autogen_core.models import ChatCompletionClient, ModelInfo
@@ -127,8 +127,9 @@ class PostedChat:
             options["timeout"] = timeout
         if extra_headers:
             options["headers"] = dict(extra_headers)
+        # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
         return await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                   options=options)  # type: ignore[arg-type]
+                                   options=cast(Any, options))
 
     async def close(self) -> None:
         await self.sdk.close()

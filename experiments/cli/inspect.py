@@ -12,7 +12,7 @@ import io
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table as RichTable
@@ -25,7 +25,7 @@ from medpanel.experiments.analysis.report import write_tables
 from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import inside
-from medpanel.experiments.run.rundir import load_meta, load_run, open_store, read_transcript
+from medpanel.experiments.run.rundir import load_meta, load_record, load_run, open_store, read_transcript
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.view.viewer import build_site, make_server
 from medpanel.retrieval.leakage import Thresholds
@@ -65,7 +65,8 @@ def view(
         raise UserError(f"port {port} {why}. Choose another with --port N (or --port 0 for any free port)",
                         field="--port") from None
     host, bound = server.server_address[:2]
-    _echo(f"Serving {report} read-only at http://{host}:{bound}/index.html  (Ctrl-C to stop)")
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    _echo(f"Serving {report} read-only at http://{name}:{bound}/index.html  (Ctrl-C to stop)")
     sys.stdout.flush()
     try:
         server.serve_forever()
@@ -158,12 +159,10 @@ def audit(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
 ) -> None:
     """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
-
-
     data = load_run(run_dir)
     th = None
     if stem_chars is not None or ngram_containment is not None:
-        changes: dict[str, float | int] = {}
+        changes: dict[str, Any] = {}
         if stem_chars is not None:
             changes["stem_min_chars"] = stem_chars
         if ngram_containment is not None:
@@ -233,7 +232,7 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
     damaged: list[UserError] = []
     for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
         try:
-            meta = load_meta(d)
+            record = load_record(d)
         except UserError as exc:  # list the others, then say which could not be read
             damaged.append(exc)
             table.add_row(d.name, "-", "-", "-", "damaged run.json", "-")
@@ -249,11 +248,11 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
             status["state"] = "running"
         elif status.get("state") == "running":
             status["state"] = "killed"  # its session wrote "running" and never finished: resume it
-        model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
-        table.add_row(d.name, meta["name"], f"{model.get('backend', '?')}/{model.get('name')}",
-                      str(meta.get("n_pairs", "?")), f"{status['state']}"
+        model = record.model
+        table.add_row(d.name, record.name, f"{model.backend or '?'}/{model.name}",
+                      str(record.n_pairs if record.n_pairs is not None else "?"), f"{status['state']}"
                       + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
-                      str(meta.get("created", ""))[:19])
+                      str(record.created or "")[:19])
     console.print(table)
     if damaged:
         more = f" (and {len(damaged) - 1} more damaged run.json)" if len(damaged) > 1 else ""

@@ -72,7 +72,7 @@ class _LineLoader(yaml.SafeLoader):
                     raise Refused(f"values nest deeper than {MAX_YAML_DEPTH} levels. Flatten them", line)
                 raise Refused(f"the document holds more than {MAX_YAML_VALUES:,} values. A scenario is settings, "
                                "not data: put long lists in a dataset file", line)
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 

@@ -181,7 +181,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         rows = sorted(by_q[key], key=lambda r: (order.get(r.condition, 99), r.repeat))
         question = data.questions.get(key, {})
         page = page_name(*key)
-        columns = []
+        columns: list[dict[str, Any]] = []
         events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for n, row in enumerate(rows):
             doc = data.transcript(row)
