@@ -101,3 +101,15 @@ def test_a_pipeline_from_an_installed_packages_entry_point(tmp_path: Path, monke
     sys.modules.pop("devils_advocate", None)
     assert result.complete and result.pairs == 4
     assert medpanel.load_run(result.run_dir).record.plan["conditions"]["d1"]["advocate"] is True  # type: ignore[index]
+
+
+def test_the_readme_shows_the_example_that_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Your own pipeline and evidence source"):]
+    start = section.index("```python\n") + len("```python\n")
+    shown = section[start:section.index("```\n", start)]
+    module = EXAMPLE.read_text(encoding="utf-8")
+    code = module[module.index("import medpanel as mp"):]
+    assert shown == code
+    body = code[code.index("class AdvocatePlan"):].strip().splitlines()
+    assert len(body) <= 35, len(body)
