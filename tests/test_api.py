@@ -32,7 +32,13 @@ def test_run_and_load_run_from_python(tmp_path: Path) -> None:
     assert all(t.events and t.events[0].kind == "call" for t in transcripts)
     assert [t.title for t in run.tables()][:3] == ["Accuracy per condition x dataset", "Cost per question",
                                                    "Accuracy and compute"]
-    df = run.to_pandas()
+    assert [r["condition"] for r in run.records()] == ["c0", "c0", "c1", "c1"]
+
+
+def test_to_pandas_gives_the_exports_records(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")  # the [pandas] extra (.ci/run installs it)
+    result = medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run")
+    df = result.load().to_pandas()
     assert len(df) == 4 and {"condition", "qid", "correct", "summary.challenged"} <= set(df.columns)
     assert sorted(df["condition"].unique()) == ["c0", "c1"]
 
