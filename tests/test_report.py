@@ -124,3 +124,18 @@ def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
     assert got[("c1r0", "medqa")] == [1, 0, 100.0, 0, 0.0, 0.0, 2.0]
     titles = [x.title for x in build_tables(rows, {"conditions": [], "scenario": {}}, n_boot=10)]
     assert "Recruitment per dataset" in titles
+
+
+def test_a_pipelines_tables_come_from_its_own_declaration_not_from_summary_keys() -> None:
+    """A calibrated row's summary has a `route` (solo, small group, multi-group): CLEAR's route tables,
+    which used to be picked by that key, are not a calibrated run's."""
+    rows = [Row(condition="c1", dataset="d", qid=str(i), repeat=0, answer="A", gold="A", correct=True, invalid=False,
+                error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.1, transcript="x",
+                summary={"level": "basic", "route": "solo", "challenger_depth": "light", "timing": "none"})
+            for i in range(2)]
+    calibrated = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}],
+                                                       "scenario": {"pipeline": "calibrated"}}, n_boot=10)]
+    assert calibrated == ["Accuracy per condition x dataset", "Cost per question", "Accuracy and compute"]
+    clear = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}], "scenario": {"pipeline": "clear"}},
+                                           n_boot=10)]
+    assert "CLEAR route distribution" in clear  # the same rows read as CLEAR's do get CLEAR's tables
