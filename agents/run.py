@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec, build_client
-from medpanel.agents.cache import ResponseCache, StorageFailure
-from medpanel.agents.client import ModelCallError, QuestionSession, RunHalted
-from medpanel.agents.pipelines.base import get_pipeline
+from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.cache import ResponseCache, StorageFailure
+from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 
 
@@ -43,8 +45,37 @@ class ClientPool:
             await client.close()
 
 
-async def run_question(
-    condition: Condition,
+@dataclass(frozen=True)
+class Resolved:
+    """One condition ready to run: its pipeline, the settings validated, the condition planned.
+
+    A run resolves each condition once, in planning (`experiments/run/plan.py`), and every question
+    of the condition reuses it: no lookup or validation per question."""
+
+    pipeline: Pipeline[Any, Any]
+    settings: PipelineSettings
+    plan: ConditionPlan
+
+    def with_budget(self, budget: dict[str, Any]) -> Resolved:
+        """This condition with one question's compute budget (`budget_match`)."""
+        return replace(self, settings=self.pipeline.with_budget(self.settings, budget))
+
+
+def resolve(condition: Condition) -> Resolved:
+    """Look the pipeline up, validate the settings and plan the condition (for a single question; a
+    run does this once per condition in planning)."""
+    pipeline = get_pipeline(condition.pipeline)
+    settings = pipeline.settings_model.model_validate(condition.settings)
+    return Resolved(pipeline, settings, pipeline.plan(condition, settings))
+
+
+async def run_question(condition: Condition, question: Question, spec: ModelSpec, **options: Any) -> QuestionResult:
+    """`run_resolved` for a condition not planned yet (tests, `medpanel.run` of one question)."""
+    return await run_resolved(resolve(condition), question, spec, **options)
+
+
+async def run_resolved(
+    resolved: Resolved,
     question: Question,
     spec: ModelSpec,
     *,
@@ -59,8 +90,7 @@ async def run_question(
 ) -> QuestionResult:
     """Raises `RunHalted` when the run is halted mid-question and `StorageFailure` when the run's
     cache cannot be written; anything else becomes an error result."""
-    pipeline = get_pipeline(condition.pipeline)
-    settings = pipeline.settings_model.model_validate(condition.settings)
+    pipeline, settings, plan = resolved.pipeline, resolved.settings, resolved.plan
     if repeat:
         # Repeats differ by seed only, so a repeat is a fresh sample of the same configuration.
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
@@ -68,14 +98,15 @@ async def run_question(
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
                               before_call=before_call,
-                              namespace=condition.slug if spec.cache == "condition" else None)
-    result = QuestionResult(condition=condition.slug, dataset=question.dataset, qid=question.qid,
+                              namespace=plan.slug if spec.cache == "condition" else None)
+    result = QuestionResult(condition=plan.slug, dataset=question.dataset, qid=question.qid,
                             gold=question.gold, repeat=repeat)
     try:
-        outcome = await pipeline(question, condition, session, settings)
+        outcome = await pipeline(question, plan, session, settings)
         result.answer = outcome.answer
         result.invalid = outcome.invalid
-        result.summary = outcome.summary
+        result.summary = outcome.summary.data()
+        result.summary_version = outcome.summary.FORMAT_VERSION
         result.correct = not outcome.invalid and score(outcome.answer, question.gold, scoring)
     except (RunHalted, StorageFailure):
         raise  # not the question's failure: the runner stops the run and the pair is redone

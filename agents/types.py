@@ -57,9 +57,13 @@ class Condition(BaseModel):
         return self.flags.get(name, default)
 
     def on(self, name: str) -> bool:
-        """True when a 0/1 flag is set; string flags count as set when non-empty."""
-        value = self.flags.get(name, 0)
-        return bool(int(value)) if isinstance(value, int) or str(value).isdigit() else bool(value)
+        return flag_on(self.flags, name)
+
+
+def flag_on(flags: Flags, name: str) -> bool:
+    """True when a 0/1 flag is set; string flags count as set when non-empty."""
+    value = flags.get(name, 0)
+    return bool(int(value)) if isinstance(value, int) or str(value).isdigit() else bool(value)
 
 
 class Usage(BaseModel):
@@ -121,7 +125,10 @@ class QuestionResult(BaseModel):
     error_kind: str | None = None
     events: list[TranscriptEvent] = Field(default_factory=list)
     summary: dict[str, Any] = Field(default_factory=dict)
-    """Pipeline-level facts the report aggregates (recruitments, final panel size, gate fired ...)."""
+    """Pipeline-level facts the report aggregates (recruitments, final panel size, gate fired ...):
+    the pipeline's `Summary.data()`."""
+    summary_version: int = 1
+    """The format version of that summary (its pipeline's `Summary.FORMAT_VERSION`); stored with it."""
     repeat: int = 0
 
     @property

@@ -37,7 +37,8 @@ from medpanel.retrieval.retrievers import (
     clear_retriever_cache,
     open_retriever,
 )
-from medpanel.retrieval.search import SearchBackend, SnapshotSearch, TavilySearch, check_separate, open_search_backend
+from medpanel.retrieval.search import SearchBackend, SnapshotSearch, TavilySearch, check_separate
+from medpanel.retrieval.sources import SOURCES, Source, SourceSpec, open_source, register_source
 
 __all__ = [
     "K_RRF",
@@ -45,6 +46,7 @@ __all__ = [
     "QUICKSTART_NAME",
     "QUICKSTART_WEB_NAME",
     "RETRIEVER_KINDS",
+    "SOURCES",
     "BM25Retriever",
     "CorpusInfo",
     "CorpusInputError",
@@ -62,7 +64,9 @@ __all__ = [
     "SearchBackend",
     "SearchBackendError",
     "SnapshotSearch",
+    "Source",
     "SourceConfigError",
+    "SourceSpec",
     "TavilySearch",
     "assess_quality",
     "assess_source",
@@ -77,7 +81,8 @@ __all__ = [
     "list_corpora",
     "medpanel_home",
     "open_retriever",
-    "open_search_backend",
+    "open_source",
     "reciprocal_rank_fusion",
+    "register_source",
     "resolve_corpus",
 ]

@@ -37,7 +37,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from medpanel.retrieval import bm25_index
+from medpanel.retrieval import bm25_index, chroma_store
 from medpanel.retrieval.docstore import Doc, DocStore
 from medpanel.retrieval.errors import CorpusInputError, DenseUnavailableError
 from medpanel.retrieval.home import (
@@ -189,18 +189,23 @@ def ingest(
     corpus_dir = corpora_root() / name
     old_manifest = read_manifest(corpus_dir) if (corpus_dir / MANIFEST_NAME).is_file() else None
     dense = dense or bool(old_manifest and old_manifest.dense)
-    if dense and embedding_function is None:
-        # Fail before reading anything: a missing extra should cost the user no time.
-        from medpanel.retrieval.embedding import default_embedding_function
+    embedder = ""
+    if dense:
+        # Optional heavy dependency: the [dense] extra (torch, sentence-transformers) behind chromadb's
+        # embedding types, imported only for a dense ingest.
+        from medpanel.retrieval import embedding
 
-        try:
-            embedding_function = default_embedding_function()
-        except DenseUnavailableError as err:
-            if old_manifest and old_manifest.dense:
-                raise DenseUnavailableError(
-                    f"corpus {name!r} has a dense index that new documents must join; {err}"
-                ) from err
-            raise
+        if embedding_function is None:
+            # Fail before reading anything: a missing extra should cost the user no time.
+            try:
+                embedding_function = embedding.default_embedding_function()
+            except DenseUnavailableError as err:
+                if old_manifest and old_manifest.dense:
+                    raise DenseUnavailableError(
+                        f"corpus {name!r} has a dense index that new documents must join; {err}"
+                    ) from err
+                raise
+        embedder = embedding.embedder_model_name(embedding_function)
 
     report = IngestReport(name=name, path=corpus_dir, files=[str(f) for f in files], dense=dense)
     store = DocStore.load(corpus_dir)
@@ -256,9 +261,8 @@ def ingest(
     dense_model = old_manifest.dense_model if old_manifest else None
     if dense:
         started = time.perf_counter()
-        report.n_embedded, n_in_collection, dense_model = _embed(
-            corpus_dir, store, changed, embedding_function, console, progress
-        )
+        report.n_embedded, n_in_collection = _embed(corpus_dir, store, changed, embedding_function, console, progress)
+        dense_model = embedder
         report.seconds_dense = time.perf_counter() - started
 
     report.n_docs = len(store)
@@ -310,10 +314,7 @@ def _embed(
     embedding_function: Any,
     console: Console,
     progress: bool,
-) -> tuple[int, int, str]:
-    from medpanel.retrieval import chroma_store
-    from medpanel.retrieval.embedding import embedder_model_name
-
+) -> tuple[int, int]:
     client = chroma_store.open_client(corpus_dir)
     try:
         collection = chroma_store.open_collection(client, embedding_function, create=True)
@@ -330,7 +331,7 @@ def _embed(
         chroma_store.upsert_docs(
             collection, todo, batch_size=_EMBED_BATCH, on_batch=lambda n: bar.update(task, advance=n)
         )
-    return len(todo), int(collection.count()), embedder_model_name(embedding_function)
+    return len(todo), int(collection.count())
 
 
 def _disk_bytes(folder: Path) -> int:

@@ -11,7 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 QualityTier = Literal["high", "medium", "low"]
-RetrieverName = Literal["bm25", "dense", "hybrid", "snapshot", "tavily"]
+RetrieverName = str
+"""A retriever (bm25, dense, hybrid) or a source kind (snapshot, or any registered web source)."""
 
 
 class Evidence(BaseModel):

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from medpanel.retrieval import bm25_index
+from medpanel.retrieval import bm25_index, chroma_store
 from medpanel.retrieval.corpus import Manifest, read_manifest
 from medpanel.retrieval.docstore import DocStore
 from medpanel.retrieval.errors import DenseUnavailableError, RetrievalError
@@ -123,8 +123,6 @@ class DenseRetriever:
         store: DocStore | None = None,
         manifest: Manifest | None = None,
     ):
-        from medpanel.retrieval import chroma_store
-
         self.corpus_dir = corpus_dir
         self.manifest = manifest or read_manifest(corpus_dir)
         if not self.manifest.dense:
@@ -133,6 +131,8 @@ class DenseRetriever:
                 f"medpanel corpus ingest PATH... --name {self.manifest.name} --dense"
             )
         if embedding_function is None:
+            # Optional heavy dependency: the [dense] extra (torch, sentence-transformers) behind
+            # chromadb's embedding types, imported only when a dense retriever opens.
             from medpanel.retrieval.embedding import MINILM_MODEL, default_embedding_function
 
             if self.manifest.dense_model != MINILM_MODEL:

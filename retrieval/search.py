@@ -1,4 +1,5 @@
-"""Dynamic ("web") search backends behind `SearchBackend.search(query, k) -> list[Evidence]`.
+"""Web search backends behind `SearchBackend.search(query, k) -> list[Evidence]` (the evidence-source
+registry, `medpanel.retrieval.sources`, opens them by kind).
 
 - `SnapshotSearch` (default, offline): a corpus whose documents carry URLs, searched like the web:
   one result per page (best chunk per URL), `source="web"`, quality judged from the URL. Built
@@ -25,7 +26,6 @@ from medpanel.retrieval.retrievers import Retriever, open_retriever
 TAVILY_BASE_URL = "https://api.tavily.com"
 TAVILY_KEY_ENV = "TAVILY_API_KEY"
 TAVILY_MAX_RESULTS = 20
-SEARCH_BACKENDS: tuple[str, ...] = ("snapshot", "tavily")
 _YEAR_RE = re.compile(r"\b(19|20)\d{2}\b")
 
 
@@ -68,7 +68,7 @@ class SnapshotSearch:
                 hit.model_copy(
                     update={
                         "source": "web",
-                        "retriever": "snapshot",
+                        "retriever": self.kind,
                         "rank": len(results) + 1,
                         "quality": tier,
                         "flags": flags,
@@ -126,16 +126,16 @@ class TavilySearch:
         try:
             response = self._client.post(f"{self.base_url}/search", json=body)
         except httpx.HTTPError as err:
-            raise SearchBackendError(f"tavily: request to {self.base_url} failed: {err}") from err
+            raise SearchBackendError(f"{self.kind}: request to {self.base_url} failed: {err}") from err
         if response.status_code != 200:
             raise SearchBackendError(
-                f"tavily: HTTP {response.status_code} from {self.base_url}/search: {_detail(response)}"
+                f"{self.kind}: HTTP {response.status_code} from {self.base_url}/search: {_detail(response)}"
             )
         try:
             payload = response.json()
             raw_results = payload["results"]
         except (ValueError, KeyError, TypeError) as err:
-            raise SearchBackendError(f"tavily: unexpected response shape: {err}") from err
+            raise SearchBackendError(f"{self.kind}: unexpected response shape: {err}") from err
         return [_evidence(item, rank) for rank, item in enumerate(raw_results[:k], start=1)]
 
 
@@ -166,7 +166,7 @@ def _evidence(item: dict[str, Any], rank: int) -> Evidence:
         url=url or None,
         year=int(match.group(0)) if match else None,
         score=float(item.get("score") or 0.0),
-        retriever="tavily",
+        retriever=TavilySearch.kind,
         rank=rank,
         quality=tier,
         flags=flags,
@@ -194,12 +194,3 @@ def check_separate(local: str | Path, web: str | Path, *, field: str) -> None:
             raise SourceConfigError(
                 f"the offline web {str(web)!r} and the local corpus {str(local)!r} share {len(shared)} "
                 f"document(s) by {what} (e.g. {example!r}); {fix}", field=field)
-
-
-def open_search_backend(kind: str = "snapshot", *, corpus: str | Path | None = None, **options: Any) -> SearchBackend:
-    """`snapshot` (needs `corpus`) or `tavily` (options: api_key, base_url, search_depth, timeout)."""
-    if kind == "snapshot":
-        return SnapshotSearch(corpus, **options)
-    if kind == "tavily":
-        return TavilySearch(**options)
-    raise SearchBackendError(f"unknown search backend {kind!r}: choose one of {', '.join(SEARCH_BACKENDS)}")

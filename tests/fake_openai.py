@@ -1,5 +1,5 @@
 """The fake OpenAI-compatible server lives in the package (benchmarks use it too)."""
 
-from medpanel.experiments.bench.fake_server import FakeOpenAI, completion, schema_reply
+from benchmarks.fake_server import FakeOpenAI, completion, schema_reply
 
 __all__ = ["FakeOpenAI", "completion", "schema_reply"]

@@ -15,13 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.schemas import Critique, RecruitCheck, TeamChoice
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
+from benchmarks.bench_cache import responder as bench_responder
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
+from medpanel.agents.roles.challenger import Critique
+from medpanel.agents.roles.recruiter import RecruitCheck
+from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
-from medpanel.experiments.bench.bench_cache import responder as bench_responder
-from medpanel.experiments.runner import Plan, Runner
-from medpanel.experiments.scenario import Scenario
-from medpanel.experiments.store import Store
+from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.store import Store
 
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
@@ -157,8 +160,8 @@ def real_clear_run(base: Path, name: str = "clear-real") -> Path:
     step with a schema-valid reply, local and web search return fixed passages (one carries XSS)."""
     import pytest
 
-    from medpanel.agents.pipelines.base import PIPELINES
     from medpanel.agents.pipelines.clear import ClearPipeline
+    from medpanel.agents.pipelines.registry import PIPELINES
     from medpanel.retrieval.evidence import Evidence
 
     local = [Evidence(text="Graves disease causes diffuse goiter and ophthalmopathy.", title="Graves", doc_id="L-1",

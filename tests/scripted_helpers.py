@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec
-from medpanel.agents.cache import ResponseCache
+from medpanel.agents.model.cache import ResponseCache
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.run import run_question
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Condition, Question, QuestionResult
 
 Q4 = Question(dataset="unit", qid="q1", text="A 30-year-old has chest pain. Best next step?",
@@ -28,6 +28,6 @@ def run(condition: Condition, question: Question, responder: Callable[[ScriptedR
 
 
 def cond(pipeline: str, **flags: int | str) -> Condition:
-    from medpanel.experiments.scenario import slug_for
+    from medpanel.experiments.run.scenario import slug_for
 
     return Condition(slug=slug_for(flags) or pipeline, pipeline=pipeline, flags=flags)

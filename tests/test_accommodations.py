@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.backends import ModelSpec
 from medpanel.agents.clear.settings import ClearSettings
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest
@@ -95,9 +95,10 @@ def test_clear_passage_lengths_follow_the_backend() -> None:
 def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path, model: dict[str, Any],
                                                                   settings: dict[str, Any],
                                                                   expected: dict[str, Any]) -> None:
-    from medpanel.experiments.run_settings import header_lines
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import Scenario
+    from medpanel.experiments.analysis.header import header_lines
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "generalist", "flags": {"c": [1]},
                                         "settings": settings, "dataset": {"limit": 1, "subsets": ["medqa-style"]},
@@ -114,8 +115,9 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
 
 
 def test_clear_runs_also_record_the_verifiers_passage_length(tmp_path: Path) -> None:
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import Scenario
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "clear", "variants": ["direct"],
                                         "dataset": {"limit": 1, "subsets": ["medqa-style"]},

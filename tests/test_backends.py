@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.backends import BackendError, ModelSpec, build_client
-from medpanel.agents.cache import ResponseCache, cache_key
+from medpanel.agents.model.backends import BackendError, ModelSpec, build_client
+from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.run import run_question
 from medpanel.agents.types import Condition
 
@@ -115,8 +115,9 @@ def test_azure_posts_to_the_deployment_route_with_its_key(monkeypatch: pytest.Mo
 def test_a_worker_reuses_one_client_and_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients are built per worker loop, not per question, and keep their connection alive."""
     import medpanel.agents.run as run_module
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import Scenario
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import Scenario
 
     built: list[Any] = []
 
@@ -186,8 +187,8 @@ def test_concurrent_identical_requests_are_answered_once(tmp_path: Path) -> None
 
 
 def test_json_object_mode_caps_free_text_strings_for_the_embedded_model() -> None:
-    from medpanel.agents.client import cap_strings
-    from medpanel.agents.schemas import Critique
+    from medpanel.agents.model.client import cap_strings
+    from medpanel.agents.roles.challenger import Critique
 
     capped = cap_strings(Critique.model_json_schema(), 240)
     assert capped["properties"]["challenge"]["maxLength"] == 240

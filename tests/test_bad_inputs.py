@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.cli import main
+from medpanel.experiments.cli.main import main
 
 SHAPE_ONLY = os.environ.get("MEDPANEL_PROBE_SHAPE_ONLY") == "1"
 

@@ -9,18 +9,19 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.backends import ModelSpec
-from medpanel.agents.cache import ResponseCache, cache_key
-from medpanel.agents.client import QuestionSession, RecordingClient
+from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.client import QuestionSession, RecordingClient
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.baselines import SEED_STRIDE, vote
 from medpanel.agents.run import run_question
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Condition
+from medpanel.experiments.analysis.report import accuracy_compute_table, build_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.report import accuracy_compute_table, build_tables
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
-from medpanel.experiments.store import Row, Store
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.store import Row, Store
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion

@@ -10,9 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-from medpanel.experiments.budget import RateLimiter
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.run.budget import RateLimiter
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
 
 from .conftest import write
 

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec
-from medpanel.agents.cache import ResponseCache
+from medpanel.agents.model.cache import ResponseCache
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.run import run_question
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Condition, QuestionResult
 
 from .scripted_helpers import Q4, cond
@@ -67,9 +67,10 @@ def test_condition_cache_sends_every_conditions_own_requests(tmp_path: Path) -> 
 
 
 def test_the_cache_mode_is_in_run_json_and_the_report_header(tmp_path: Path) -> None:
-    from medpanel.experiments.run_settings import header_lines
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import Scenario
+    from medpanel.experiments.analysis.header import header_lines
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "cm", "pipeline": "generalist", "flags": {"c": [0, 1]},
                                         "dataset": {"limit": 1, "subsets": ["medqa-style"]},

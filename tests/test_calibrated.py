@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 
 from .scripted_helpers import Q4, run
@@ -69,7 +69,7 @@ def test_invalid_triage_routes_to_intermediate_and_is_recorded() -> None:
 
 def test_groups_are_distinct_panels_that_never_replay_each_other(tmp_path) -> None:
     """With the run cache on, group 2 used to send group 1's very requests and get its replies."""
-    from medpanel.agents.cache import ResponseCache
+    from medpanel.agents.model.cache import ResponseCache
 
     def respond(r: ScriptedRequest) -> Any:
         if r.tag.role == "triage":

@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.challenger import leaks, screen
-from medpanel.agents.schemas import Critique
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
+from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
 
 from .scripted_helpers import Q4, cond, run

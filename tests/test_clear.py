@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.backends import ModelSpec
-from medpanel.agents.pipelines.base import PIPELINES
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.clear import ClearPipeline
+from medpanel.agents.pipelines.registry import PIPELINES
 from medpanel.agents.run import run_question
-from medpanel.agents.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 
@@ -449,7 +449,7 @@ def test_no_valid_candidate_and_no_verifier_is_invalid_never_a_default(env: Call
 ])
 def test_heuristic_table(p: str | None, lc: str | None, d: str | None, n_high: int, route: str, answer: str) -> None:
     from medpanel.agents.clear.bundle import Bundle, Candidate
-    from medpanel.agents.clear.verifier import heuristic
+    from medpanel.agents.clear.verdict import heuristic
 
     cands = {name: Candidate(pathway=name, answer=(a,) if a else None)  # type: ignore[arg-type]
              for name, a in (("parametric", p), ("local", lc), ("dynamic", d))}
@@ -666,8 +666,8 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 @pytest.mark.parametrize("name", ["clear_mcq.yaml", "clear_followup.yaml"])
 def test_clear_scenarios_validate(name: str) -> None:
-    from medpanel.experiments.runner import make_plan
-    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario import load_scenario
 
     if not (SCENARIOS.parent.parent / "shared" / "data" / "medagentsbench").is_dir():
         pytest.skip("the shared MedAgentsBench data is not here")
@@ -683,8 +683,8 @@ def test_clear_scenarios_validate(name: str) -> None:
 
 def test_unknown_variant_is_a_user_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.runner import make_plan
-    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text("name: x\npipeline: clear\nvariants: [clear-turbo]\nmodel: {backend: scripted}\n")

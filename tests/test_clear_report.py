@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.report_clear import clear_tables, followup_table, guard_audit_table, route_table
-from medpanel.experiments.store import Row
+from medpanel.agents.clear.tables import clear_tables, followup_table, guard_audit_table, route_table
+from medpanel.experiments.run.store import Row
 
 from .conftest import write
 
@@ -82,10 +82,12 @@ run: {{workers: {workers}}}
 
 
 def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
-    from medpanel.experiments.report import build_tables, load_meta
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import load_scenario
-    from medpanel.experiments.store import Store
+    from medpanel.experiments.analysis.report import build_tables
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.rundir import load_meta
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.store import Store
 
     path = write(tmp_path / "s.yaml", SCENARIO.format(workers=2))
     plan = make_plan(load_scenario(path), base_dir=tmp_path)
@@ -107,12 +109,13 @@ def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
 def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
     import json
 
-    from medpanel.agents.backends import ModelSpec
+    from medpanel.agents.model.spec import ModelSpec
     from medpanel.agents.types import Condition
-    from medpanel.experiments.freetext import load_freetext
-    from medpanel.experiments.runner import Plan, Runner
-    from medpanel.experiments.scenario import Scenario
-    from medpanel.experiments.store import Store
+    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.plan import Plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.store import Store
 
     settings = {"corpus": "quickstart", "k": 2, "dynamic_k": 2, "rubric_file": "sample"}
     scenario = Scenario(name="ft", pipeline="clear", settings=settings, model=ModelSpec(backend="scripted"))
@@ -133,7 +136,7 @@ def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
 
 
 def test_free_text_mean_counts_missing_responses_grades_and_errors_as_zero() -> None:
-    from medpanel.experiments.report_clear import freetext_table
+    from medpanel.agents.clear.tables import freetext_table
 
     def ft(qid: str, score: float | None, *, invalid: bool = False, error: bool = False, ds: str = "hb") -> Row:
         import dataclasses

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from medpanel.experiments import cli
+from medpanel.experiments.cli import output as cli
 
 
 def _doc() -> dict[str, Any]:
@@ -49,7 +49,7 @@ def test_show_prints_tags_as_text_and_model_text_verbatim(out: io.StringIO) -> N
 
 
 def test_report_tables_print_cells_and_notes_verbatim(out: io.StringIO) -> None:
-    from medpanel.experiments.report import Table
+    from medpanel.agents.tables import Table
 
     cli.print_table(Table("t", ["condition", "dataset"], [["c1r0", "[medqa]"]], note="rates over [n] rows"))
     text = out.getvalue()
@@ -60,10 +60,11 @@ def test_report_headers_show_the_description_and_the_protocol_deviations(tmp_pat
                                                                          out: io.StringIO) -> None:
     from pathlib import Path
 
-    from medpanel.agents.scripted import ScriptedChatCompletionClient
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import load_scenario
-    from medpanel.experiments.viewer import build_site
+    from medpanel.agents.model.scripted import ScriptedChatCompletionClient
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.view.viewer import build_site
 
     f = Path(tmp_path) / "s.yaml"
     f.write_text("name: hdr\ndescription: 'Generalist on the samples. Deviation: temperature = 0.3 to sample.'\n"

@@ -12,15 +12,15 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from medpanel.agents.scripted import ScriptedRequest, synthesize
+from medpanel.agents.model.scripted import ScriptedRequest, synthesize
 from medpanel.agents.types import Question
-from medpanel.experiments.cli_inspect import register
-from medpanel.experiments.compare import align, compare_tables, run_labels
+from medpanel.experiments.analysis.compare import align, compare_tables, run_labels
+from medpanel.experiments.analysis.export import BASE, export_text
+from medpanel.experiments.analysis.report import paired_table
+from medpanel.experiments.analysis.stats import paired_comparison
+from medpanel.experiments.cli.inspect import register
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.export import BASE, export_text
-from medpanel.experiments.report import paired_table
-from medpanel.experiments.stats import paired_comparison
-from medpanel.experiments.store import Row, Store
+from medpanel.experiments.run.store import Row, Store
 
 from .inspect_fixtures import GRID_QUESTIONS, clear_run, grid_run
 

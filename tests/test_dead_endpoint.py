@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.scenario import RunSpec
+from medpanel.experiments.run.scenario import RunSpec
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments import store as store_module
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.run import files as store_module
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
 
 from .conftest import write
 

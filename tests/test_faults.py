@@ -11,10 +11,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.report import errors_table
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
-from medpanel.experiments.store import Store
+from medpanel.experiments.analysis.report import errors_table
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.store import Store
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
 
 from .scripted_helpers import Q4, QMULTI, cond, run
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 
 from .scripted_helpers import Q4, cond, run

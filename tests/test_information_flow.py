@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from autogen_core.models import AssistantMessage, UserMessage
 
-from medpanel.agents.backends import ModelSpec
-from medpanel.agents.context import Part, Trim, WindowedContext
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.context import Part, Trim, WindowedContext
+from medpanel.agents.model.scripted import ScriptedRequest
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.evidence import passages_block, quote_block
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest
 from medpanel.retrieval.evidence import Evidence
@@ -169,8 +169,9 @@ def test_independent_coordination_withholds_the_brief_from_recruits(corpus: str)
 
 def test_missing_corpus_is_one_clear_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.runner import Runner, make_plan
-    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text("name: x\npipeline: generalist\nvariants: [between-gap]\nsettings: {corpus: nope}\n"

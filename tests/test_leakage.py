@@ -11,8 +11,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from medpanel.experiments.audit import audit_run, evidence_items, load_provenance, read_leakage
-from medpanel.experiments.cli_inspect import register
+from medpanel.experiments.analysis.audit import audit_run, evidence_items, load_provenance, read_leakage
+from medpanel.experiments.cli.inspect import register
 from medpanel.experiments.errors import UserError
 from medpanel.retrieval.leakage import (
     QuestionProbe,
@@ -207,7 +207,7 @@ def test_audit_cli_writes_json_and_strict_exit(tmp_path: Path) -> None:
     fired = {x["detector"]: x for x in doc["hits"][0]["hits"]}
     assert fired["stem_match"]["threshold"] < 500  # a whole-stem copy fires on the share-of-stem rule
     assert fired["ngram_overlap"]["threshold"] == 0.9
-    from medpanel.experiments.audit import refresh_leakage
+    from medpanel.experiments.analysis.audit import refresh_leakage
 
     again = refresh_leakage(run_dir, run_rows(run_dir))
     assert again["thresholds"]["ngram_min_containment"] == 0.9

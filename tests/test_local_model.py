@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from medpanel.agents import local_server
-from medpanel.agents.local_server import LocalModelError, LocalServer
+from medpanel.agents.model import local_server
+from medpanel.agents.model.local_server import LocalModelError, LocalServer
 
 from .conftest import ROOT
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 CHILD = """
 import sys, time
-from medpanel.agents.local_server import LocalServer
+from medpanel.agents.model.local_server import LocalServer
 s = LocalServer(n_ctx=1024)
 s.start()
 print(s.port, s.proc.pid, flush=True)

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from medpanel.agents.types import Question, score
-from medpanel.experiments.datasets import load_dataset
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.datasets import load_dataset
 
 from .scripted_helpers import cond, run
 

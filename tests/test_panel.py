@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 
 from .scripted_helpers import Q4, cond, run

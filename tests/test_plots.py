@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments import plots
-from medpanel.experiments.plots import PLOTS, pareto_front, write_plots
-from medpanel.experiments.stats import accuracy_ci
-from medpanel.experiments.store import Row, Store
+from medpanel.experiments.analysis import plots
+from medpanel.experiments.analysis.plots import PLOTS, pareto_front, write_plots
+from medpanel.experiments.analysis.stats import accuracy_ci
+from medpanel.experiments.run.store import Row, Store
 
 from .inspect_fixtures import grid_run
 

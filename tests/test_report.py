@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.report import (
+from medpanel.agents.pipelines.panel.tables import recruitment_table
+from medpanel.experiments.analysis.report import (
     accuracy_table,
     build_tables,
     cost_table,
     default_comparisons,
     paired_table,
-    recruitment_table,
     repeats_table,
 )
-from medpanel.experiments.store import Row
+from medpanel.experiments.run.store import Row
 
 
 def row(cond: str, qid: str, correct: bool, *, ds: str = "d", recruited: int = 0, panel: int = 2, rep: int = 0,
@@ -90,7 +90,7 @@ def _k(queries: int, retrievals: int, passages: int, delivered: int, received: l
 
 
 def test_knowledge_table_counts_gate_retrieval_delivery_and_recipients_apart() -> None:
-    from medpanel.experiments.report import knowledge_table
+    from medpanel.agents.channels.tables import knowledge_table
 
     rows = [row("c1r1k1", "1", True, ds="a", extra=_k(2, 1, 3, 1, ["x", "r1"])),
             row("c1r1k1", "2", False, ds="a", extra=_k(1, 1, 4, 0, [])),  # retrieved, brief never delivered
@@ -107,7 +107,7 @@ def test_knowledge_table_counts_gate_retrieval_delivery_and_recipients_apart() -
 
 
 def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
-    from medpanel.experiments.report import recruitment_by_dataset_table
+    from medpanel.agents.pipelines.panel.tables import recruitment_by_dataset_table
 
     rows = [row("c1r1", "1", True, ds="medqa", recruited=1, panel=3), row("c1r1", "2", False, ds="medqa"),
             row("c1r1", "3", True, ds="medqa", recruited=2, panel=4), row("c1r1", "4", True, ds="pubmedqa"),
@@ -124,3 +124,18 @@ def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
     assert got[("c1r0", "medqa")] == [1, 0, 100.0, 0, 0.0, 0.0, 2.0]
     titles = [x.title for x in build_tables(rows, {"conditions": [], "scenario": {}}, n_boot=10)]
     assert "Recruitment per dataset" in titles
+
+
+def test_a_pipelines_tables_come_from_its_own_declaration_not_from_summary_keys() -> None:
+    """A calibrated row's summary has a `route` (solo, small group, multi-group): CLEAR's route tables,
+    which used to be picked by that key, are not a calibrated run's."""
+    rows = [Row(condition="c1", dataset="d", qid=str(i), repeat=0, answer="A", gold="A", correct=True, invalid=False,
+                error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.1, transcript="x",
+                summary={"level": "basic", "route": "solo", "challenger_depth": "light", "timing": "none"})
+            for i in range(2)]
+    calibrated = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}],
+                                                       "scenario": {"pipeline": "calibrated"}}, n_boot=10)]
+    assert calibrated == ["Accuracy per condition x dataset", "Cost per question", "Accuracy and compute"]
+    clear = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}], "scenario": {"pipeline": "clear"}},
+                                           n_boot=10)]
+    assert "CLEAR route distribution" in clear  # the same rows read as CLEAR's do get CLEAR's tables

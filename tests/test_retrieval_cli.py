@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from medpanel.experiments.corpus_cli import corpus_app
+from medpanel.experiments.cli.corpus import corpus_app
 from medpanel.retrieval import clear_retriever_cache
 
 RECORDS = [

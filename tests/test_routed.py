@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.scripted import ScriptedRequest
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest
 

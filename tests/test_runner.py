@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
-from medpanel.experiments.store import Store
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.store import Store
 
 from .conftest import write
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
+from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
 
 from .conftest import ROOT, write
 
@@ -239,8 +239,8 @@ SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yam
 
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_every_shipped_scenario_keeps_the_papers_settings_or_declares_why_not(path: Path) -> None:
-    from medpanel.experiments.protocol import deviations, undeclared
-    from medpanel.experiments.scenario import load_scenario
+    from medpanel.experiments.analysis.protocol import deviations, undeclared
+    from medpanel.experiments.run.scenario import load_scenario
 
     sc = load_scenario(path)
     found = deviations(sc.model_dump())
@@ -250,7 +250,7 @@ def test_every_shipped_scenario_keeps_the_papers_settings_or_declares_why_not(pa
 
 
 def test_protocol_deviations_are_found_and_must_be_declared() -> None:
-    from medpanel.experiments.protocol import deviations, undeclared
+    from medpanel.experiments.analysis.protocol import deviations, undeclared
 
     sc = {"name": "x", "pipeline": "panel", "flags": {"c": [1], "r": [0], "k": [1]},
           "settings": {"rounds": 1, "k": 8}, "model": {"temperature": 0.2, "seed": None}}
@@ -267,8 +267,8 @@ def test_protocol_deviations_are_found_and_must_be_declared() -> None:
 
 
 def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> None:
-    from medpanel.agents.scripted import ScriptedRequest
-    from medpanel.experiments.runner import make_plan
+    from medpanel.agents.model.scripted import ScriptedRequest
+    from medpanel.experiments.run.plan import make_plan
 
     from .scripted_helpers import Q4, run
 
@@ -303,8 +303,8 @@ def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> No
 
 
 def test_self_assessment_scenario_starts_from_one_agent_like_kamac() -> None:
-    from medpanel.agents.pipelines.panel import PanelSettings
-    from medpanel.agents.scripted import ScriptedRequest
+    from medpanel.agents.model.scripted import ScriptedRequest
+    from medpanel.agents.pipelines.panel.settings import PanelSettings
     from medpanel.agents.types import Condition
 
     from .scripted_helpers import Q4, run

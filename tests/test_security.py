@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.runner import Runner, make_plan
-from medpanel.experiments.scenario import load_scenario
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import load_scenario
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write

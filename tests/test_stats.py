@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from medpanel.experiments.stats import (
+from medpanel.experiments.analysis.stats import (
     PairedComparison,
     accuracy_ci,
     format_points,
@@ -118,7 +118,7 @@ def test_alignment_is_independent_of_dict_order() -> None:
 def test_bootstrap_is_reproducible_across_hash_seeds() -> None:
     # Set order of str keys changes with PYTHONHASHSEED; the CI for a fixed seed must not.
     code = (
-        "from medpanel.experiments.stats import paired_comparison as pc\n"
+        "from medpanel.experiments.analysis.stats import paired_comparison as pc\n"
         "a = {('ds', str(q)): q % 3 == 0 for q in range(40)}\n"
         "b = {('ds', str(q)): q % 2 == 0 for q in range(40)}\n"
         "c = pc('a', a, 'b', b, n_boot=500)\n"

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.rundir import load_run
-from medpanel.experiments.viewer import build_site, event_signature, first_difference, make_server, page_name, safe_url
+from medpanel.experiments.run.rundir import load_run
+from medpanel.experiments.view.events import event_signature, first_difference
+from medpanel.experiments.view.viewer import build_site, make_server, page_name, safe_url
 
 from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run, run_rows
 
@@ -201,7 +202,7 @@ def test_rebuild_drops_stale_pages(grid: Path) -> None:
 
 
 def test_write_html_report_refuses_non_run_dir(tmp_path: Path) -> None:
-    from medpanel.experiments.cli_inspect import write_html_report
+    from medpanel.experiments.cli.inspect import write_html_report
 
     with pytest.raises(UserError, match="not a run directory"):
         write_html_report(tmp_path)
@@ -236,7 +237,7 @@ def test_server_is_read_only_and_local(grid: Path) -> None:
 
 def test_view_command_builds_report_and_prints_url(tmp_path: Path) -> None:
     run_dir = grid_run(tmp_path, questions=GRID_QUESTIONS[2:], name="viewcmd")
-    code = ("import sys, typer; from medpanel.experiments.cli_inspect import register; "
+    code = ("import sys, typer; from medpanel.experiments.cli.inspect import register; "
             "app = typer.Typer(); register(app); app()")
     proc = subprocess.Popen([sys.executable, "-c", code, "view", str(run_dir), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -343,7 +344,7 @@ def test_chromium_is_where_the_skip_says(tmp_path: Path) -> None:
     ({"material_weakness": "no", "gap_type": "none"}, "material weakness: no", "ok"),  # a hand-edited transcript
 ])
 def test_weakness_badge_agrees_with_the_parsed_field(parsed: dict, label: str, cls: str) -> None:
-    from medpanel.experiments.viewer import _badges
+    from medpanel.experiments.view.events import _badges
 
     badges = dict(_badges(_ev("challenger", "critique", parsed)))
     assert badges.get(label) == cls, badges

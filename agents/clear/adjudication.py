@@ -33,45 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from medpanel.agents.clear.bundle import Answer, Bundle, FollowUp
-from medpanel.agents.clear.pathways import Context, assess, question_block
-from medpanel.agents.clear.quality import quality_block
+from medpanel.agents.clear.bundle import Answer, Bundle, Candidate, FollowUp, label
+from medpanel.agents.clear.pathways import Context, assess, dynamic, dynamic_documents, local
 from medpanel.agents.clear.settings import PATHWAYS
-from medpanel.agents.clear.verifier import Verdict, label, verify
-from medpanel.agents.knowledge import passages_block, quote_block
-from medpanel.agents.roles import RoleAgent, render
+from medpanel.agents.clear.verdict import Verdict, verify
+from medpanel.agents.roles import followup
+from medpanel.agents.roles.judge import Judgement, failing
+from medpanel.agents.roles.judge import judge as ask_judge
 from medpanel.agents.types import TranscriptEvent
-
-
-class FollowUpQuery(BaseModel):
-    query: str = Field(min_length=3, description="One search query of at most 25 words.")
-
-
-class Judgement(BaseModel):
-    """The follow-up adjudication, judged only from the follow-up documents."""
-
-    supports_challenger: bool = Field(description="true if the documents support the challenger answer.")
-    default_not_better_supported: bool = Field(description="true if the default answer is NOT better supported.")
-    query_aligned: bool = Field(description="true if the documents address this exact question and situation.")
-    exact_option_support: bool = Field(description="true if the support is for the exact option, not background.")
-    unresolved_conflict: bool = Field(description="true if the documents still conflict on the point.")
-    reason: str = Field(default="", description="One or two sentences.")
-
-
-GRANT_CONDITIONS: tuple[tuple[str, bool], ...] = (
-    ("supports_challenger", True),
-    ("default_not_better_supported", True),
-    ("query_aligned", True),
-    ("exact_option_support", True),
-    ("unresolved_conflict", False),
-)
-"""(field, required value): all must hold for the guard to grant or the audit to reopen."""
-
-
-def failing(j: Judgement) -> list[str]:
-    return [name for name, want in GRANT_CONDITIONS if getattr(j, name) is not want]
 
 
 def guard_case(bundle: Bundle) -> tuple[Answer, str, str] | None:
@@ -296,11 +265,7 @@ class Adjudicator:
         """Step 1: a query conditioned on the conflict; its results only gather evidence."""
         ctx, s = self.ctx, self.ctx.settings
         conflict = self.conflict_text(purpose, default, challenger, competing)
-        writer = RoleAgent(ctx.session, name="followup", role="followup", system_message=render("clear_followup"))
-        parsed = await writer.speak(render("clear_followup_request", question=question_block(self.bundle.question),
-                                           conflict=quote_block("conflict", conflict)),
-                                    FollowUpQuery, step="followup_query", round=rnd)
-        query = " ".join(str(getattr(parsed, "query", "")).split())[:400]
+        query = await followup.write_query(ctx.session, self.bundle.question, conflict, round=rnd)
         fallback = not query
         if fallback:
             # An invalid query reply still gets a targeted search: the stem plus the disputed options.
@@ -319,15 +284,28 @@ class Adjudicator:
 
     async def judge(self, fu: FollowUp, rnd: int) -> Judgement | None:
         """Step 2: the adjudication judges from the follow-up documents alone."""
-        s = self.ctx.settings
-        judge = RoleAgent(self.ctx.session, name="judge", role="judge", system_message=render("clear_judge"))
-        prompt = render("clear_judge_request", question=question_block(self.bundle.question),
-                        default=label(self.bundle, fu.default), challenger=label(self.bundle, fu.challenger),
-                        passages=passages_block(fu.evidence, s.verifier_passage_chars),
-                        quality=quality_block(fu.evidence))
-        parsed = await judge.speak(prompt, Judgement, step="followup_judge", round=rnd)
-        if not isinstance(parsed, Judgement):
+        parsed = await ask_judge(self.ctx.session, self.bundle.question, default=label(self.bundle, fu.default),
+                             challenger=label(self.bundle, fu.challenger), evidence=fu.evidence,
+                             chars=self.ctx.settings.verifier_passage_chars, round=rnd)
+        if parsed is None:
             fu.judgement = {"invalid": True}
             return None
         fu.judgement = {**parsed.model_dump(), "failed": failing(parsed)}
         return parsed
+
+
+async def adjudicate(ctx: Context, first: Candidate) -> Decision:
+    """CLEAR's one entry point: the local and dynamic pathways beside `first`, then the verifier,
+    the override guard, the challenge audit and the follow-up searches.
+
+    `first` is the parametric candidate: the backbone's own answer in the CLEAR pipeline, the
+    panel's current position when CLEAR is the panel's evidence channel. The pathways run one after
+    another: transcripts stay in a stable order and a small local server is not asked for three
+    completions at once.
+    """
+    loc = await local(ctx)
+    docs, record = await dynamic_documents(ctx)
+    dyn = await dynamic(ctx, docs, record)
+    bundle = Bundle(question=ctx.question, candidates={"parametric": first, "local": loc, "dynamic": dyn},
+                    local=list(loc.evidence), dynamic=list(docs), quality_record=record)
+    return await Adjudicator(ctx, bundle).run()

@@ -127,3 +127,14 @@ class Bundle:
                 "quality": {**self.counts, **self.quality_record},
                 "followups": [f.record(chars) for f in self.followups],
                 "tiers": [tier(ev) for ev in self.dynamic]}
+
+
+def label(bundle: Bundle, answer: Answer | None) -> str:
+    """An answer as the prompts show it: letters with their option text, or the free-text conclusion."""
+    if answer is None:
+        return "no valid answer"
+    q = bundle.question
+    if not q.options:
+        return answer[0][:600]
+    return " + ".join(f"({a}) {q.options.get(a, '?')}" for a in answer)
+

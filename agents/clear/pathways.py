@@ -15,42 +15,18 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from medpanel.agents.clear.bundle import Answer, Candidate, evidence_key
-from medpanel.agents.clear.quality import counts, deterministic, llm_assess, quality_block
+from medpanel.agents.clear.bundle import Candidate, evidence_key
+from medpanel.agents.clear.quality import counts, deterministic, quality_block
 from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import EvidenceSource, KnowledgeSettings, instruction_like, passages_block
-from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model, letters_of
+from medpanel.agents.evidence import instruction_like, passages_block
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.prompting import question_block
+from medpanel.agents.roles import candidate
+from medpanel.agents.roles.assessor import llm_assess
+from medpanel.agents.roles.planner import Planner
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
-
-
-class FreeTextAnswer(BaseModel):
-    answer: str = Field(min_length=1, description="Your conclusion, at most three sentences.")
-
-
-class QueryPlan(BaseModel):
-    sub_queries: list[str] = Field(min_length=1, description="Focused search queries, one per sub-question.")
-
-
-class Sufficiency(BaseModel):
-    sufficient: bool = Field(description="true if the passages are enough to answer the question.")
-    missing: str = Field(default="", description="What is still missing, in one sentence.")
-    next_queries: list[str] = Field(default_factory=list, description="New queries for what is missing.")
-
-
-def local_source(settings: ClearSettings, retriever: str) -> EvidenceSource:
-    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, retriever=retriever,  # type: ignore[arg-type]
-                                            source="corpus", k=settings.k))
-
-
-def dynamic_source(settings: ClearSettings) -> EvidenceSource:
-    web = settings.snapshot_corpus if settings.dynamic_source == "snapshot" else None
-    return EvidenceSource(KnowledgeSettings(corpus=settings.corpus, web_corpus=web, source=settings.dynamic_source,
-                                            k=settings.dynamic_k))
+from medpanel.retrieval.sources import SourceSpec
 
 
 @dataclass
@@ -62,9 +38,11 @@ class Context:
     settings: ClearSettings
     mode: Mode
     local: Any
-    """`.search(query, k) -> list[Evidence]` over the local corpus."""
+    """`.search(query, k) -> list[Evidence]` over the local corpus (a `Source`, or a test's fake)."""
     dynamic: Any
-    """`.search(query, k) -> list[Evidence]` of the dynamic backend."""
+    """`.search(query, k) -> list[Evidence]` of the web source."""
+    web: SourceSpec
+    """What the dynamic pathway searches, as its provenance records it."""
     assessor: QuestionSession | None = None
     """The second model's session (`clear-dual`); its calls land in the same transcript."""
     searches: list[dict[str, Any]] = field(default_factory=list)
@@ -99,25 +77,6 @@ class Context:
         return hits
 
 
-def question_block(q: Question) -> str:
-    if q.options:
-        return format_question(q)
-    return render("clear_freetext_question", conversation=q.text)
-
-
-def reply_model(q: Question) -> type[BaseModel]:
-    return answer_model(q.letters, multi=q.multi_answer) if q.options else FreeTextAnswer
-
-
-def answer_of(parsed: Any, q: Question) -> Answer | None:
-    if parsed is None:
-        return None
-    if not q.options:
-        text = str(parsed.answer).strip()
-        return (text,) if text else None
-    return letters_of(parsed)
-
-
 def local_query(q: Question) -> str:
     return q.text[:500]
 
@@ -129,10 +88,8 @@ def dynamic_query(q: Question) -> str:
 
 async def _answer(ctx: Context, pathway: Pathway, prompt: str, evidence: list[Evidence],
                   provenance: dict[str, Any]) -> Candidate:
-    agent = RoleAgent(ctx.session, name=pathway, role="candidate", system_message=render("clear_candidate"))
-    parsed = await agent.speak(prompt, reply_model(ctx.question), step=pathway)
-    reasoning = str(getattr(parsed, "reasoning", "")) if parsed is not None else ""
-    return Candidate(pathway=pathway, answer=answer_of(parsed, ctx.question), reasoning=reasoning,
+    answer, reasoning = await candidate.answer(ctx.session, ctx.question, pathway, prompt)
+    return Candidate(pathway=pathway, answer=answer, reasoning=reasoning,
                      evidence=evidence, provenance={"pathway": pathway, "model": ctx.session.spec.model_name,
                                                     **provenance})
 
@@ -144,8 +101,8 @@ async def parametric(ctx: Context) -> Candidate:
 async def local(ctx: Context) -> Candidate:
     s = ctx.settings
     passages = await ctx.search("local", ctx.query or local_query(ctx.question), s.k, step="local_retrieval")
-    prompt = render("clear_local_request", passages=passages_block(passages, s.passage_chars),
-                    found=len(passages), question=question_block(ctx.question))
+    prompt = candidate.local_request(passages=passages_block(passages, s.passage_chars), found=len(passages),
+                                     question=question_block(ctx.question))
     return await _answer(ctx, "local", prompt, passages,
                          {"corpus": s.corpus, "retriever": ctx.retriever, "k": s.k,
                           "doc_ids": [e.doc_id for e in passages]})
@@ -187,22 +144,19 @@ async def dynamic_documents(ctx: Context) -> tuple[list[Evidence], dict[str, Any
 
 async def dynamic(ctx: Context, docs: list[Evidence], record: dict[str, Any]) -> Candidate:
     s = ctx.settings
-    prompt = render("clear_dynamic_request", passages=passages_block(docs, s.passage_chars),
-                    quality=quality_block(docs), found=len(docs), question=question_block(ctx.question))
+    prompt = candidate.dynamic_request(passages=passages_block(docs, s.passage_chars), quality=quality_block(docs),
+                                       found=len(docs), question=question_block(ctx.question))
     return await _answer(ctx, "dynamic", prompt, docs,
-                         {"backend": s.dynamic_source, "snapshot_corpus": s.snapshot_corpus if
-                          s.dynamic_source == "snapshot" else None, "k": s.dynamic_k, "qpis": ctx.mode.qpis,
+                         {"backend": ctx.web.kind, "snapshot_corpus": ctx.web.corpus, "k": s.dynamic_k,
+                          "qpis": ctx.mode.qpis,
                           "urls": [e.url for e in docs], **counts(docs)})
 
 
 async def qpis_search(ctx: Context) -> tuple[list[Evidence], dict[str, Any]]:
     """Query planning and iterative search: sub-queries, then rounds until sufficient or a bound."""
     s = ctx.settings
-    block = question_block(ctx.question)
-    planner = RoleAgent(ctx.session, name="planner", role="planner", system_message=render("clear_planner"))
-    plan = await planner.speak(render("clear_plan_request", question=block, n=s.qpis_max_queries), QueryPlan,
-                               step="plan")
-    queries = _clean(plan.sub_queries if isinstance(plan, QueryPlan) else [], set(), s.qpis_max_queries)
+    planner = Planner(ctx.session, ctx.question, n=s.qpis_max_queries)
+    queries = _clean(await planner.plan(), set(), s.qpis_max_queries)
     record: dict[str, Any] = {"plan_valid": bool(queries), "rounds": []}
     if not queries:
         queries = [dynamic_query(ctx.question)]  # an invalid plan degrades to the default search
@@ -224,10 +178,8 @@ async def qpis_search(ctx: Context) -> tuple[list[Evidence], dict[str, Any]]:
             break
         if rnd == s.qpis_max_rounds:
             break
-        check = await planner.speak(render("clear_sufficiency_request", question=block,
-                                           passages=passages_block(docs, s.verifier_passage_chars),
-                                           n=s.qpis_max_queries), Sufficiency, step="sufficiency", round=rnd)
-        if not isinstance(check, Sufficiency):
+        check = await planner.check(docs, chars=s.verifier_passage_chars, round=rnd)
+        if check is None:
             stop = "sufficiency_invalid"
             break
         if check.sufficient:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from medpanel.agents.backends import ModelSpec
+from medpanel.agents.model.spec import ModelSpec
+from medpanel.agents.roles.grader import SAMPLE_RUBRICS
 from medpanel.agents.settings import PipelineSettings
 from medpanel.retrieval.quickstart import web_corpus_for
+from medpanel.retrieval.sources import OFFLINE_WEB, CorpusSource, SourceSpec, kinds, source_class
 
 Route = Literal["consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search"]
 ROUTES: tuple[str, ...] = ("consensus", "keep_parametric", "keep_local", "accept_dynamic", "needs_more_search")
@@ -18,13 +19,12 @@ Pathway = Literal["parametric", "local", "dynamic"]
 PATHWAYS: tuple[Pathway, ...] = ("parametric", "local", "dynamic")
 Kind = Literal["direct", "rag", "online", "clear"]
 
-SAMPLE_RUBRICS = "sample"
-"""`rubric_file: sample` names the packaged team-written free-text set."""
 
 
-@dataclass(frozen=True)
-class Mode:
+class Mode(BaseModel):
     """What one named condition runs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     kind: Kind
     retriever: str | None = None
@@ -38,14 +38,14 @@ class Mode:
 
 
 MODES: dict[str, Mode] = {
-    "direct": Mode("direct"),
-    "rag-bm25": Mode("rag", retriever="bm25"),
-    "rag-dense": Mode("rag", retriever="dense"),
-    "online": Mode("online"),
-    "clear-default": Mode("clear"),
-    "clear-dual": Mode("clear", dual=True),
-    "clear-qpis": Mode("clear", qpis=True),
-    "clear-no-followup": Mode("clear", follow_up=False),
+    "direct": Mode(kind="direct"),
+    "rag-bm25": Mode(kind="rag", retriever="bm25"),
+    "rag-dense": Mode(kind="rag", retriever="dense"),
+    "online": Mode(kind="online"),
+    "clear-default": Mode(kind="clear"),
+    "clear-dual": Mode(kind="clear", dual=True),
+    "clear-qpis": Mode(kind="clear", qpis=True),
+    "clear-no-followup": Mode(kind="clear", follow_up=False),
 }
 """Condition name -> what it runs. A condition without a variant is `clear-default`."""
 
@@ -59,8 +59,9 @@ class ClearSettings(PipelineSettings):
     """Local retriever (the paper uses BM25; any retriever of the retrieval layer works)."""
     k: int = Field(default=16, ge=1, le=100)
     """Local passages per question (the paper's k=16)."""
-    dynamic_source: Literal["snapshot", "tavily"] = "snapshot"
-    """Dynamic pathway backend: the offline web snapshot, or Tavily (needs TAVILY_API_KEY)."""
+    dynamic_source: str = OFFLINE_WEB
+    """The dynamic pathway's web source (`medpanel.retrieval.sources`): `snapshot` (the offline web
+    of `dynamic_corpus`), `tavily` (live search; needs TAVILY_API_KEY), or `module:Class` for your own."""
     dynamic_corpus: str | None = None
     """The offline web of `dynamic_source: snapshot`: a URL-bearing corpus of its own, never the
     local `corpus` (a run that would use one index, or shared documents, as both is refused).
@@ -111,9 +112,26 @@ class ClearSettings(PipelineSettings):
             "passage_chars": spec.accommodation("passage_chars", self.passage_chars),
             "verifier_passage_chars": spec.accommodation("verifier_passage_chars", self.verifier_passage_chars)})
 
+    @field_validator("dynamic_source")
+    @classmethod
+    def _web_source(cls, v: str) -> str:
+        if not source_class(v).web:
+            raise ValueError(f"dynamic_source {v!r} is not a web source; use one of {', '.join(kinds(web=True))}")
+        return v
+
+    def local_spec(self, retriever: str | None = None) -> SourceSpec:
+        """The local pathway's corpus (`retriever` of a rag-* condition, else the setting)."""
+        return SourceSpec(kind=CorpusSource.kind, corpus=self.corpus, retriever=retriever or self.retriever)
+
+    def web_spec(self) -> SourceSpec:
+        """The dynamic pathway's source (its corpus resolved when it reads one: the offline web)."""
+        corpus = self.snapshot_corpus if source_class(self.dynamic_source).needs_corpus else None
+        return SourceSpec(kind=self.dynamic_source, corpus=corpus)
+
     @model_validator(mode="after")
     def _web_is_not_local(self) -> ClearSettings:
-        if self.dynamic_source == "snapshot" and self.dynamic_corpus is not None and self.dynamic_corpus == self.corpus:
+        if (source_class(self.dynamic_source).needs_corpus and self.dynamic_corpus is not None
+                and self.dynamic_corpus == self.corpus):
             raise ValueError(f"settings.dynamic_corpus is the local corpus {self.corpus!r}: the offline web must be a "
                              f"corpus of its own (e.g. the MedQuAD pages, with the PubMed abstracts as the local "
                              f"corpus; README: Retrieval corpora)")

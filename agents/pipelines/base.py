@@ -1,16 +1,98 @@
-"""What a pipeline is, and the registry that maps `pipeline:` names to implementations."""
+"""The pipeline contract: every member the runner uses, declared here with its default.
+
+A pipeline is a subclass of `Pipeline`. The runner resolves it once per run, in planning:
+
+1. `settings_model` validates the scenario's `settings:` block (once);
+2. `check` refuses flags and variants the pipeline does not have (`flags`, `variants`,
+   `requires_variant`), and `plan` decodes each condition into the pipeline's typed
+   `ConditionPlan` (`plan_model`): `c1r1k1-ind` becomes `challenger=True, coordination="independent"`;
+3. `prepare` opens what every worker will share (a corpus index), so a missing one fails the run
+   before any model call; `accepts_budget`/`with_budget` say whether a condition can spend a
+   per-question compute budget (`budget_match`), and `uses_verifier` whether CLEAR's verifier
+   runs (run.json then records its passage length);
+4. `__call__` answers one question; its `Outcome.summary` is an instance of `summary_model`.
+
+The settings and the plans are written to run.json, so a resume or a worker on another machine
+runs exactly what was planned. One instance serves every question of a run, from several worker
+threads: keep per-question state in local variables, never on `self`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import abc
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Generic, TypeVar
 
-from medpanel.agents.client import QuestionSession
+from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
+from pydantic_core.core_schema import ValidatorFunctionWrapHandler
+
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.settings import PipelineSettings
-from medpanel.agents.types import Condition, Question
+from medpanel.agents.tables import TableSpec
+from medpanel.agents.types import Condition, Question, flag_on
 
-__all__ = ["PIPELINES", "Outcome", "Pipeline", "PipelineSettings", "get_pipeline", "register"]
+__all__ = ["ConditionPlan", "Outcome", "Pipeline", "PipelineSettings", "PlanError", "Summary"]
+
+
+class PlanError(ValueError):
+    """A condition the pipeline cannot run as written; `field` names the scenario key to fix."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class ConditionPlan(BaseModel):
+    """One condition as the pipeline will run it. Pipelines extend it with typed, decoded fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slug: str
+    flags: dict[str, int | str] = {}
+    """The condition's flags as the scenario gave them (`variant` among them)."""
+    variant: str | None = None
+
+    def on(self, name: str) -> bool:
+        return flag_on(self.flags, name)
+
+
+class Summary(BaseModel):
+    """The facts a pipeline records about one question besides its answer (what the report reads).
+
+    Pipelines extend it with typed fields, all optional (an error row has an empty summary). In a
+    record (a result row, a transcript) it carries `format_version`; `data()` is the facts alone,
+    in the order the pipeline gave them, as `QuestionResult.summary` holds them.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    FORMAT_VERSION: ClassVar[int] = 1
+    format_version: int = 0
+    """The summary format the record was written in; 0 for records made before versions existed."""
+    budget: dict[str, Any] | None = None
+    """The per-question budget the runner gave this question (`budget_match`, `with_budget`) and what
+    was spent of it, for pipelines that spend one: by, target, reference, spent_calls, spent_tokens."""
+    _order: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        model = handler(value)
+        if isinstance(value, dict) and isinstance(model, Summary):
+            model._order = list(value)
+        return model
+
+    def data(self) -> dict[str, Any]:
+        """The facts that were set (not the version), in the order they were given."""
+        dumped = self.model_dump(mode="json", exclude_unset=True, exclude={"format_version"})
+        first = [k for k in self._order if k in dumped]
+        return {k: dumped[k] for k in first} | {k: v for k, v in dumped.items() if k not in first}
+
+    def record(self) -> dict[str, Any]:
+        """The summary as a record stores it: its format version, then the facts."""
+        return {"format_version": self.FORMAT_VERSION, **self.data()}
+
 
 
 @dataclass
@@ -19,33 +101,68 @@ class Outcome:
 
     answer: tuple[str, ...] = ()
     invalid: bool = False
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
 
 
-class Pipeline(Protocol):
-    settings_model: type[PipelineSettings]
-    flags: tuple[str, ...]
-    """Flag names the pipeline understands; others in a scenario are an error."""
-
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome: ...
+SettingsT = TypeVar("SettingsT", bound=PipelineSettings)
+PlanT = TypeVar("PlanT", bound=ConditionPlan)
 
 
-PIPELINES: dict[str, Callable[[], Pipeline]] = {}
+class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
+    """A method: roles composed into an answer for one question. Subclass it and implement `__call__`."""
 
+    settings_model: type[PipelineSettings] = PipelineSettings
+    """The `settings:` block (unknown keys refused)."""
+    plan_model: type[ConditionPlan] = ConditionPlan
+    """What `plan` returns, and how run.json's stored plans are read back."""
+    summary_model: type[Summary] = Summary
+    """The per-question facts `__call__` returns; the report reads result rows with it."""
+    flags: tuple[str, ...] = ()
+    """Flag names the pipeline understands (`c`, `r`, `k`); others in a scenario are an error."""
+    variants: tuple[str, ...] = ()
+    """Named conditions (`variants: [between-gap]`, or a slug's tail as in `c1r1k1-ind`)."""
+    requires_variant: bool = False
+    """True when every condition must name one of `variants`."""
+    tables: tuple[TableSpec, ...] = ()
+    """Report tables of this pipeline's own facts (recruitment, CLEAR's routes ...), computed from
+    its result rows after the tables every run has."""
 
-def register(name: str) -> Callable[[Callable[[], Pipeline]], Callable[[], Pipeline]]:
-    def deco(factory: Callable[[], Pipeline]) -> Callable[[], Pipeline]:
-        PIPELINES[name] = factory
-        return factory
+    def check(self, condition: Condition, name: str) -> None:
+        """Refuse flags and variants this pipeline does not have (`name` as the scenario wrote it)."""
+        unknown = set(condition.flags) - set(self.flags) - {"variant"}
+        if unknown:
+            raise PlanError(f"pipeline {name!r} has no flag {', '.join(sorted(unknown))}. "
+                            f"Its flags are: {', '.join(self.flags)}", field="flags")
+        variant = condition.flags.get("variant")
+        if variant is None and self.requires_variant:
+            raise PlanError(f"pipeline {name!r} needs variants, e.g. variants: [{', '.join(self.variants)}]",
+                            field="variants")
+        if variant is not None and variant not in self.variants:
+            raise PlanError(f"pipeline {name!r} has no condition variant {variant!r}. "
+                            f"Its variants are: {', '.join(self.variants) or 'none'}", field="variants")
 
-    return deco
+    def plan(self, condition: Condition, settings: SettingsT) -> PlanT:
+        """Decode a condition into this pipeline's plan (the default keeps flags and variant only)."""
+        variant = condition.flags.get("variant")
+        return self.plan_model(slug=condition.slug, flags=condition.flags,  # type: ignore[return-value]
+                               variant=str(variant) if variant is not None else None)
 
+    def prepare(self, plans: Sequence[PlanT], settings: SettingsT) -> None:
+        """Open what every worker will share, once, before any model call. Default: nothing."""
 
-def get_pipeline(name: str) -> Pipeline:
-    # Importing the package registers the built-in pipelines.
-    import medpanel.agents.pipelines  # noqa: F401
+    def accepts_budget(self, plan: PlanT) -> bool:
+        """Can this condition spend a per-question budget (`budget_match`)? Default: no."""
+        return False
 
-    if name not in PIPELINES:
-        raise KeyError(name)
-    return PIPELINES[name]()
+    def with_budget(self, settings: SettingsT, budget: dict[str, Any]) -> SettingsT:
+        """These settings with one question's budget (only for conditions that `accepts_budget`)."""
+        raise PlanError(f"{type(self).__name__} cannot spend a per-question budget", field="budget_match")
+
+    def uses_verifier(self, plans: Sequence[PlanT], settings: SettingsT) -> bool:
+        """Does any condition run CLEAR's verifier (run.json then records its passage length)?"""
+        return False
+
+    @abc.abstractmethod
+    async def __call__(self, question: Question, plan: PlanT, session: QuestionSession,
+                       settings: SettingsT) -> Outcome:
+        """Answer one question. Build the question's agents here (never share them across questions)."""

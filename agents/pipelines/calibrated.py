@@ -25,26 +25,35 @@ intermediate level and is recorded, so a question is never silently dropped.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
-from medpanel.agents.pipelines.base import Outcome, register
-from medpanel.agents.pipelines.generalist import TIMING_CONDITIONS, GeneralistPipeline, GeneralistSettings, resolve
-from medpanel.agents.pipelines.panel import Group, PanelPipeline, PanelSettings
-from medpanel.agents.roles import RoleAgent, format_question, render
+from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
+from medpanel.agents.channels.tables import knowledge_table
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.pipelines.base import Outcome, Pipeline
+from medpanel.agents.pipelines.generalist import (
+    TIMING_CONDITIONS,
+    GeneralistPipeline,
+    GeneralistPlan,
+    GeneralistSettings,
+    GeneralistSummary,
+    prepare_retrieval,
+    timing_plan,
+)
+from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan
+from medpanel.agents.pipelines.panel.settings import PanelSettings
+from medpanel.agents.pipelines.panel.state import Group
+from medpanel.agents.pipelines.panel.summary import PanelSummary
+from medpanel.agents.pipelines.panel.tables import PANEL_TABLES
+from medpanel.agents.roles.triage import Level, triage
+from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
-Level = Literal["basic", "intermediate", "advanced"]
 DEPTH: dict[str, Literal["light", "standard", "deep"]] = {"basic": "light", "intermediate": "standard",
                                                            "advanced": "deep"}
-
-
-class Triage(BaseModel):
-    level: Level = Field(description="basic, intermediate or advanced.")
-    reason: str = Field(default="", description="One sentence on why.")
 
 
 class CalibratedSettings(KnowledgeSettings):
@@ -57,51 +66,70 @@ class CalibratedSettings(KnowledgeSettings):
     turns_per_round: int = Field(default=2, ge=1)
 
 
-class CalibratedPipeline:
+class CalibratedSummary(GeneralistSummary, PanelSummary):
+    """The level's own facts (the generalist's, one panel's, or the groups' together), and the triage."""
+
+    level: str | None = None
+    route: str | None = None
+    """solo, small group or multi-group."""
+    challenger_depth: str | None = None
+    groups: int | None = None
+    """Multi-group: how many panels discussed."""
+    group_panels: list[list[str]] | None = None
+
+
+class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
     settings_model = CalibratedSettings
+    plan_model = GeneralistPlan
+    summary_model = CalibratedSummary
     flags = ("c", "k")
     variants = tuple(TIMING_CONDITIONS)
-    # The same conditions retrieve as in the generalist backbone, so the same corpus check applies.
-    prepare = GeneralistPipeline.prepare
+    tables = (*PANEL_TABLES, TableSpec(knowledge_table))
 
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome:
-        s: CalibratedSettings = settings
-        triage = RoleAgent(session, name="triage", role="triage", system_message=render("triage"))
-        parsed = await triage.consult(render("triage_request", question=format_question(question)), Triage,
-                                      step="triage")
-        level: Level = parsed.level if isinstance(parsed, Triage) else "intermediate"
+    # The same conditions retrieve as in the generalist backbone: the same plan and corpus check.
+    def plan(self, condition: Condition, settings: CalibratedSettings) -> GeneralistPlan:
+        return timing_plan(condition, settings)
+
+    def prepare(self, plans: Sequence[GeneralistPlan], settings: CalibratedSettings) -> None:
+        prepare_retrieval(plans, settings)
+
+    async def __call__(self, question: Question, plan: GeneralistPlan, session: QuestionSession,
+                       settings: CalibratedSettings) -> Outcome:
+        s = settings
+        parsed = await triage(session, question)
+        level: Level = parsed.level if parsed is not None else "intermediate"
         session.record(TranscriptEvent(kind="note", role="pipeline", agent="triage", step="route",
                                        content=f"{level} -> {self.route_name(level)}",
                                        data={"level": level, "route": self.route_name(level),
                                              "challenger_depth": DEPTH[level], "triage_valid": parsed is not None}))
-        use_c, timing = resolve(condition, s)
+        use_c, timing = plan.challenger, plan.timing
         knowledge = s.model_dump(include=set(KnowledgeSettings.model_fields))
         knowledge["timing"] = timing if timing != "none" else s.timing
         if level == "basic":
             gen = GeneralistSettings(**knowledge, challenger_depth=DEPTH[level])
-            outcome = await GeneralistPipeline()(question, condition, session, gen)
+            outcome = await GeneralistPipeline()(question, plan, session, gen)
         else:
             flags: dict[str, int | str] = {"c": int(use_c), "r": 0, "k": int(timing != "none")}
-            sub = Condition(slug=condition.slug, pipeline="panel", flags=flags)
+            sub = PanelPlan(slug=plan.slug, flags=flags, challenger=use_c, recruit=False, knowledge=timing != "none")
             size = s.small_group if level == "intermediate" else s.group_size
             panel = PanelSettings(**knowledge, initial_specialists=size, rounds=s.rounds,
                                   turns_per_round=s.turns_per_round, challenger_depth=DEPTH[level],
                                   max_recruit_per_turn=0)
             n_groups = 1 if level == "intermediate" else s.groups
             outcome = await self._groups(question, sub, session, panel, n_groups)
-        outcome.summary.update({"level": level, "route": self.route_name(level), "challenger_depth": DEPTH[level],
-                                "timing": timing})
+        facts = outcome.summary.data() | {"level": level, "route": self.route_name(level),
+                                          "challenger_depth": DEPTH[level], "timing": timing}
+        outcome.summary = CalibratedSummary.model_validate(facts)
         return outcome
 
     @staticmethod
     def route_name(level: str) -> str:
         return {"basic": "solo", "intermediate": "small group", "advanced": "multi-group"}[level]
 
-    async def _groups(self, question: Question, condition: Condition, session: QuestionSession,
+    async def _groups(self, question: Question, plan: PanelPlan, session: QuestionSession,
                       settings: PanelSettings, n_groups: int) -> Outcome:
         if n_groups == 1:
-            return await PanelPipeline()(question, condition, session, settings)
+            return await PanelPipeline()(question, plan, session, settings)
         # Each group discusses on its own; the groups' members then vote together.
         votes: dict[str, str] = {}
         summaries = []
@@ -109,7 +137,7 @@ class CalibratedPipeline:
         seated: list[str] = []
         upfront: BriefResult | None = None
         upfront_channel: KnowledgeChannel | None = None
-        shared = condition.on("k") and settings.timing == "upfront"
+        shared = plan.knowledge and settings.timing == "upfront"
         if shared:
             upfront_channel = KnowledgeChannel(session, question, settings)
             upfront = await upfront_channel.upfront()
@@ -117,12 +145,12 @@ class CalibratedPipeline:
             session.record(TranscriptEvent(kind="note", role="pipeline", agent=f"group_{g}", step="group_start",
                                            content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated}))
             group = Group(index=g, of=n_groups, seated=tuple(seated), upfront=upfront, shared_upfront=shared)
-            outcome = await PanelPipeline().discuss(question, condition, session, settings, group=group)
-            seated += [r for r in outcome.summary.get("initial_panel", []) + outcome.summary.get("recruited_roles", [])
-                       if r not in seated]
+            outcome = await PanelPipeline().discuss(question, plan, session, settings, group=group)
+            facts = outcome.summary.data()
+            seated += [r for r in facts.get("initial_panel", []) + facts.get("recruited_roles", []) if r not in seated]
             vote = next(e for e in reversed(session.events) if e.kind == "vote")
             votes.update({f"g{g}:{name}": letters for name, letters in vote.data.get("votes", {}).items()})
-            summaries.append(outcome.summary)
+            summaries.append(facts)
             decisions.append(",".join(outcome.answer))
         counts = Counter(votes.values())
         record: dict[str, Any] = {"votes": votes, "counts": dict(counts), "rule": "majority over all groups"}
@@ -153,7 +181,7 @@ class CalibratedPipeline:
             # The groups' knowledge channels together, plus the shared upfront brief's channel: that
             # brief was retrieved once for every group, so it counts once.
             summary.update(merge_channel_summaries(channels))
-        return Outcome(answer=answer, invalid=not answer, summary=summary)
+        return Outcome(answer=answer, invalid=not answer, summary=CalibratedSummary.model_validate(summary))
 
 
 def merge_channel_summaries(parts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -166,8 +194,3 @@ def merge_channel_summaries(parts: list[dict[str, Any]]) -> dict[str, Any]:
     out["queries"] = [q for p in parts for q in p.get("queries", [])]
     out["brief_received_by"] = sorted({n for p in parts for n in p.get("brief_received_by", [])})
     return out
-
-
-@register("calibrated")
-def _factory() -> CalibratedPipeline:
-    return CalibratedPipeline()

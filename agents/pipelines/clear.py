@@ -22,27 +22,39 @@ baselines), with the answer, route, rationale, confidence, guard, audit and the 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from medpanel.agents.backends import ModelSpec, build_client
-from medpanel.agents.clear import freetext
-from medpanel.agents.clear.adjudication import Adjudicator, Decision
-from medpanel.agents.clear.bundle import Bundle, Candidate
+from medpanel.agents.clear.adjudication import Decision, adjudicate
+from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
-from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, dynamic_source, local, local_source
+from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.quality import counts
-from medpanel.agents.clear.settings import MODES, PATHWAYS, ClearSettings, Mode, mode_of
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.pipelines.base import Outcome, register
+from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
+from medpanel.agents.clear.summary import ClearSummary, clear_summary
+from medpanel.agents.clear.tables import CLEAR_TABLES
+from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
+from medpanel.agents.roles import grader as grading
+from medpanel.agents.roles import responder
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
+from medpanel.retrieval.sources import Source, open_source, source_class
 
 SourceFactory = Callable[[ClearSettings, str], Any]
 """(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
+
+
+def _local(settings: ClearSettings, retriever: str) -> Source:
+    return open_source(settings.local_spec(retriever))
+
+
+def _web(settings: ClearSettings, _kind: str) -> Source:
+    return open_source(settings.web_spec())
 
 
 @asynccontextmanager
@@ -67,25 +79,41 @@ async def side_session(session: QuestionSession, spec: ModelSpec | None) -> Asyn
             await inner.close()
 
 
-class ClearPipeline:
+class ClearPlan(ConditionPlan):
+    mode: Mode
+    """What the condition runs: a baseline pathway, or the three pathways and the adjudication."""
+
+
+class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
     settings_model = ClearSettings
-    flags: tuple[str, ...] = ()
+    plan_model = ClearPlan
+    summary_model = ClearSummary
     variants = tuple(MODES)
+    tables = CLEAR_TABLES
 
     def __init__(self, *, local_factory: SourceFactory | None = None,
                  dynamic_factory: SourceFactory | None = None) -> None:
         # Tests inject fake retrievers here; by default the retrieval layer's backends are used.
-        self.local_factory = local_factory or local_source
-        self.dynamic_factory = dynamic_factory or (lambda s, _kind: dynamic_source(s))
+        self.local_factory: SourceFactory = local_factory or _local
+        self.dynamic_factory: SourceFactory = dynamic_factory or _web
         self.real_sources = local_factory is None and dynamic_factory is None
-        """Injected test doubles have no corpus whose documents could be compared."""
+        """Injected test doubles have no corpus whose documents could be compared, and open nothing."""
 
-    def prepare(self, conditions: list[Condition], settings: ClearSettings) -> None:
+    def plan(self, condition: Condition, settings: ClearSettings) -> ClearPlan:
+        variant = condition.flags.get("variant")
+        return ClearPlan(slug=condition.slug, flags=condition.flags, variant=str(variant) if variant else None,
+                         mode=mode_of(variant))
+
+    def uses_verifier(self, plans: Sequence[ClearPlan], settings: ClearSettings) -> bool:
+        return True
+
+    def prepare(self, plans: Sequence[ClearPlan], settings: ClearSettings) -> None:
         """Open the corpora and the search backend once, so a missing one fails the run at once, and
         refuse an offline web that is (or shares documents with) the local corpus."""
-        modes = [mode_of(c.flags.get("variant")) for c in conditions]
+        modes = [p.mode for p in plans]
         local_used = any(m.kind in ("rag", "clear") for m in modes)
-        web_used = any(m.kind in ("online", "clear") for m in modes) and settings.dynamic_source == "snapshot"
+        web_used = (any(m.kind in ("online", "clear") for m in modes)
+                    and source_class(settings.dynamic_source).needs_corpus)
         if web_used:
             try:
                 web = settings.snapshot_corpus
@@ -93,29 +121,27 @@ class ClearPipeline:
                 raise SourceConfigError(str(exc), field="settings.dynamic_corpus") from None
             if local_used and self.real_sources:
                 check_separate(settings.corpus, web, field="settings.dynamic_corpus")
+        if not self.real_sources:
+            return
         for retriever in sorted({m.retriever or settings.retriever for m in modes if m.kind in ("rag", "clear")}):
-            opener = getattr(self.local_factory(settings, retriever), "open", None)
-            if opener:
-                opener()
+            _local(settings, retriever).open()
         if any(m.kind in ("online", "clear") for m in modes):
-            opener = getattr(self.dynamic_factory(settings, settings.dynamic_source), "open", None)
-            if opener:
-                opener()
+            _web(settings, settings.dynamic_source).open()
 
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome:
+    async def __call__(self, question: Question, plan: ClearPlan, session: QuestionSession,
+                       settings: ClearSettings) -> Outcome:
         s: ClearSettings = settings.for_backend(session.spec)
-        variant = condition.flags.get("variant")
-        mode = mode_of(variant)
+        variant = plan.variant
+        mode = plan.mode
         if mode.dual and s.assessor_model is None:
             raise ValueError("clear-dual needs a second model: set settings.assessor_model "
                              "(e.g. {backend: openai, name: ..., base_url: ...})")
-        rubric = freetext.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
+        rubric = grading.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
         async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
             ctx = Context(session=session, question=question, settings=s, mode=mode,
                           local=self.local_factory(s, mode.retriever or s.retriever),
-                          dynamic=self.dynamic_factory(s, s.dynamic_source),
+                          dynamic=self.dynamic_factory(s, s.dynamic_source), web=s.web_spec(),
                           assessor=assessor if mode.dual else None)
             summary: dict[str, Any] = {"mode": mode.kind, "variant": str(variant or "clear-default")}
             if mode.kind == "clear":
@@ -136,18 +162,10 @@ class ClearPipeline:
         return await dynamic(ctx, docs, record)
 
     async def _clear(self, ctx: Context) -> Decision:
-        # The pathways run one after another: transcripts stay in a stable order and a small local
-        # server is not asked for three completions at once.
-        param = await parametric_pathway(ctx)
-        loc = await local(ctx)
-        docs, record = await dynamic_documents(ctx)
-        dyn = await dynamic(ctx, docs, record)
-        bundle = Bundle(question=ctx.question, candidates={"parametric": param, "local": loc, "dynamic": dyn},
-                        local=list(loc.evidence), dynamic=list(docs), quality_record=record)
-        return await Adjudicator(ctx, bundle).run()
+        return await adjudicate(ctx, await parametric_pathway(ctx))
 
     async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
-                      summary: dict[str, Any], rubric: freetext.FreeTextTask | None,
+                      summary: dict[str, Any], rubric: grading.FreeTextTask | None,
                       grader: QuestionSession) -> Outcome:
         q, s = ctx.question, ctx.settings
         data: dict[str, Any] = {}
@@ -176,13 +194,13 @@ class ClearPipeline:
             response = None
             summary["rubric"] = rubric is not None
             if answer is not None:
-                response = await freetext.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
+                response = await responder.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
                                                   evidence=evidence, chars=s.verifier_passage_chars)
             invalid = response is None
             data["response"] = response
             summary["response_chars"] = len(response or "")
             if rubric is not None and response is not None:
-                graded = await freetext.grade(grader, rubric, response)
+                graded = await grading.grade(grader, rubric, response)
                 data["grade"] = graded
                 summary["rubric_score"] = graded["score"]
                 summary["grade_valid"] = graded["valid"]
@@ -199,47 +217,4 @@ class ClearPipeline:
         else:
             ctx.session.record(TranscriptEvent(kind="decision", role="pipeline", agent=summary["mode"],
                                                step="decision", content=content or "invalid", data=data))
-        return Outcome(answer=final, invalid=invalid, summary=summary)
-
-
-def clear_summary(d: Decision) -> dict[str, Any]:
-    """The per-question facts `experiments.report_clear` aggregates."""
-    initial = counts(d.bundle.candidates["dynamic"].evidence) if "dynamic" in d.bundle.candidates else {}
-    answers = {p: list(c.answer) if c.answer else None for p, c in d.bundle.candidates.items()}
-    return {
-        "route": d.route,
-        "routes_history": d.routes_history,
-        "confidence": d.confidence,
-        "guard": d.guard.get("outcome", "not_triggered"),
-        "audit": d.audit.get("outcome", "not_triggered"),
-        "follow_ups": d.follow_ups,
-        "revisions": d.revisions,
-        "accepted_revision": d.revisions > 0,
-        "fallback_used": d.fallback_used,
-        "candidates": answers,
-        "agreement": agreement(d.bundle),
-        **initial,
-    }
-
-
-def agreement(bundle: Bundle) -> str:
-    """all_agree, param_local_vs_dynamic, ..., three_way_split, or partial (a pathway gave no answer)."""
-    p, lc, d = (bundle.answer(x) for x in PATHWAYS)
-    if bundle.freetext:
-        return "free_text"
-    if p is None or lc is None or d is None:
-        return "partial"
-    if p == lc == d:
-        return "all_agree"
-    if p == lc:
-        return "param_local_vs_dynamic"
-    if lc == d:
-        return "local_dynamic_vs_param"
-    if p == d:
-        return "param_dynamic_vs_local"
-    return "three_way_split"
-
-
-@register("clear")
-def _factory() -> ClearPipeline:
-    return ClearPipeline()
+        return Outcome(answer=final, invalid=invalid, summary=ClearSummary.model_validate(summary))

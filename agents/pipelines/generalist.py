@@ -17,14 +17,18 @@ both in its context; its reconsidered answer is final. Otherwise the initial ans
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from medpanel.agents.challenger import challenge
-from medpanel.agents.client import QuestionSession
-from medpanel.agents.knowledge import KnowledgeChannel, KnowledgeSettings, Timing, prepare
-from medpanel.agents.pipelines.base import Outcome, register
-from medpanel.agents.roles import RoleAgent, format_question, render
-from medpanel.agents.structured import answer_model, letters_of
+from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeFacts, KnowledgeSettings, Timing, prepare
+from medpanel.agents.channels.tables import knowledge_table
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import answer_model, letters_of
+from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
+from medpanel.agents.prompting import format_question
+from medpanel.agents.roles import generalist
+from medpanel.agents.roles.challenger import challenge
+from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 TIMING_CONDITIONS: dict[str, Timing] = {
@@ -39,34 +43,64 @@ class GeneralistSettings(KnowledgeSettings):
     challenger_depth: Literal["light", "standard", "deep"] = "standard"
 
 
-def resolve(condition: Condition, settings: KnowledgeSettings) -> tuple[bool, Timing]:
-    """(Challenger on, retrieval timing) for a condition."""
+class GeneralistPlan(ConditionPlan):
+    challenger: bool
+    timing: Timing
+    """When `k` retrieves: none, upfront, between_blind or between_gap."""
+
+
+class GeneralistSummary(KnowledgeFacts):
+    challenged: bool | None = None
+    timing: str | None = None
+    material_weakness: bool | None = None
+    """None when the Challenger was off or its review invalid."""
+    gap_type: str | None = None
+    changed: bool | None = None
+    """Set when the generalist reconsidered: whether its letters changed."""
+
+
+def timing_plan(condition: Condition, settings: KnowledgeSettings) -> GeneralistPlan:
+    """A named timing condition (the paper's Table 1) runs the Challenger and retrieves at its timing;
+    otherwise `c` switches the Challenger and `k` retrieves at `settings.timing`."""
     variant = condition.flags.get("variant")
     if isinstance(variant, str) and variant in TIMING_CONDITIONS:
-        return True, TIMING_CONDITIONS[variant]
-    return condition.on("c"), settings.timing if condition.on("k") else "none"
+        challenger, timing = True, TIMING_CONDITIONS[variant]
+    else:
+        challenger, timing = condition.on("c"), settings.timing if condition.on("k") else "none"
+    return GeneralistPlan(slug=condition.slug, flags=condition.flags, variant=str(variant) if variant else None,
+                          challenger=challenger, timing=timing)
 
 
-class GeneralistPipeline:
+def prepare_retrieval(plans: Sequence[GeneralistPlan], settings: KnowledgeSettings) -> None:
+    if any(p.timing != "none" for p in plans):
+        prepare(settings)
+
+
+class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
     settings_model = GeneralistSettings
+    plan_model = GeneralistPlan
+    summary_model = GeneralistSummary
     flags = ("c", "k")
     variants = tuple(TIMING_CONDITIONS)
+    tables = (TableSpec(knowledge_table),)
 
-    def prepare(self, conditions: list[Condition], settings: GeneralistSettings) -> None:
-        if any(resolve(c, settings)[1] != "none" for c in conditions):
-            prepare(settings)
+    def plan(self, condition: Condition, settings: GeneralistSettings) -> GeneralistPlan:
+        return timing_plan(condition, settings)
 
-    async def __call__(self, question: Question, condition: Condition, session: QuestionSession,
-                       settings: Any) -> Outcome:
-        use_challenger, timing = resolve(condition, settings)
+    def prepare(self, plans: Sequence[GeneralistPlan], settings: GeneralistSettings) -> None:
+        prepare_retrieval(plans, settings)
+
+    async def __call__(self, question: Question, plan: GeneralistPlan, session: QuestionSession,
+                       settings: GeneralistSettings) -> Outcome:
+        use_challenger, timing = plan.challenger, plan.timing
         channel = KnowledgeChannel(session, question, settings) if timing != "none" else None
         answer_type = answer_model(question.letters, multi=question.multi_answer)
-        doctor = RoleAgent(session, name="generalist", role="generalist", system_message=render("generalist"))
+        doctor = generalist.new_generalist(session)
         opening = format_question(question)
         if channel is not None and timing == "upfront":
             brief = await channel.upfront()
             if brief is not None:
-                opening = f"{render('brief_delivery', brief=brief.text())}\n\n{opening}"
+                opening = f"{generalist.brief_text(brief.text())}\n\n{opening}"
                 brief.deliver([doctor.name])
         initial = await doctor.speak(opening, answer_type, step="initial")
         final, source = initial, "initial"
@@ -82,13 +116,12 @@ class GeneralistPipeline:
             brief = await channel.between(trace, critique, blind=timing == "between_blind")
         material = []
         if critique is not None and critique.material_weakness:
-            material.append(render("critique_block", gap_type=critique.gap_type, challenge=critique.challenge))
+            material.append(generalist.critique_text(critique))
         if brief is not None:
-            material.append(render("brief_delivery", brief=brief.text()))
+            material.append(generalist.brief_text(brief.text()))
             brief.deliver([doctor.name])
         if material:
-            revised = await doctor.speak(render("reconsider", material="\n\n".join(material)), answer_type,
-                                         step="reconsider")
+            revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider")
             if revised is not None:
                 final, source = revised, "reconsider"
             summary["changed"] = bool(revised and initial and letters_of(revised) != letters_of(initial))
@@ -103,9 +136,4 @@ class GeneralistPipeline:
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent="generalist", step="final",
                                        content=",".join(answer) or "invalid",
                                        data={"answer": list(answer), "from": source if answer else None}))
-        return Outcome(answer=answer, invalid=not answer, summary=summary)
-
-
-@register("generalist")
-def _factory() -> GeneralistPipeline:
-    return GeneralistPipeline()
+        return Outcome(answer=answer, invalid=not answer, summary=GeneralistSummary.model_validate(summary))

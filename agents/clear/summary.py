@@ -1,0 +1,84 @@
+"""What CLEAR records about one question (a result row's `summary`), for its report tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from medpanel.agents.clear.adjudication import Decision
+from medpanel.agents.clear.bundle import Bundle
+from medpanel.agents.clear.quality import counts
+from medpanel.agents.clear.settings import PATHWAYS
+from medpanel.agents.pipelines.base import Summary
+
+
+class ClearSummary(Summary):
+    """The condition's mode; for CLEAR conditions the adjudication (route, guard, audit, follow-ups,
+    each pathway's answer and how they agreed); for free text the response and its rubric grade."""
+
+    mode: str | None = None
+    """direct, rag, online or clear."""
+    variant: str | None = None
+    pathway: str | None = None
+    """A baseline's one pathway."""
+    route: str | None = None
+    routes_history: list[str] | None = None
+    confidence: str | None = None
+    guard: str | None = None
+    audit: str | None = None
+    follow_ups: int | None = None
+    revisions: int | None = None
+    accepted_revision: bool | None = None
+    fallback_used: bool | None = None
+    candidates: dict[str, list[str] | None] | None = None
+    agreement: str | None = None
+    n_high: int | None = None
+    n_medium: int | None = None
+    n_low: int | None = None
+    rubric: bool | None = None
+    """Free text: whether the task file holds this question's rubric."""
+    response_chars: int | None = None
+    rubric_score: float | None = None
+    grade_valid: bool | None = None
+
+    @property
+    def adjudicated(self) -> bool:
+        """A CLEAR condition's row (a baseline's has no route)."""
+        return self.route is not None
+
+
+def clear_summary(d: Decision) -> dict[str, Any]:
+    """The adjudication's facts for `ClearSummary` (its report tables read them)."""
+    initial = counts(d.bundle.candidates["dynamic"].evidence) if "dynamic" in d.bundle.candidates else {}
+    answers = {p: list(c.answer) if c.answer else None for p, c in d.bundle.candidates.items()}
+    return {
+        "route": d.route,
+        "routes_history": d.routes_history,
+        "confidence": d.confidence,
+        "guard": d.guard.get("outcome", "not_triggered"),
+        "audit": d.audit.get("outcome", "not_triggered"),
+        "follow_ups": d.follow_ups,
+        "revisions": d.revisions,
+        "accepted_revision": d.revisions > 0,
+        "fallback_used": d.fallback_used,
+        "candidates": answers,
+        "agreement": agreement(d.bundle),
+        **initial,
+    }
+
+
+def agreement(bundle: Bundle) -> str:
+    """all_agree, param_local_vs_dynamic, ..., three_way_split, or partial (a pathway gave no answer)."""
+    p, lc, d = (bundle.answer(x) for x in PATHWAYS)
+    if bundle.freetext:
+        return "free_text"
+    if p is None or lc is None or d is None:
+        return "partial"
+    if p == lc == d:
+        return "all_agree"
+    if p == lc:
+        return "param_local_vs_dynamic"
+    if lc == d:
+        return "local_dynamic_vs_param"
+    if p == d:
+        return "param_dynamic_vs_local"
+    return "three_way_split"

@@ -1,0 +1,119 @@
+"""Role agents: an AutoGen `AssistantAgent` per role instance, with structured replies.
+
+Every call goes through `RecordingClient`, so each one is a transcript event. A reply that does
+not validate gets exactly one re-ask; if that fails too the step is `invalid` (never a default).
+"""
+
+from __future__ import annotations
+
+import re
+
+from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.messages import TextMessage
+from autogen_core import CancellationToken
+from autogen_core.models import LLMMessage, UserMessage
+from pydantic import BaseModel
+
+from medpanel.agents.model.client import QuestionSession, RecordingClient
+from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
+from medpanel.agents.model.structured import format_instructions, parse_reply, reask_message
+from medpanel.agents.types import TranscriptEvent
+
+
+def agent_name(label: str, taken: set[str] | None = None) -> str:
+    """AutoGen wants a Python identifier; keep the role readable and unique."""
+    base = re.sub(r"\W+", "_", label.strip().lower()).strip("_") or "agent"
+    if base[0].isdigit():
+        base = f"a_{base}"
+    name, i = base, 2
+    while taken is not None and name in taken:
+        name, i = f"{base}_{i}", i + 1
+    return name
+
+
+class RoleAgent:
+    """One model-backed participant (specialist, generalist, Challenger ...) in one question.
+
+    `speak` is part of the discussion: the prompt and the reply stay in the agent's own context.
+    `consult` is a side question (recruitment check, critique): it sees the agent's context but
+    leaves it untouched, so a condition that asks it shares every later request with one that
+    does not, and the response cache can answer those once.
+
+    The context is the whole history (`agents.context.WindowedContext`), bounded only by the
+    backend's declared context window. `parts` name the pieces of a prompt that such a window may
+    drop (earlier positions); everything else in it is kept.
+    """
+
+    def __init__(self, session: QuestionSession, *, name: str, role: str, system_message: str) -> None:
+        self.session = session
+        self.name = name
+        self.role = role
+        self.label = role
+        self.system_message = system_message
+        self.client = RecordingClient(session)
+        spec = session.spec
+        self.context = WindowedContext(window=spec.context_limit,
+                                       reserve=estimate_tokens(system_message) + spec.max_tokens,
+                                       on_trim=self._trimmed)
+        self.agent = AssistantAgent(name=name, model_client=self.client, system_message=system_message,
+                                    model_context=self.context)
+
+    def _trimmed(self, trim: Trim) -> None:
+        tag = self.client.tag
+        what = ", ".join(trim.new) if trim.new else "nothing new"
+        self.session.record(TranscriptEvent(
+            kind="note", role=self.role, agent=self.name, step="context_trimmed", round=tag.round, turn=tag.turn,
+            content=f"{tag.step}: {len(trim.dropped)} earlier position(s) left out to fit the {trim.window}-token "
+                    f"context window (newly: {what})" + ("; still over the window" if trim.still_over else ""),
+            data={"for_step": tag.step, "dropped": trim.dropped, "newly_dropped": trim.new,
+                  "tokens_before": trim.tokens_before, "tokens_after": trim.tokens_after,
+                  "window": trim.window, "budget": trim.budget, "still_over": trim.still_over}))
+
+    async def _ask(self, agent: AssistantAgent, content: str, model: type[BaseModel], *, step: str,
+                   round: int, turn: int, source: str, parts: list[Part] | None = None) -> BaseModel | None:
+        self.client.tag.role, self.client.tag.agent, self.client.tag.step = self.role, self.name, step
+        self.client.tag.round, self.client.tag.turn = round, turn
+        self.client.response_model = model
+        text = f"{content}\n\n{format_instructions(model)}"
+        context = agent.model_context
+        where = f" (round {round}, turn {turn})" if round or turn else ""
+        label = f"{self.name}'s own {step} reply{where}"
+        for attempt in range(2):
+            if isinstance(context, WindowedContext):
+                context.expect(parts if attempt == 0 else None, reply=label)
+            response = await agent.on_messages([TextMessage(content=text, source=source)], CancellationToken())
+            reply = response.chat_message
+            raw = reply.content if isinstance(reply, TextMessage) else str(getattr(reply, "content", ""))
+            parsed, reason = parse_reply(raw, model)
+            event = self.client.last_event
+            if event is not None:
+                event.parsed = parsed.model_dump() if parsed else None
+                if parsed is None:
+                    event.error = f"unparsed reply: {reason}"
+                    event.invalid = attempt == 1
+                    event.data["reasked"] = attempt == 0
+            if parsed is not None:
+                return parsed
+            text = reask_message(reason or "invalid", model)
+            self.client.tag.step = f"{step}:reask"
+        return None
+
+    async def speak(self, content: str, model: type[BaseModel], *, step: str, round: int = 0, turn: int = 0,
+                    source: str = "moderator", parts: list[Part] | None = None) -> BaseModel | None:
+        return await self._ask(self.agent, content, model, step=step, round=round, turn=turn, source=source,
+                               parts=parts)
+
+    async def consult(self, content: str, model: type[BaseModel], *, step: str, round: int = 0, turn: int = 0,
+                      source: str = "moderator", parts: list[Part] | None = None) -> BaseModel | None:
+        side = AssistantAgent(name=self.name, model_client=self.client, system_message=self.system_message,
+                              model_context=self.context.fork())
+        return await self._ask(side, content, model, step=step, round=round, turn=turn, source=source, parts=parts)
+
+    async def hear(self, text: str, source: str, parts: list[Part] | None = None) -> None:
+        """Append a post to this agent's context without a call (e.g. the trajectory so far)."""
+        self.context.expect(parts)
+        await self.context.add_message(UserMessage(content=text, source=source))
+
+    def history(self) -> list[LLMMessage]:
+        """Everything this agent was shown and said (a request may see less: see `WindowedContext`)."""
+        return self.context.full()

@@ -1,0 +1,135 @@
+"""Model backends: one factory turns a scenario's `model:` settings into an AutoGen client.
+
+A worker builds its clients on its own event loop and closes them when that loop ends (see
+`agents.run.ClientPool`): an httpx client must not cross event loops and AutoGen's agents are
+not thread-safe (DESIGN.md, known traps).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import ssl
+from collections.abc import Mapping
+from typing import Any, cast
+
+import openai
+from autogen_core.models import ChatCompletionClient, ModelInfo
+from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
+from openai.types.chat import ChatCompletion
+
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient
+from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
+from medpanel.agents.redact import register_secret
+
+__all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
+
+class BackendError(RuntimeError):
+    """A backend cannot be built (missing key or extra); the message names the fix."""
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One TLS context for the process: loading the CA bundle costs ~70 ms, and clients are built per
+    question. A context (unlike an httpx client) is safe to share across threads and event loops."""
+    return ssl.create_default_context()
+
+
+def _http_client(spec: ModelSpec) -> Any:
+    return openai.DefaultAsyncHttpxClient(verify=_ssl_context(), timeout=spec.timeout_s)
+
+
+def preload(spec: ModelSpec) -> None:
+    """Import now what the HTTP client imports lazily on its first request.
+
+    The transport, openai's resources and the JSON parser are ~0.3 s of imports; left lazy they
+    land inside the first question's recorded latency and skew latency figures. A runner calls
+    this during start-up.
+    """
+    if spec.backend == "scripted":
+        return
+    import importlib
+
+    for name in ("openai.resources.chat", "openai.pagination", "h11", "anyio._backends._asyncio", "jiter"):
+        importlib.import_module(name)
+    _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
+
+
+def _model_info(spec: ModelSpec) -> ModelInfo:
+    return ModelInfo(vision=False, function_calling=False, json_output=True, family=spec.family,
+                     structured_output=True)
+
+
+def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatCompletionClient:
+    """Build the raw client for one trial. `base_url` overrides the spec (the local server's URL)."""
+    if spec.backend == "scripted":
+        return ScriptedChatCompletionClient(latency_ms=spec.latency_ms)
+    url = base_url or spec.base_url
+    key: str
+    if spec.backend == "local":
+        key = "sk-local-no-key"  # llama.cpp's server ignores it; the openai client insists on one
+    else:
+        env = spec.api_key_env or ("AZURE_OPENAI_API_KEY" if spec.backend == "azure" else "OPENAI_API_KEY")
+        value = os.environ.get(env)
+        if not value:
+            if url and ("127.0.0.1" in url or "localhost" in url):
+                value = "sk-no-key"  # local servers (vLLM, Ollama, llama.cpp) need no key
+            else:
+                raise BackendError(f"model.api_key_env: environment variable {env} is not set. "
+                                   f"Export your key as {env}")
+        key = value
+        register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
+    sdk_args: dict[str, Any] = dict(api_key=key, timeout=spec.timeout_s, http_client=_http_client(spec),
+                                    max_retries=0)  # medpanel retries with its own backoff, recording each try
+    create_args: dict[str, Any] = dict(model=spec.model_name, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    if spec.seed is not None:
+        create_args["seed"] = spec.seed
+    sdk: Any
+    if spec.backend == "azure":
+        if not url:
+            raise BackendError("model.base_url: Azure needs the endpoint URL. "
+                               "Set model.base_url to https://<name>.openai.azure.com")
+        sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
+                                      api_version=spec.api_version or "2024-10-21", **sdk_args)
+    else:
+        sdk = openai.AsyncOpenAI(base_url=url, **sdk_args) if url else openai.AsyncOpenAI(**sdk_args)
+    # Non-OpenAI names (vLLM, Ollama, llama.cpp, Azure deployments) need model_info; OpenAI's own
+    # names are known to AutoGen.
+    info = _model_info(spec) if spec.backend in ("local", "azure") or url else None
+    return BaseOpenAIChatCompletionClient(client=PostedChat(sdk), create_args=create_args,  # type: ignore[arg-type]
+                                          model_info=info)
+
+
+class PostedChat:
+    """`client.chat.completions.create` for AutoGen's OpenAI client, sent with the SDK's `post`.
+
+    The SDK's own `create` first walks every request through its TypedDict transform: about 2 ms
+    of CPU for a two-message request and 0.4 ms more per message (9 ms at 20 messages; measure
+    with `python -m benchmarks.bench_perf --sdk`). Worker threads share one
+    interpreter lock, so in a long panel debate that walk, not the model, bounds throughput.
+    AutoGen already hands over JSON-ready dicts, so the body is posted as it is; the SDK still does
+    the URL (Azure deployments included), auth, timeout, error types and response parsing.
+    """
+
+    def __init__(self, sdk: openai.AsyncOpenAI) -> None:
+        self.sdk = sdk
+        self.chat = self  # AutoGen calls client.chat.completions.create(...)
+        self.completions = self
+
+    async def create(self, *, stream: bool = False, timeout: Any = openai.NOT_GIVEN,
+                     extra_headers: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
+                     **params: Any) -> ChatCompletion:
+        if stream:
+            raise ValueError("medpanel roles do not stream")
+        body = {k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {})
+        options: dict[str, Any] = {}
+        if not isinstance(timeout, openai.NotGiven):
+            options["timeout"] = timeout
+        if extra_headers:
+            options["headers"] = dict(extra_headers)
+        # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
+        return await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                                   options=cast(Any, options))
+
+    async def close(self) -> None:
+        await self.sdk.close()

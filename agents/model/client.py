@@ -1,0 +1,391 @@
+"""The one door every model call goes through: format enforcement, cache, retries, recording.
+
+`RecordingClient` is an AutoGen `ChatCompletionClient`, so `AssistantAgent`s use it unchanged.
+It wraps the raw backend client of one trial and turns each `create` into a transcript event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import os
+import time
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+from autogen_core import CancellationToken
+from autogen_core.models import (
+    AssistantMessage,
+    ChatCompletionClient,
+    CreateResult,
+    FunctionExecutionResultMessage,
+    LLMMessage,
+    ModelInfo,
+    RequestUsage,
+    SystemMessage,
+    UserMessage,
+)
+from autogen_core.tools import Tool, ToolSchema
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.spec import ModelSpec
+from medpanel.agents.model.structured import schema_of
+from medpanel.agents.redact import redact
+from medpanel.agents.types import TranscriptEvent, Usage
+
+
+class RunHalted(RuntimeError):
+    """The run was halted (a budget spent, Ctrl-C): the question stops unfinished and is not
+    recorded, so a resume runs it again (its calls so far are answered by the cache)."""
+
+
+class ModelCallError(RuntimeError):
+    """A call that still failed after its retries. `kind` groups errors in the run summary."""
+
+    def __init__(self, kind: str, message: str, attempts: int) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.attempts = attempts
+
+
+def error_kind(exc: BaseException) -> str:
+    if isinstance(exc, openai.RateLimitError):
+        return "rate_limit"
+    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | asyncio.TimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+        return "connection"
+    if isinstance(exc, openai.InternalServerError):
+        return "server_error"
+    if isinstance(exc, openai.APIStatusError):
+        return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
+    if isinstance(exc, ValueError | IndexError | KeyError | TypeError | AttributeError):
+        return "bad_response"  # truncated JSON, empty choices: the client cannot build a result
+    return type(exc).__name__
+
+
+def describe_error(exc: BaseException) -> str:
+    """The exception's text, plus its root cause when the text alone says nothing.
+
+    The openai SDK reports a refused connection as "Connection error."; the reason (`[Errno 111]
+    Connection refused`, a DNS failure) is in its `__cause__` chain.
+    """
+    text = str(exc)
+    root: BaseException = exc
+    seen = {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    if root is not exc:
+        cause = str(root) or type(root).__name__
+        if isinstance(root, OSError) and root.errno and os.strerror(root.errno) not in cause:
+            cause = f"{os.strerror(root.errno)}: {cause}"  # asyncio says "Connect call failed" for a refusal
+        if cause not in text:
+            text = f"{text} ({cause})"
+    return text
+
+
+_RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_response", "http_408", "http_409"}
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return error_kind(exc) in _RETRYABLE
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked us to wait (429/503 `Retry-After`), if it said."""
+    response = getattr(exc, "response", None)
+    value = response.headers.get("retry-after") if response is not None else None
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value)
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+@dataclass
+class BackoffWait:
+    """Exponential backoff with a cap, overridden by the server's Retry-After when it sends one."""
+
+    initial: float = 0.5
+    cap: float = 30.0
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        asked = _retry_after(exc) if exc else None
+        if asked is not None:
+            return min(asked, self.cap)
+        return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
+
+
+@functools.lru_cache(maxsize=512)
+def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
+    from openai.lib._parsing._completions import type_to_response_format_param
+
+    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=512)
+def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, Any]:
+    return cap_strings(schema_of(model), cap)
+
+
+def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
+    """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
+    if cap is None:
+        return schema
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items()}
+            if out.get("type") == "string" and "enum" not in out and "const" not in out:
+                out.setdefault("maxLength", cap)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)
+
+
+def to_openai(message: LLMMessage) -> dict[str, Any]:
+    """An AutoGen message as the OpenAI-format dict the endpoint receives and the transcript records.
+
+    It matches AutoGen's own conversion (user messages carry their source as `name`, assistant
+    messages do not), so a transcript shows exactly the request that was sent; a test holds them
+    equal against a real HTTP server."""
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, UserMessage):
+        content = message.content if isinstance(message.content, str) else str(message.content)
+        return {"role": "user", "name": message.source, "content": content}
+    if isinstance(message, AssistantMessage):
+        return {"role": "assistant", "content": str(message.content)}
+    if isinstance(message, FunctionExecutionResultMessage):
+        return {"role": "tool", "content": str(message.content)}
+    return {"role": "unknown", "content": str(message)}
+
+
+SAMPLING_OVERRIDES = ("seed", "temperature")
+"""What `RecordingClient.overrides` may change per call."""
+
+
+@dataclass
+class CallTag:
+    """Who is calling and why; set by the role before each call, copied into the event."""
+
+    role: str = ""
+    agent: str = ""
+    step: str = ""
+    round: int = 0
+    turn: int = 0
+
+
+@dataclass
+class QuestionSession:
+    """What all agents of one question share: the raw client, the cache, the event list."""
+
+    spec: ModelSpec
+    inner: ChatCompletionClient
+    base_url: str | None = None
+    cache: ResponseCache | None = None
+    events: list[TranscriptEvent] = field(default_factory=list)
+    hooks: list[Any] = field(default_factory=list)
+    """Callables `(event) -> None` run after every call (budgets, progress)."""
+    before_call: Any = None
+    """An async callable awaited before every request that goes to the model (not cache hits):
+    the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
+    namespace: str | None = None
+    """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
+    answer each other's requests (a repeat's seed already keeps repeats apart)."""
+
+    def record(self, event: TranscriptEvent) -> None:
+        self.events.append(event)
+        for hook in self.hooks:
+            hook(event)
+
+
+class RecordingClient(ChatCompletionClient):
+    """Wraps the trial's raw client for one agent; every `create` becomes a `TranscriptEvent`."""
+
+    def __init__(self, session: QuestionSession) -> None:
+        self.session = session
+        self.tag = CallTag()
+        self.response_model: type[BaseModel] | None = None
+        """The reply model the next call must satisfy; enforced as the backend's mode allows."""
+        self.last_event: TranscriptEvent | None = None
+        self.overrides: dict[str, Any] = {}
+        """Per-call sampling parameters (`seed`, `temperature`) that replace the spec's: merged into
+        the cache key and sent as create args, so self-consistency samples are distinct requests."""
+
+    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        spec = self.session.spec
+        schema = schema_of(self.response_model) if self.response_model else None
+        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
+        if unknown:
+            raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
+        request = {
+            "model": spec.model_name,
+            "backend": spec.backend,
+            # The embedded server gets a new port each start; its identity is the model, not the URL.
+            "base_url": "embedded" if spec.backend == "local" else spec.base_url,
+            "temperature": spec.temperature,
+            "seed": spec.seed,
+            "max_tokens": spec.max_tokens,
+            "mode": spec.mode,
+            "schema": schema,
+            "string_cap": spec.string_cap if spec.mode == "json_object" else None,
+            "messages": messages,
+        } | self.overrides
+        if self.session.namespace is not None:
+            # Only when set, so `cache: run` keys (and existing caches) stay as they were.
+            request["cache_namespace"] = self.session.namespace
+        return request
+
+    async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
+        spec = self.session.spec
+        json_output: Any = None
+        extra: dict[str, Any] = {}
+        if self.response_model is not None:
+            if spec.mode == "json_schema" and spec.backend == "scripted":
+                json_output = self.response_model  # the scripted client synthesises from the model
+            elif spec.mode == "json_schema":
+                # Sent as a plain response_format (not AutoGen's parse path), so a reply that breaks
+                # the schema comes back as text: medpanel then re-asks once instead of retrying the
+                # identical request as a transport error.
+                extra["response_format"] = strict_response_format(self.response_model)
+            elif spec.mode == "json_object":
+                extra["response_format"] = {"type": "json_object",
+                                            "schema": capped_schema(self.response_model, spec.string_cap)}
+        extra.update(self.overrides)
+        inner = self.session.inner
+        if hasattr(inner, "tag"):
+            inner.tag = self.tag  # scripted clients answer per role
+        coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
+        result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
+        if not isinstance(result.content, str):
+            raise ValueError("the model returned tool calls; medpanel roles expect text")
+        return result
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: Any = "auto",
+        json_output: bool | type[BaseModel] | None = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        if isinstance(json_output, type) and issubclass(json_output, BaseModel):
+            self.response_model = json_output
+        spec = self.session.spec
+        oai = [to_openai(m) for m in messages]
+        request = self._request(oai)
+        cache = self.session.cache if spec.cache != "off" else None
+        key = cache_key(request) if cache is not None else ""
+        event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
+                                round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
+        if self.overrides:
+            event.data["sampling"] = dict(self.overrides)
+        lock = cache.lock(key) if cache is not None else None
+        if lock is not None:
+            # Another worker may be asking the very same thing right now: wait and reuse its reply.
+            await asyncio.to_thread(lock.acquire)
+        try:
+            hit = cache.get(key) if cache is not None else None
+            if hit is not None:
+                event.content = hit["content"]
+                event.usage = Usage(prompt_tokens=hit["prompt_tokens"], completion_tokens=hit["completion_tokens"])
+                event.cache_hit = True
+                event.attempts = 1
+                self._finish(event)
+                return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
+                                    usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
+            if self.session.before_call is not None:
+                await self.session.before_call()
+            start = time.perf_counter()
+            attempts = 0
+            try:
+                retrying = AsyncRetrying(stop=stop_after_attempt(spec.max_retries + 1), wait=BackoffWait(),
+                                         retry=retry_if_exception(_is_retryable), reraise=True)
+                async for attempt in retrying:
+                    with attempt:
+                        attempts += 1
+                        result = await self._call_inner(messages)
+            except Exception as exc:
+                event.latency_s = time.perf_counter() - start
+                event.attempts = attempts
+                kind = error_kind(exc)
+                # An endpoint may echo the key in its error body: mask it before it is recorded.
+                text = redact(describe_error(exc))
+                event.error = f"{kind}: {text}"[:2000]
+                self._finish(event)
+                raise ModelCallError(kind, text[:500], attempts) from exc
+            event.latency_s = time.perf_counter() - start
+            event.attempts = attempts
+            assert isinstance(result.content, str)
+            event.content = result.content
+            event.usage = Usage(prompt_tokens=result.usage.prompt_tokens,
+                                completion_tokens=result.usage.completion_tokens)
+            if cache is not None:
+                cache.put(key, {"content": result.content, "prompt_tokens": result.usage.prompt_tokens,
+                                "completion_tokens": result.usage.completion_tokens})
+            self._finish(event)
+            return result
+        finally:
+            if lock is not None:
+                lock.release()
+
+    def _finish(self, event: TranscriptEvent) -> None:
+        self.last_event = event
+        self.session.record(event)
+
+    def create_stream(
+        self, messages: Sequence[LLMMessage], **kwargs: Any
+    ) -> AsyncGenerator[str | CreateResult, None]:
+        async def gen() -> AsyncGenerator[str | CreateResult, None]:
+            yield await self.create(messages, **kwargs)
+
+        return gen()
+
+    async def close(self) -> None:
+        # The raw client belongs to the trial, which closes it once for all agents.
+        return None
+
+    def actual_usage(self) -> RequestUsage:
+        return self._usage(cached=False)
+
+    def total_usage(self) -> RequestUsage:
+        return self._usage(cached=True)
+
+    def _usage(self, *, cached: bool) -> RequestUsage:
+        evs = [e for e in self.session.events if e.kind == "call" and (cached or not e.cache_hit)]
+        return RequestUsage(prompt_tokens=sum(e.usage.prompt_tokens for e in evs),
+                            completion_tokens=sum(e.usage.completion_tokens for e in evs))
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        # A rough count (4 characters a token) is enough for the context window's bookkeeping.
+        return sum(len(str(getattr(m, "content", ""))) for m in messages) // 4
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        window = self.session.spec.context_limit
+        return 1_000_000 if window is None else max(0, window - self.count_tokens(messages))
+
+    @property
+    def capabilities(self) -> Any:  # deprecated in AutoGen, still abstract
+        return self.model_info
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return ModelInfo(vision=False, function_calling=False, json_output=True,
+                         family=self.session.spec.family, structured_output=True)

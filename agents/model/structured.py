@@ -1,0 +1,148 @@
+"""Structured outputs: pydantic reply models, their prompt text, and a tolerant parser.
+
+The answer field of every model is a `Literal` over the question's own letters, so a reply that
+names a letter outside the options fails validation instead of being scored.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError, create_model
+
+
+def letters_type(letters: Sequence[str]) -> Any:
+    return Literal[tuple(letters)]
+
+
+def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",
+                 reasoning: bool = True) -> type[BaseModel]:
+    """A reply with (optional) reasoning and an answer constrained to `letters`.
+
+    One class per distinct shape: building a pydantic model and its schema costs milliseconds,
+    paid on every question otherwise, and a benchmark has few distinct option sets.
+    """
+    return _answer_model(tuple(letters), multi, name, reasoning)
+
+
+@functools.lru_cache(maxsize=256)
+def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: bool) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    if reasoning:
+        # Reasoning comes first so a model that writes fields in order thinks before it answers.
+        fields["reasoning"] = (str, Field(description="Brief reasoning, at most 4 sentences."))
+    if multi:
+        fields["answer"] = (list[letters_type(letters)], Field(min_length=1, description="All correct letters."))  # type: ignore[misc]
+    else:
+        fields["answer"] = (letters_type(letters), Field(description="The single best option letter."))
+    return create_model(name, **fields)
+
+
+def letters_of(parsed: Any) -> tuple[str, ...]:
+    """The letters of a parsed `answer_model` reply, sorted and unique (one letter or a list)."""
+    ans = parsed.answer
+    return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
+
+
+@functools.lru_cache(maxsize=512)
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON schema, generated once per class (pydantic rebuilds it on every call).
+
+    Shared: callers must copy before changing it."""
+    return model.model_json_schema()
+
+
+def fields_of(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
+    """A reply model's top-level fields with their schemas: a `$ref` followed, an optional's `null`
+    branch dropped."""
+    schema = schema_of(model)
+    defs = schema.get("$defs", {})
+    out = []
+    for key, prop in schema.get("properties", {}).items():
+        if "$ref" in prop:
+            prop = defs.get(prop["$ref"].split("/")[-1], {})
+        if "anyOf" in prop:
+            prop = next((p for p in prop["anyOf"] if p.get("type") != "null"), {})
+        out.append((key, prop))
+    return out
+
+
+def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None = None) -> Any:
+    # Placeholders in angle brackets: tiny models copy a literal example ("...", "A|B|C|D")
+    # verbatim, but fill in a slot that reads like one.
+    if "enum" in prop:
+        return f"<one of {', '.join(str(x) for x in prop['enum'])}>"
+    if "const" in prop:
+        return prop["const"]
+    t = prop.get("type")
+    if t == "boolean":
+        return "<true or false>"
+    if "$ref" in prop and defs is not None:
+        return _example_value(defs.get(prop["$ref"].split("/")[-1], {}), key, defs)
+    if t == "object" or "properties" in prop:
+        return {k: _example_value(v, k, defs) for k, v in prop.get("properties", {}).items()}
+    if t == "array":
+        return [_example_value(prop.get("items", {}), key, defs)]
+    if t == "integer":
+        return "<number>"
+    return f"<{key.replace('_', ' ')}>"
+
+
+@functools.lru_cache(maxsize=512)
+def format_instructions(model: type[BaseModel]) -> str:
+    """The JSON shape in words, appended to every structured request whatever the API mode.
+
+    Small models follow an example far better than a JSON schema.
+    """
+    defs = schema_of(model).get("$defs", {})
+    shape: dict[str, Any] = {}
+    notes = []
+    for key, prop in fields_of(model):
+        shape[key] = _example_value(prop, key, defs)
+        if prop.get("description"):
+            notes.append(f"- {key}: {prop['description']}")
+    body = json.dumps(shape, ensure_ascii=False)
+    return "Reply with only a JSON object of this shape:\n" + body + ("\n" + "\n".join(notes) if notes else "")
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_reply(text: str, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+    """Validate a reply; returns (parsed, None) or (None, reason).
+
+    Accepts a bare object, one inside a code fence, or the first balanced `{...}` in prose, since
+    prompt-mode models wrap JSON in chatter. It never guesses a letter from free text.
+    """
+    candidates = [text.strip()]
+    candidates += [m.strip() for m in _FENCE.findall(text)]
+    start = text.find("{")
+    if start >= 0:
+        depth = 0
+        for i in range(start, len(text)):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    candidates.append(text[start : i + 1])
+                    break
+    reason = "no JSON object found"
+    for cand in candidates:
+        if not cand.startswith("{"):
+            continue
+        try:
+            return model.model_validate_json(cand), None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(x) for x in first["loc"])
+            reason = f"{loc or 'reply'}: {first['msg']}" if first["type"] != "json_invalid" else "invalid JSON"
+    return None, reason
+
+
+def reask_message(reason: str, model: type[BaseModel]) -> str:
+    return f"Your reply could not be used ({reason}). {format_instructions(model)}"

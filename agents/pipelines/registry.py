@@ -1,0 +1,68 @@
+"""Where a scenario's `pipeline:` comes from: a built-in name, a registered one, `module:Class`, or an
+installed package's entry point in the `medpanel.pipelines` group (see `medpanel.retrieval.plugins`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from medpanel.agents.pipelines.base import Pipeline
+from medpanel.agents.pipelines.baselines import BaselinePipeline
+from medpanel.agents.pipelines.calibrated import CalibratedPipeline
+from medpanel.agents.pipelines.clear import ClearPipeline
+from medpanel.agents.pipelines.generalist import GeneralistPipeline
+from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
+from medpanel.retrieval import plugins
+
+ENTRY_POINTS = "medpanel.pipelines"
+
+Factory = Callable[[], Pipeline[Any, Any]]
+
+PIPELINES: dict[str, Factory] = {
+    "generalist": GeneralistPipeline,
+    "panel": PanelPipeline,
+    "calibrated": CalibratedPipeline,
+    "clear": ClearPipeline,
+    "baseline": BaselinePipeline,
+    "direct": lambda: BaselinePipeline("direct"),
+    "cot": lambda: BaselinePipeline("cot"),
+    "sc": lambda: BaselinePipeline("sc"),
+}
+"""Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
+
+
+class UnknownPipeline(LookupError):
+    """The message is one line naming what is known and the fix."""
+
+
+def register(name: str) -> Callable[[Factory], Factory]:
+    """`@register("my-panel")` on a `Pipeline` subclass (or a factory) makes `pipeline: my-panel` work."""
+
+    def deco(factory: Factory) -> Factory:
+        PIPELINES[name] = factory
+        return factory
+
+    return deco
+
+
+def known() -> list[str]:
+    return sorted({*PIPELINES, *plugins.entry_point_names(ENTRY_POINTS)})
+
+
+def get_pipeline(name: str) -> Pipeline[Any, Any]:
+    """A fresh instance of the pipeline `name` names. One lookup per run: the runner keeps it."""
+    factory = PIPELINES.get(name)
+    if factory is None:
+        try:
+            loaded = plugins.load(name, ENTRY_POINTS, "pipeline")
+        except plugins.PluginError as exc:
+            raise UnknownPipeline(str(exc)) from None
+        if loaded is None:
+            raise UnknownPipeline(f"unknown pipeline {name!r}. Use one of: {', '.join(known())}, or "
+                                  "module:ClassName for your own")
+        factory = loaded  # type: ignore[assignment]
+    pipeline = factory() if callable(factory) else factory
+    if not isinstance(pipeline, Pipeline):
+        raise UnknownPipeline(f"{name!r} is not a medpanel pipeline: subclass medpanel.Pipeline (README: your own "
+                              "pipeline)")
+    return pipeline

@@ -1,0 +1,33 @@
+"""The single-model baselines' answerer: zero-shot (`direct`), chain of thought (`cot`), and the
+self-consistency sampler (a chain-of-thought answerer whose calls carry a per-sample seed and
+temperature)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from medpanel.agents.model.agent import RoleAgent
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import answer_model
+from medpanel.agents.prompting import Prompts, format_question
+from medpanel.agents.types import Question
+
+PROMPTS = Prompts(__name__)
+
+
+async def answer(session: QuestionSession, question: Question, kind: Literal["direct", "cot"]) -> BaseModel | None:
+    """One call: the letter only (`direct`) or reasoning first (`cot`)."""
+    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=kind == "cot")
+    agent = RoleAgent(session, name=kind, role=kind, system_message=PROMPTS.render(kind))
+    return await agent.speak(format_question(question), answer_type, step="answer")
+
+
+async def sample(session: QuestionSession, question: Question, *, i: int, seed: int,
+                 temperature: float) -> BaseModel | None:
+    """Self-consistency sample `i`: a fresh agent that sees no other sample."""
+    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+    agent = RoleAgent(session, name="sampler", role="sc", system_message=PROMPTS.render("cot"))
+    agent.client.overrides = {"seed": seed, "temperature": temperature}
+    return await agent.speak(format_question(question), answer_type, step=f"sample_{i}")

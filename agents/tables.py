@@ -1,0 +1,82 @@
+"""Report tables: a titled grid with a note, and how a pipeline declares the tables of its own facts.
+
+A pipeline lists its tables in `Pipeline.tables` (recruitment next to the panel, CLEAR's routes next
+to CLEAR); the report (`experiments/analysis/report.py`) computes them from the run's result rows
+after the tables every run has. A table builder reads rows through `ResultRow` and parses their
+summaries with its pipeline's summary model, so it never guesses a row's origin from its keys.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+OVERALL = "overall"
+
+
+@dataclass
+class Table:
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    note: str = ""
+
+    def csv(self) -> str:
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(self.columns)
+        writer.writerows(self.rows)
+        return buf.getvalue()
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |",
+                 "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(_fmt(v) for v in r) + " |" for r in self.rows]
+        if self.note:
+            lines += ["", self.note]
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def pct(k: float, n: int) -> float:
+    return 100.0 * k / n if n else 0.0
+
+
+class ResultRow(Protocol):
+    """What a table reads of a result row (the store's rows are these)."""
+
+    @property
+    def condition(self) -> str: ...
+    @property
+    def dataset(self) -> str: ...
+    @property
+    def qid(self) -> str: ...
+    @property
+    def gold(self) -> str: ...
+    @property
+    def correct(self) -> bool: ...
+    @property
+    def invalid(self) -> bool: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def summary(self) -> dict[str, Any]: ...
+
+
+TableBuilder = Callable[[Sequence[Any], list[str]], "Table | None"]
+"""(result rows, conditions in report order) -> a table, or None when no row has its facts."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    build: TableBuilder
+    late: bool = False
+    """Placed after the run-wide tables (repeats, errors), where CLEAR's tables have always been."""

@@ -1,0 +1,160 @@
+"""A small OpenAI-compatible chat server on 127.0.0.1 (stdlib only), for tests and benchmarks.
+
+`FakeOpenAI(handler)` answers `/v1/chat/completions` with whatever the handler returns (faults
+included); `latency_ms` makes every answer take exactly that long once a slot is free (the server's
+own work included, as with a real endpoint), and `concurrency` bounds how many requests are served
+at once. It speaks HTTP/1.1 with keep-alive, like a real endpoint, so clients reuse connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = tuple[int, dict[str, str], Any]
+"""(status, headers, body); a dict body is sent as JSON, a str body verbatim."""
+
+
+def completion(content: str, prompt_tokens: int = 10, completion_tokens: int = 5) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()), "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+def _encode(payload: Any) -> bytes:
+    """A reply body: a str is sent verbatim (truncated JSON and the like), anything else as JSON."""
+    return payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+
+
+class FakeOpenAI:
+    """Serves `/v1/chat/completions` from a handler `(body, n) -> Reply`; records every request."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], int], Reply], *, concurrency: int | None = None,
+                 latency_ms: float = 0.0) -> None:
+        self.handler = handler
+        self.latency_s = latency_ms / 1000
+        self.slots = threading.Semaphore(concurrency) if concurrency else None
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self.client_ports: list[int] = []
+        """The client's port per request: one port for many requests means a kept-alive connection."""
+        self.lock = threading.Lock()
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes; with Nagle on, a kept-alive connection waits
+            # for the client's delayed ACK (~40 ms) between them.
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:  # /v1/models for health checks
+                self._send(200, {}, _encode({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+
+            def do_POST(self) -> None:
+                arrived = time.perf_counter()
+                length = int(self.headers.get("content-length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with outer.lock:
+                    outer.requests.append(body)
+                    outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                    outer.paths.append(self.path)
+                    outer.client_ports.append(self.client_address[1])
+                    n = len(outer.requests)
+                asked = time.perf_counter()
+                with outer.slots or contextlib.nullcontext():
+                    # Service time runs from arrival, less any wait for a free slot.
+                    start = arrived + (time.perf_counter() - asked)
+                    status, headers, payload = outer.handler(body, n)
+                    data = _encode(payload)
+                    # Pad to the fixed latency: the server's own work is part of it, not extra.
+                    time.sleep(max(0.0, outer.latency_s - (time.perf_counter() - start)))
+                if status == 0:  # drop the connection without an answer
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self._send(status, headers, data)
+
+            def _send(self, status: int, headers: dict[str, str], data: bytes) -> None:
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def schema_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A reply valid for the request's schema: first enum value, `true`, short strings."""
+    fmt = body.get("response_format") or {}
+    schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema") or {}
+    defs = schema.get("$defs", {})
+
+    def value(prop: dict[str, Any]) -> Any:
+        if "$ref" in prop:
+            prop = defs.get(prop["$ref"].split("/")[-1], {})
+        if "enum" in prop:
+            return prop["enum"][0]
+        t = prop.get("type")
+        if t == "boolean":
+            return False
+        if t == "array":
+            return [value(prop.get("items", {}))] * max(1, prop.get("minItems", 1))
+        if t == "object" or "properties" in prop:
+            return {k: value(v) for k, v in prop.get("properties", {}).items()}
+        if t in ("integer", "number"):
+            return 1
+        return "ok"
+
+    return {k: value(v) for k, v in schema.get("properties", {}).items()}
+
+
+def valid_reply(body: dict[str, Any], n: int) -> Reply:
+    """A handler: a valid structured reply for the request's schema, at once."""
+    return 200, {}, completion(json.dumps(schema_reply(body)))
+
+
+def main() -> None:
+    """`python -m benchmarks.fake_server --latency-ms 200 --concurrency 4` serves until
+    killed and prints its base URL: benchmarks run it in its own process so it does not share the
+    interpreter lock with the runner being measured."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency-ms", type=float, default=200.0)
+    ap.add_argument("--concurrency", type=int, default=None)
+    args = ap.parse_args()
+    srv = FakeOpenAI(valid_reply, concurrency=args.concurrency, latency_ms=args.latency_ms)
+    print(srv.base_url, flush=True)
+    srv.server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

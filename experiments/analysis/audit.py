@@ -1,0 +1,165 @@
+"""The retrieval leakage audit of a run: every passage in every transcript against its question.
+
+Evidence is found generically: any transcript event whose `data` holds a list under `evidence`,
+`documents` or `passages` (the curator's brief, CLEAR's web documents, a retriever's raw hits).
+The detectors themselves live in `medpanel.retrieval.leakage`; this module only walks the run,
+counts, and writes `report/leakage.json`, which the HTML viewer reads to flag questions.
+
+Provenance (for upstream-source matches) comes from a `provenance` object on a question's line
+in `questions.jsonl`, or from a JSONL file given with `--provenance` whose records name
+`dataset`, `qid` and any of `pmid`, `pmcid`, `doi`, `url`, `title`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from medpanel.agents.tables import Table
+from medpanel.experiments.errors import UserError, read_json, read_text
+from medpanel.experiments.run.rundir import read_questions, read_transcript
+from medpanel.experiments.run.store import Row
+from medpanel.retrieval.leakage import DIRECT, UPSTREAM, QuestionProbe, Thresholds
+
+EVIDENCE_KEYS = ("evidence", "documents", "passages")
+LEAKAGE_FILE = "leakage.json"
+
+
+def evidence_items(event: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """(key, index, item) for each passage-like dict an event carries in its data."""
+    data = event.get("data") or {}
+    for key in EVIDENCE_KEYS:
+        items = data.get(key)
+        if isinstance(items, list):
+            for i, item in enumerate(items):
+                if isinstance(item, dict):
+                    yield key, i, item
+
+
+def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    out = {key: rec["provenance"] for key, rec in read_questions(run_dir).items()
+           if isinstance(rec.get("provenance"), dict)}
+    if extra is not None:
+        if not extra.exists():
+            raise UserError("no such file. Give a JSONL file with dataset, qid and pmid/url/title per line",
+                            file=str(extra), field="--provenance")
+        text = read_text(extra, what="provenance file", fix="Give a UTF-8 JSONL file", field="--provenance")
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                key = (str(rec["dataset"]), str(rec["qid"]))
+            except (json.JSONDecodeError, KeyError, TypeError) as exc:
+                raise UserError(f"line {n} is not a JSON object with dataset and qid ({exc}). Fix or drop the line",
+                                file=str(extra), field="--provenance") from None
+            out[key] = {k: v for k, v in rec.items() if k not in ("dataset", "qid")}
+    return out
+
+
+def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+              thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Check every passage of every transcript; returns the leakage.json document."""
+    th = thresholds or Thresholds()
+    provenance = provenance or {}
+    probes: dict[tuple[str, str], QuestionProbe] = {}
+    hits: list[dict[str, Any]] = []
+    cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
+        lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0, "upstream_passages": 0,
+                 "direct_questions": 0, "upstream_questions": 0, "by_detector": defaultdict(int)})
+    for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
+        cell = cells[(row.dataset, row.condition)]
+        cell["questions"] += 1
+        path = run_dir / row.transcript
+        if not path.is_file():
+            continue
+        doc = read_transcript(path)
+        probe = probes.get(row.key)
+        if probe is None:
+            probe = probes[row.key] = QuestionProbe.from_question(doc["question"], provenance.get(row.key), th)
+        n_passages = 0
+        kinds: set[str] = set()
+        for idx, event in enumerate(doc.get("events", [])):
+            for key, i, item in evidence_items(event):
+                n_passages += 1
+                found = probe.check(item)
+                if not found:
+                    continue
+                passage_kinds = {h.kind for h in found}
+                kinds |= passage_kinds
+                cell["direct_passages"] += "direct" in passage_kinds
+                cell["upstream_passages"] += "upstream" in passage_kinds
+                for h in found:
+                    cell["by_detector"][h.detector] += 1
+                hits.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
+                             "repeat": row.repeat, "event": idx, "role": event.get("role", ""),
+                             "step": event.get("step", ""), "key": key, "index": i,
+                             "doc_id": str(item.get("doc_id") or item.get("id") or ""),
+                             "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
+                             "hits": [h.as_dict() for h in found]})
+        cell["passages"] += n_passages
+        cell["with_evidence"] += n_passages > 0
+        cell["direct_questions"] += "direct" in kinds
+        cell["upstream_questions"] += "upstream" in kinds
+    summary = []
+    for (ds, cond), c in sorted(cells.items()):
+        n = c["questions"]
+        summary.append({"dataset": ds, "condition": cond, **{k: v for k, v in c.items() if k != "by_detector"},
+                        "direct_rate": round(c["direct_questions"] / n, 4) if n else 0.0,
+                        "upstream_rate": round(c["upstream_questions"] / n, 4) if n else 0.0,
+                        "by_detector": dict(c["by_detector"])})
+    return {"thresholds": asdict(th), "detectors": {"direct": list(DIRECT), "upstream": list(UPSTREAM)},
+            "provenance_items": len(provenance),
+            "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
+
+
+def leakage_table(doc: dict[str, Any]) -> Table:
+    out = [[s["dataset"], s["condition"], s["questions"], s["with_evidence"], s["passages"], s["direct_questions"],
+            round(100 * s["direct_rate"], 1), s["upstream_questions"], round(100 * s["upstream_rate"], 1)]
+           for s in doc["summary"]]
+    note = ("direct = the benchmark item itself (stem match, n-gram overlap, option list or gold text recovered); "
+            "upstream = the item's source document (PMID/PMC/DOI/URL/title), expected of a good retriever. "
+            "Rates are per question.")
+    if not doc.get("provenance_items"):
+        note += " No provenance was given, so upstream-source matches cannot be detected."
+    return Table("Retrieval leakage audit", ["dataset", "condition", "questions", "with_evidence", "passages",
+                                             "direct_hits", "direct_%", "upstream_hits", "upstream_%"], out,
+                 note=note)
+
+
+def write_leakage(run_dir: Path, doc: dict[str, Any]) -> Path:
+    out = run_dir / "report" / LEAKAGE_FILE
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def read_leakage(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "report" / LEAKAGE_FILE
+    if not path.is_file():
+        return None
+    doc = read_json(path, what="leakage report", fix="Delete it; medpanel audit writes it again")
+    return doc if isinstance(doc, dict) else None
+
+
+def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | None = None,
+                    thresholds: Thresholds | None = None) -> dict[str, Any]:
+    """Audit the run again and write report/leakage.json.
+
+    Without arguments the previous audit's provenance file and thresholds are reused, so
+    rebuilding the HTML report after `medpanel audit --provenance FILE` keeps its upstream checks.
+    """
+    prev = read_leakage(run_dir) or {}
+    if provenance_file is None and prev.get("provenance_file") and Path(prev["provenance_file"]).is_file():
+        provenance_file = Path(prev["provenance_file"])
+    if thresholds is None and isinstance(prev.get("thresholds"), dict):
+        known = set(Thresholds.__dataclass_fields__)
+        thresholds = Thresholds(**{k: v for k, v in prev["thresholds"].items() if k in known})
+    doc = audit_run(run_dir, rows, provenance=load_provenance(run_dir, provenance_file), thresholds=thresholds)
+    doc["provenance_file"] = str(provenance_file.resolve()) if provenance_file is not None else None
+    write_leakage(run_dir, doc)
+    return doc

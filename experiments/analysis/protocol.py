@@ -1,0 +1,122 @@
+"""The papers' protocol, and where a scenario (or a run made from one) departs from it.
+
+The settings both papers fix, and where they say so:
+
+| setting | value | source |
+|---|---|---|
+| `model.temperature`, `model.seed` | 0, 42 | seed paper A.4; CLEAR runs Qwen at temperature 0 |
+| `dataset.seed` | 42 | medpanel's seeded sample of questions per subset |
+| `settings.rounds` x `turns_per_round` | 3 x 3 | seed paper A.1, every multi-specialist condition |
+| `settings.initial_specialists` | 2 | seed paper A.1: two question-conditioned roles |
+| `max_recruit_per_turn`, `max_recruit_total`, `max_panel` | 2, 3, 5 | seed paper A.2 |
+| `settings.k` | 16 | seed paper A.3 (retrieval depth); CLEAR's local top-16 |
+| `settings.dynamic_k` | 8 | CLEAR A.2: "the eight retrieved dynamic documents" |
+| `settings.temperature` (`sc` samples) | 0 | the protocol's temperature; sc must sample above it |
+
+`deviations` compares a scenario's resolved values (the pipeline's defaults filled in) with that
+table. A shipped scenario that deviates says so in its `description` (a test holds every
+shipped scenario to it), and every report header prints the deviations of the run it describes,
+`--set` overrides included.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from medpanel.agents.model.spec import ModelSpec
+from medpanel.agents.pipelines.registry import get_pipeline
+from medpanel.experiments.run.scenario import Scenario
+
+PANEL_PIPELINES = ("panel", "calibrated")
+"""Pipelines whose conditions are multi-specialist discussions (calibrated: its group levels)."""
+RETRIEVING_VARIANTS = ("upfront", "between-blind", "between-gap", "routed", "clear")
+
+
+@dataclass(frozen=True)
+class Deviation:
+    key: str
+    """Dotted key, e.g. `settings.rounds`."""
+    value: Any
+    paper: Any
+
+    @property
+    def name(self) -> str:
+        return self.key.rsplit(".", 1)[-1]
+
+    def __str__(self) -> str:
+        return f"{self.name} = {self.value} (paper: {self.paper})"
+
+
+def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline's settings with its defaults filled in (unvalidatable settings: as written)."""
+    try:
+        model = get_pipeline(pipeline).settings_model
+        return model.model_validate(settings).model_dump()
+    except Exception:  # an unknown pipeline or bad settings are the scenario loader's to report
+        return dict(settings)
+
+
+def _conditions(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+    try:
+        return [c.model_dump() for c in Scenario.model_validate(scenario).conditions()]
+    except Exception:
+        return []
+
+
+def _retrieves(pipeline: str, conditions: list[dict[str, Any]]) -> bool:
+    for c in conditions:
+        flags = c.get("flags", {})
+        if flags.get("k") == 1 or flags.get("variant") in RETRIEVING_VARIANTS:
+            return True
+    return False
+
+
+def deviations(scenario: dict[str, Any]) -> list[Deviation]:
+    """Every protocol setting whose resolved value in `scenario` (a scenario as a dict, e.g. run.json's
+    `scenario`) differs from the papers'."""
+    pipeline = str(scenario.get("pipeline", "generalist"))
+    model = ModelSpec.model_validate(scenario.get("model") or {})
+    dataset = scenario.get("dataset") or {}
+    s = _settings(pipeline, scenario.get("settings") or {})
+    conditions = _conditions(scenario)
+    variants = {str(c.get("flags", {}).get("variant", "")) for c in conditions}
+    want: list[tuple[str, Any, Any]] = [("model.temperature", model.temperature, 0.0), ("model.seed", model.seed, 42),
+                                        ("dataset.seed", dataset.get("seed", 42), 42)]
+    if pipeline in PANEL_PIPELINES:
+        want += [("settings.rounds", s.get("rounds"), 3), ("settings.turns_per_round", s.get("turns_per_round"), 3)]
+    if pipeline == "panel":
+        want += [("settings.initial_specialists", s.get("initial_specialists"), 2),
+                 ("settings.max_recruit_per_turn", s.get("max_recruit_per_turn"), 2),
+                 ("settings.max_recruit_total", s.get("max_recruit_total"), 3),
+                 ("settings.max_panel", s.get("max_panel"), 5)]
+    if pipeline in ("generalist", *PANEL_PIPELINES) and _retrieves(pipeline, conditions):
+        want.append(("settings.k", s.get("k"), 16))
+    if pipeline == "clear":
+        modes = variants - {""} or {"clear-default"}
+        if modes & {"rag-bm25", "rag-dense", "clear-default", "clear-dual", "clear-qpis", "clear-no-followup"}:
+            want.append(("settings.k", s.get("k"), 16))
+        if modes & {"online", "clear-default", "clear-dual", "clear-qpis", "clear-no-followup"}:
+            want.append(("settings.dynamic_k", s.get("dynamic_k"), 8))
+    if pipeline == "sc" or (pipeline == "baseline" and "sc" in variants):
+        want.append(("settings.temperature", s.get("temperature"), 0.0))
+    # A settings key the pipeline does not have resolves to None: nothing to compare there.
+    return [Deviation(key, value, paper) for key, value, paper in want
+            if value != paper and not (value is None and key.startswith("settings."))]
+
+
+def undeclared(description: str, found: list[Deviation]) -> list[Deviation]:
+    """The deviations a description does not declare. A declaration says `Deviation` and writes each
+    deviating setting as `name = value` (e.g. `rounds = 1`), so a reader sees what differs."""
+    text = " ".join(description.split())
+    if found and "deviation" not in text.lower():
+        return list(found)
+    return [d for d in found if f"{d.name} = {d.value}" not in text]
+
+
+def protocol_line(scenario: dict[str, Any]) -> str:
+    """One line for a report header: the deviations in force, or that the run keeps the protocol."""
+    found = deviations(scenario)
+    if not found:
+        return "keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)"
+    return "differs from the papers' protocol: " + "; ".join(map(str, found))

@@ -1,0 +1,206 @@
+"""Tables from a run's store: accuracy per condition x dataset, cost, recruitment, paired statistics.
+
+Everything is computed from the result rows (the record of what was done), never from Optuna's
+trial values. The same tables go to the terminal, to CSV and to Markdown under `report/`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from medpanel.agents.pipelines.base import Summary
+from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
+from medpanel.agents.tables import OVERALL, Table, TableSpec
+from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
+from medpanel.experiments.run.rundir import condition_order
+from medpanel.experiments.run.store import Row
+
+
+def _pct(k: int, n: int) -> float:
+    return 100.0 * k / n if n else 0.0
+
+
+def accuracy_table(rows: list[Row], conditions: list[str]) -> Table:
+    datasets = sorted({r.dataset for r in rows})
+    out = []
+    for cond in conditions:
+        for ds in [*datasets, OVERALL]:
+            sel = [r for r in rows if r.condition == cond and (ds == OVERALL or r.dataset == ds)]
+            if not sel:
+                continue
+            n = len(sel)
+            k = sum(r.correct for r in sel)
+            out.append([cond, ds, n, k, round(_pct(k, n), 1), sum(r.invalid for r in sel),
+                        sum(bool(r.error) for r in sel)])
+    return Table("Accuracy per condition x dataset", ["condition", "dataset", "n", "correct", "accuracy_%",
+                                                      "invalid", "errors"], out,
+                 note="Invalid answers (no parseable letter after one re-ask) and errors count as wrong.")
+
+
+def cost_table(rows: list[Row], conditions: list[str]) -> Table:
+    out = []
+    for cond in conditions:
+        sel = [r for r in rows if r.condition == cond]
+        n = len(sel)
+        calls = sum(r.calls for r in sel)
+        logical = sum(r.logical_calls for r in sel)
+        out.append([cond, n, round(calls / n, 2), round(logical / n, 2), logical - calls,
+                    round(sum(r.tokens for r in sel) / n, 1), round(sum(r.latency_s for r in sel) / n, 2)])
+    return Table("Cost per question", ["condition", "n", "calls_per_q", "requested_calls_per_q", "calls_saved_by_cache",
+                                       "tokens_per_q", "model_s_per_q"], out,
+                 note="calls = requests sent to the model; requested = what the pipeline asked for, cache hits "
+                      "included. The difference is what the shared response cache saved.")
+
+
+def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
+    """Accuracy beside compute per question, so a reader sees whether a gain survives equal compute.
+
+    With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
+    same questions is added, in the measure the budget was matched in.
+    """
+    budgets = {id(r): Summary.model_validate(r.summary).budget for r in rows}
+    matched = any(b is not None for b in budgets.values())
+    out = []
+    for cond in conditions:
+        sel = [r for r in rows if r.condition == cond]
+        n = len(sel)
+        line: list[Any] = [cond, n, round(_pct(sum(r.correct for r in sel), n), 1),
+                           round(sum(r.logical_calls for r in sel) / n, 2), round(sum(r.tokens for r in sel) / n, 1)]
+        if matched:
+            refs = [b for b in (budgets[id(r)] for r in sel) if b is not None]
+            if refs:
+                ref = refs[0]["reference"]
+                line += [f"{ref.get('condition', '?')} by {refs[0]['by']}",
+                         round(sum(b["reference"]["calls"] for b in refs) / len(refs), 2),
+                         round(sum(b["reference"]["tokens"] for b in refs) / len(refs), 1)]
+            else:
+                line += ["", "", ""]
+        out.append(line)
+    columns = ["condition", "n", "accuracy_%", "calls_per_q", "tokens_per_q"]
+    note = ("calls = requested model calls (re-asks and cache hits included, what a standalone run would send); "
+            "tokens = tokens sent (cache hits free), as in the cost table.")
+    if matched:
+        columns += ["matched_to", "ref_calls_per_q", "ref_tokens_per_q"]
+        note += (" ref_* = the reference condition's requested calls and tokens on the questions it budgeted here "
+                 "(cache hits included). When every question had a reference, a condition matched by calls has "
+                 "calls_per_q = ref_calls_per_q (one more where a last sample was re-asked).")
+    return Table("Accuracy and compute", columns, out, note=note)
+
+
+def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs that differ in exactly one flag (c0r0 vs c1r0, c1r0 vs c1r1 ...), lower value first."""
+    out = []
+    for a, b in itertools.combinations(conditions, 2):
+        fa, fb = flags.get(a, {}), flags.get(b, {})
+        diff = [k for k in set(fa) | set(fb) if fa.get(k) != fb.get(k)]
+        if len(diff) == 1:
+            k = diff[0]
+            out.append((a, b) if str(fa.get(k, "")) <= str(fb.get(k, "")) else (b, a))
+    return out
+
+
+def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
+    out = []
+    for a, b in pairs:
+        for rep in sorted({r.repeat for r in rows}):
+            ma = {r.key: r.correct for r in rows if r.condition == a and r.repeat == rep}
+            mb = {r.key: r.correct for r in rows if r.condition == b and r.repeat == rep}
+            if not (set(ma) & set(mb)):
+                continue
+            c = paired_comparison(a, ma, b, mb, n_boot=n_boot, seed=seed)
+            out.append([a, b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1), round(c.diff_points, 1),
+                        f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only, round(c.p_mcnemar, 4), c.verdict])
+    return Table("Paired comparisons (same questions)", ["a", "b", "repeat", "n", "acc_a_%", "acc_b_%", "diff_pts",
+                                                          "95%_CI_pts", "b_only", "a_only", "mcnemar_p", "verdict"],
+                 out, note="diff = b - a in points; CI = paired bootstrap over questions (10,000 resamples); "
+                           "p = exact McNemar test on the discordant questions. Differences whose CI spans 0 "
+                           "are reported as no detectable difference.")
+
+
+def repeats_table(rows: list[Row], conditions: list[str]) -> Table | None:
+    reps = sorted({r.repeat for r in rows})
+    if len(reps) < 2:
+        return None
+    out = []
+    for cond in conditions:
+        accs = []
+        for rep in reps:
+            sel = [r for r in rows if r.condition == cond and r.repeat == rep]
+            if sel:
+                accs.append(_pct(sum(r.correct for r in sel), len(sel)))
+        if accs:
+            m, sd = mean_sd(accs)
+            out.append([cond, len(accs), round(m, 2), round(sd, 2), " / ".join(f"{a:.1f}" for a in accs)])
+    return Table("Repeated runs (accuracy %, mean ± sample sd)", ["condition", "runs", "mean", "sd", "per_run"], out)
+
+
+def errors_table(rows: list[Row]) -> Table | None:
+    counts: dict[tuple[str, str], int] = defaultdict(int)
+    for r in rows:
+        if r.error:
+            counts[(r.condition, r.error_kind or "unknown")] += 1
+    if not counts:
+        return None
+    return Table("Errors by kind", ["condition", "kind", "count"], [[c, k, n] for (c, k), n in sorted(counts.items())])
+
+
+def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
+    """The tables of the run's own pipeline (`Pipeline.tables`). A pipeline not installed here adds
+    none; a record that names no pipeline (a hand-built one) gets every built-in pipeline's tables,
+    each of which applies only to rows that carry its facts."""
+    name = (meta.get("scenario") or {}).get("pipeline")
+    if name is None:
+        names = list(dict.fromkeys(["panel", *PIPELINES]))  # the panel's tables first, as they always came
+    else:
+        names = [str(name)]
+    specs: list[TableSpec] = []
+    for n in names:
+        try:
+            pipeline = get_pipeline(n)
+        except UnknownPipeline:
+            continue
+        specs += [s for s in pipeline.tables if s not in specs]
+    return tuple(specs)
+
+
+def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) -> list[Table]:
+    """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
+    errors), then the paired comparisons."""
+    slugs = [c["slug"] for c in meta.get("conditions", [])]
+    conditions = condition_order(rows, slugs)
+    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
+    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
+    specs = pipeline_tables(meta)
+    tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
+    extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
+    extra += [repeats_table(rows, conditions), errors_table(rows)]
+    extra += [spec.build(rows, conditions) for spec in specs if spec.late]
+    tables += [x for x in extra if x is not None]
+    pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
+    if pairs:
+        tables.append(paired_table(rows, pairs, n_boot=n_boot))
+    return tables
+
+
+def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
+    return write_tables(run_dir / "report", tables, title=f"Report: {run_dir.name}", md_name="report.md")
+
+
+def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str) -> list[Path]:
+    """Each table as `<title>.csv`, and all of them in one markdown file."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    md = [f"# {title}", ""]
+    for t in tables:
+        name = t.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
+        path = out_dir / f"{name}.csv"
+        path.write_text(t.csv(), encoding="utf-8")
+        written.append(path)
+        md.append(t.markdown())
+    md_path = out_dir / md_name
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    written.append(md_path)
+    return written

@@ -1,0 +1,163 @@
+"""Statistics for comparing evaluation conditions answered on the same questions.
+
+Accuracy gets a percentile bootstrap or Wilson interval; two conditions get a paired bootstrap
+interval on the accuracy difference plus an exact McNemar test on the discordant questions.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from scipy import stats
+
+K = TypeVar("K", bound=Hashable)
+"""A question's key (dataset, qid): anything hashable."""
+
+__all__ = [
+    "PairedComparison",
+    "accuracy_ci",
+    "format_points",
+    "mean_sd",
+    "paired_comparison",
+    "wilson_ci",
+]
+
+# SciPy 1.15 renamed bootstrap's `random_state` to `rng`; pyproject allows scipy>=1.10, and the old
+# name is slated for deprecation, so pick whichever this SciPy understands.
+_RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
+def _as_bool_array(values: Iterable[Any]) -> np.ndarray:
+    """Strict 0/1 check: a stray None or score must not silently count as 'wrong'."""
+    arr = np.asarray(list(values), dtype=object)
+    bad = [v for v in arr if not (isinstance(v, bool | np.bool_ | int | np.integer) and v in (0, 1))]
+    if bad:
+        raise ValueError(f"correctness values must be bool (or 0/1), got {bad[0]!r}")
+    return arr.astype(bool)
+
+
+def _percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float) -> tuple[float, float]:
+    """Percentile bootstrap CI of mean(x); (nan, nan) below two observations, where it is meaningless."""
+    if x.size < 2:
+        return float("nan"), float("nan")
+    res = stats.bootstrap(
+        (x,),
+        np.mean,
+        n_resamples=n_boot,
+        vectorized=True,
+        confidence_level=level,
+        method="percentile",
+        # 1000 resamples per batch bounds memory at ~1000*n indices for large question sets.
+        batch=1000,
+        **{_RNG_KW: np.random.default_rng(seed)},
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def accuracy_ci(
+    correct: Sequence[bool], *, n_boot: int = 10000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float, float]:
+    """Return (accuracy, ci_low, ci_high) with a percentile bootstrap CI (fractions, not points)."""
+    x = _as_bool_array(correct).astype(float)
+    if x.size == 0:
+        raise ValueError("accuracy_ci needs at least one result")
+    low, high = _percentile_bootstrap(x, n_boot=n_boot, seed=seed, level=level)
+    return float(x.mean()), low, high
+
+
+def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for k successes out of n (better than the bootstrap for small n)."""
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+@dataclass(frozen=True)
+class PairedComparison:
+    """Condition b versus condition a on the same n questions; differences are b - a in points."""
+
+    a: str
+    b: str
+    n: int
+    acc_a: float
+    acc_b: float
+    diff_points: float
+    ci_low: float
+    ci_high: float
+    b_only: int
+    a_only: int
+    p_mcnemar: float
+
+    @property
+    def verdict(self) -> str:
+        """A difference counts only when the CI excludes 0 and McNemar agrees (p < 0.05)."""
+        # Written as "excludes" so a nan CI (n < 2) falls through to "no detectable difference".
+        excludes_zero = self.ci_low > 0 or self.ci_high < 0
+        if not excludes_zero or not self.p_mcnemar < 0.05:
+            return "no detectable difference"
+        return "b better" if self.diff_points > 0 else "a better"
+
+    def as_row(self) -> dict[str, Any]:
+        """Flat dict of all fields plus the verdict, for tables and CSV."""
+        return {**asdict(self), "verdict": self.verdict}
+
+
+def paired_comparison(
+    a_name: str,
+    a: Mapping[K, bool],
+    b_name: str,
+    b: Mapping[K, bool],
+    *,
+    n_boot: int = 10000,
+    seed: int = 0,
+) -> PairedComparison:
+    """Compare two conditions on the questions both answered (keys such as (dataset, qid))."""
+    # Sort by repr so the bootstrap draw depends on the key set, not on dict insertion order,
+    # and so mixed key types never fail to compare.
+    keys = sorted(a.keys() & b.keys(), key=repr)
+    if not keys:
+        raise ValueError(f"{a_name!r} and {b_name!r} share no questions; nothing to compare")
+    ra = _as_bool_array(a[k] for k in keys)
+    rb = _as_bool_array(b[k] for k in keys)
+    b_only = int(np.sum(rb & ~ra))
+    a_only = int(np.sum(ra & ~rb))
+    # Exact McNemar: under H0 each discordant question is equally likely to favour a or b.
+    discordant = b_only + a_only
+    p = float(stats.binomtest(b_only, discordant, 0.5).pvalue) if discordant else 1.0
+    # Resampling per-question differences is resampling questions jointly for both conditions,
+    # which keeps the pairing (and its variance reduction) intact.
+    d = rb.astype(float) - ra.astype(float)
+    low, high = _percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
+    acc_a, acc_b = float(ra.mean()), float(rb.mean())
+    return PairedComparison(
+        a=a_name,
+        b=b_name,
+        n=len(keys),
+        acc_a=acc_a,
+        acc_b=acc_b,
+        diff_points=100.0 * (acc_b - acc_a),
+        ci_low=100.0 * low,
+        ci_high=100.0 * high,
+        b_only=b_only,
+        a_only=a_only,
+        p_mcnemar=p,
+    )
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample sd (ddof=1) of repeated runs; sd is nan for a single run."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 0:
+        raise ValueError("mean_sd needs at least one value")
+    sd = float(np.std(x, ddof=1)) if x.size > 1 else float("nan")
+    return float(x.mean()), sd
+
+
+def format_points(x: float, *, signed: bool = True, digits: int = 1) -> str:
+    """Format a difference already in points, e.g. +3.2 (nan prints as 'n/a')."""
+    if np.isnan(x):
+        return "n/a"
+    return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"

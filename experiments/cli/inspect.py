@@ -1,0 +1,270 @@
+"""CLI commands that read runs: `report`, `show`, `runs`, `view`, `compare`, `export`, `audit`.
+
+`register(app)` adds them to the medpanel app; `write_html_report(run_dir)` is what `medpanel report
+RUN_DIR --html` calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table as RichTable
+
+from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+from medpanel.experiments.analysis.compare import align, compare_tables
+from medpanel.experiments.analysis.export import FORMATS, write_export
+from medpanel.experiments.analysis.report import write_tables
+from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.files import inside
+from medpanel.experiments.run.rundir import load_meta, load_record, load_run, open_store, read_transcript
+from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.view.viewer import build_site, make_server
+from medpanel.retrieval.leakage import Thresholds
+
+DEFAULT_PORT = 8765
+
+
+def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last") -> list[Path]:
+    """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
+    return build_site(Path(run_dir), provenance=provenance, messages=messages)  # load_run checks the directory
+
+
+def _print_tables(tables: list[Table]) -> None:
+    for t in tables:
+        print_table(t)
+
+
+def _echo(text: str) -> None:
+    console.print(text, markup=False, highlight=False)
+
+
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
+    rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
+) -> None:
+    """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
+    load_meta(run_dir)  # a damaged run is refused even when an old report is there to serve
+    report = run_dir / "report"
+    if rebuild or not (report / "index.html").is_file():
+        paths = write_html_report(run_dir)
+        _echo(f"HTML report written: {len(paths)} files in {report}/")
+    try:
+        server = make_server(report, port)
+    except OSError as exc:
+        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror or exc})"
+        raise UserError(f"port {port} {why}. Choose another with --port N (or --port 0 for any free port)",
+                        field="--port") from None
+    host, bound = server.server_address[:2]
+    name = host.decode() if isinstance(host, bytes) else str(host)
+    _echo(f"Serving {report} read-only at http://{name}:{bound}/index.html  (Ctrl-C to stop)")
+    sys.stdout.flush()
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def compare(
+    run_dirs: Annotated[list[Path], typer.Argument(help="Two or more run directories.")],
+    pair: Annotated[list[str] | None, typer.Option(
+        "--pair", help="A pair to compare as 'RUN/COND,RUN/COND' (repeatable); default: the same condition "
+                       "in the first run against each other run.")] = None,
+    condition: Annotated[list[str] | None, typer.Option(
+        "--condition", help="Only these condition slugs (repeatable).")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Also write each table as CSV, and compare.md, into this directory.")] = None,
+) -> None:
+    """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
+    if out is not None:
+        _check_out_dir(out)  # before the (slow) alignment and bootstrap
+    pairs = None
+    if pair:
+        pairs = []
+        for p in pair:
+            parts = [x.strip() for x in p.split(",")]
+            if len(parts) != 2 or not all(parts):
+                raise UserError(f"{p!r} is not a pair. Write it as RUN/COND,RUN/COND", field="--pair")
+            pairs.append((parts[0], parts[1]))
+    cmp = align(run_dirs, pairs=pairs, conditions=condition or None)
+    tables = compare_tables(cmp)
+    _print_tables(tables)
+    if out is not None:
+        _check_out_dir(out)
+
+        written = write_tables(out, tables, title=f"Compare: {', '.join(cmp.labels)}", md_name="compare.md")
+        _echo(f"Tables written to {out} ({len(written)} files)")
+
+
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Output file ('-' for stdout); default report/results.<format>.")] = None,
+) -> None:
+    """One record per (condition, question, repeat) with every row, summary and question field."""
+    if fmt not in FORMATS:
+        raise UserError(f"unknown format {fmt!r}. Use --format jsonl or --format csv", field="--format")
+
+    load_meta(run_dir)
+    if out is not None and str(out) == "-":
+        write_export(run_dir, fmt, sys.stdout)
+        return
+    path = out or run_dir / "report" / f"results.{fmt}"
+    if path.is_dir():
+        raise UserError(f"{path} is a folder. Give a file name, e.g. --out {path / f'results.{fmt}'}", field="--out")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the folder of {path} ({exc.strerror or exc}). Choose another --out",
+                        field="--out") from None
+    # Rendered before the file is opened, so a damaged run leaves no empty output behind.
+    buffer = io.StringIO()
+    n = write_export(run_dir, fmt, buffer)
+    with open(path, "w", encoding="utf-8", newline="") as fh:
+        fh.write(buffer.getvalue())
+    _echo(f"{n} records written to {path}")
+
+
+def _check_out_dir(out: Path) -> None:
+    """`--out DIR` for a folder of tables: refuse a file, or a folder that cannot be created."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{out} is a file. Give a folder for the tables", field="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out} ({exc.strerror or exc}). Choose another --out", field="--out") from None
+
+
+def audit(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    provenance: Annotated[Path | None, typer.Option(
+        help="JSONL of {dataset, qid, pmid/pmcid/doi/url/title} for upstream-source checks.")] = None,
+    stem_chars: Annotated[int | None, typer.Option(
+        min=1, help="Contiguous stem match length that fires (default 80).")] = None,
+    ngram_containment: Annotated[float | None, typer.Option(
+        min=0.0, max=1.0, help="Share of the stem's 8-grams in a passage that fires (default 0.3).")]
+    = None,
+    strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
+) -> None:
+    """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
+    data = load_run(run_dir)
+    th = None
+    if stem_chars is not None or ngram_containment is not None:
+        changes: dict[str, Any] = {}
+        if stem_chars is not None:
+            changes["stem_min_chars"] = stem_chars
+        if ngram_containment is not None:
+            changes["ngram_min_containment"] = ngram_containment
+        th = dataclasses.replace(Thresholds(), **changes)
+    doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, thresholds=th)
+    _print_tables([leakage_table(doc)])
+    direct = sum(s["direct_questions"] for s in doc["summary"])
+    upstream = sum(s["upstream_questions"] for s in doc["summary"])
+    _echo(f"{doc['passages']} passages checked; {direct} (condition, question) pairs with direct leakage, "
+          f"{upstream} with upstream-source retrieval. Details: {run_dir / 'report' / LEAKAGE_FILE}")
+    if strict and direct:
+        raise typer.Exit(1)
+
+
+def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+           html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
+                                                            "audit.")] = False) -> None:
+    """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
+    summarise(run_dir)
+    if html:
+        paths = write_html_report(run_dir)
+        console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
+
+
+def show(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
+    qid: Annotated[str, typer.Argument(help="Question id, or dataset__qid.")],
+    condition: Annotated[str | None, typer.Option("--condition", help="Only this condition slug.")] = None,
+    full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
+) -> None:
+    """Print a debate turn by turn, with parsed fields and tokens."""
+    store = open_store(run_dir, load_meta(run_dir))
+    try:
+        store.sync_transcripts()
+        rows = store.rows()
+    finally:
+        store.close()
+    known = sorted({r.condition for r in rows})
+    if condition is not None and condition not in known:
+        raise UserError(f"no condition {condition!r} in this run. Its conditions are: {', '.join(known) or 'none'}",
+                        field="--condition")
+    # Ids are matched exactly, and each row says where its transcript is (older runs named them differently).
+    matches = sorted((r for r in rows if qid in (r.qid, f"{r.dataset}__{r.qid}")
+                      and (condition is None or r.condition == condition)),
+                     key=lambda r: (r.condition, r.dataset, r.qid, r.repeat))
+    if not matches:
+        raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
+                        f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
+    for row in matches:
+        path = inside(run_dir, row.transcript)
+        if path is None or not path.is_file():
+            console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
+                          markup=False)
+            continue
+        print_transcript(read_transcript(path), full=full)
+
+
+def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:
+    """List run directories with their status."""
+    if not runs_dir.is_dir():
+        what = "is a file, not a folder of runs" if runs_dir.exists() else "does not exist"
+        raise UserError(f"{runs_dir} {what}. Runs are created by medpanel run", field="RUNS_DIR")
+    table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
+    for col in ("run", "scenario", "model", "pairs", "state", "created"):
+        table.add_column(col)
+    damaged: list[UserError] = []
+    for d in sorted(p for p in runs_dir.iterdir() if (p / "run.json").is_file()):
+        try:
+            record = load_record(d)
+        except UserError as exc:  # list the others, then say which could not be read
+            damaged.append(exc)
+            table.add_row(d.name, "-", "-", "-", "damaged run.json", "-")
+            continue
+        status_path = d / "status.json"
+        try:
+            status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+        except (OSError, ValueError):
+            status = {"state": "unreadable status.json"}
+        status = status if isinstance(status, dict) else {"state": "unreadable status.json"}
+        status.setdefault("state", "killed")
+        if lock_holder(d) is not None:
+            status["state"] = "running"
+        elif status.get("state") == "running":
+            status["state"] = "killed"  # its session wrote "running" and never finished: resume it
+        model = record.model
+        table.add_row(d.name, record.name, f"{model.backend or '?'}/{model.name}",
+                      str(record.n_pairs if record.n_pairs is not None else "?"), f"{status['state']}"
+                      + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
+                      str(record.created or "")[:19])
+    console.print(table)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more damaged run.json)" if len(damaged) > 1 else ""
+        raise UserError(f"{damaged[0]}{more}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `report`, `show`, `runs`, `view`, `compare`, `export` and `audit` to the medpanel CLI."""
+    app.command("report")(report)
+    app.command("show")(show)
+    app.command("runs")(runs)
+    app.command("view")(view)
+    app.command("compare")(compare)
+    app.command("export")(export)
+    app.command("audit")(audit)

@@ -1,0 +1,157 @@
+"""`medpanel validate`, `run` (and `run --resume`) and `worker`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from medpanel.experiments.cli.output import console, error_line, summarise
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
+from medpanel.experiments.run.state import Tally
+from medpanel.experiments.run.storage import is_shared
+
+
+def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
+             limit: Annotated[int | None, typer.Option(help="Questions per subset.")] = None,
+             set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key: settings.rounds=1")] = None,
+             ) -> None:
+    """Check a scenario and print its conditions and question count."""
+    sc = load_scenario(scenario, set_)
+    plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
+    console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
+                  f"{'/' + sc.model.model_name if sc.model.model_name else ''}")
+    console.print(f"conditions ({len(plan.conditions)}): {', '.join(c.slug for c in plan.conditions)}")
+    by_ds: dict[str, int] = {}
+    for q in plan.questions:
+        by_ds[q.dataset] = by_ds.get(q.dataset, 0) + 1
+    console.print(f"questions ({len(plan.questions)}): " + ", ".join(f"{k} {v}" for k, v in by_ds.items()))
+    console.print(f"pairs: {len(plan.pairs)} (x{plan.repeats} repeats), shard size {plan.shard_size}")
+
+
+def run(
+    scenario: Annotated[Path | None, typer.Argument(help="Scenario YAML file.")] = None,
+    resume: Annotated[Path | None,
+                      typer.Option("--resume", help="Finish the missing pairs of a run directory.")] = None,
+    limit: Annotated[int | None, typer.Option(help="Questions per subset (overrides dataset.limit).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Parallel workers (overrides run.workers).")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Directory for this run.")] = None,
+    repeat: Annotated[int | None, typer.Option("--repeat", help="Runs per condition with different seeds.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    max_calls: Annotated[int | None, typer.Option(help="Halt after this many model requests.")] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="Halt after this many tokens.")] = None,
+    max_cost_usd: Annotated[float | None, typer.Option(help="Halt at this spend (needs run.prices).")] = None,
+    max_errors: Annotated[int | None, typer.Option(help="Halt when more questions than this errored.")] = None,
+    max_wall_s: Annotated[float | None, typer.Option(help="Halt this session after this many seconds.")] = None,
+    rpm: Annotated[float | None, typer.Option(help="Requests per minute, shared by all workers.")] = None,
+    storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="Override a scenario key, e.g. "
+                                                   "settings.rounds=1 (repeatable).")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="With --resume: run the pairs that have "
+                                               "error rows again; each new result replaces its error row.")] = False,
+) -> None:
+    """Run a scenario (or resume a run) and print the summary table."""
+    if (scenario is None) == (resume is None):
+        raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
+                        "scenarios/quickstart.yaml", field="SCENARIO")
+    session = {"workers": workers, "max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost_usd,
+               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm}
+    # Every override meets the bounds of the scenario key it replaces before anything is read or made.
+    updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
+    updated(DatasetSpec(), {"limit": limit}, block="dataset")
+    if retry_errors and resume is None:
+        raise UserError("--retry-errors re-runs the error rows of an existing run: use it with --resume RUN_DIR",
+                        field="--retry-errors")
+    if resume is not None:
+        for option, value in (("--limit", limit), ("--repeat", repeat), ("--storage", storage),
+                              ("--run-dir", run_dir), ("--set", set_)):
+            if value:
+                raise UserError(f"{option} cannot change a run that exists (its questions and grid are fixed). "
+                                "Start a new run with it instead", field=option)
+        runner = Runner.open(resume)
+        runner.retry_errors = retry_errors
+    else:
+        assert scenario is not None
+        sc = load_scenario(scenario, set_)
+        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage}, block="run")})
+        plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
+                         file=str(scenario))
+        runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
+    runner.override(**session)
+    check_cost_budget(runner.plan.scenario.run, field="--max-cost-usd" if max_cost_usd else "run.max_cost_usd")
+    total = len(runner.plan.pairs)
+    console.print(f"run directory: {runner.run_dir}")
+    console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
+                  f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
+                  f"{runner.plan.scenario.run.workers} workers, model {runner.plan.scenario.model.backend}")
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("acc {task.fields[acc]}  invalid {task.fields[invalid]}  errors {task.fields[errors]}  "
+                          "calls {task.fields[calls]} (+{task.fields[hits]} cached)  tokens {task.fields[tokens]}"
+                          "{task.fields[cost]}"),
+               TimeElapsedColumn(), TimeRemainingColumn()]
+    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
+        task = progress.add_task("questions", total=total, acc="-", invalid=0, errors=0, calls=0, hits=0, tokens=0,
+                                 cost="")
+        priced = bool(runner.plan.scenario.run.prices)
+
+        def hook(t: Tally, _total: int) -> None:
+            progress.update(task, completed=t.done, acc=f"{100 * t.correct / max(t.done, 1):.1f}%",
+                            invalid=t.invalid, errors=t.errors, calls=t.calls, hits=t.cache_hits, tokens=t.tokens,
+                            cost=f"  ${t.cost_usd:.4f}" if priced else "")
+
+        hook(runner.tally, total)
+        status = runner.run(progress=hook)
+    summarise(runner.run_dir)
+    if status.get("status_error"):
+        error_line(str(status["status_error"]))
+    if status["state"] != "complete":
+        reason = f"{status['reason']}. " if status["reason"] else ""
+        console.print(f"Run {status['state']}: {reason}{status['remaining']} pairs left. "
+                      f"Resume with: medpanel run --resume {runner.run_dir}", style="yellow", markup=False,
+                      soft_wrap=True)
+        raise typer.Exit(3)
+    console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
+                  f"Read one with: medpanel show {runner.run_dir} <QID>")
+
+
+def worker(
+    target: Annotated[str, typer.Argument(help="A run directory, or the run's postgresql:// storage URL.")],
+    workers: Annotated[int | None, typer.Option(help="Parallel workers in this process.")] = None,
+    run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Local folder for this worker's files.")] = None,
+    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+) -> None:
+    """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
+    updated(RunSpec(), {"workers": workers}, block="run")  # before connecting anywhere
+    if "://" in target:
+        if not is_shared(target):
+            raise UserError("a worker needs shared storage (postgresql://...); for SQLite runs use "
+                            "medpanel run --resume RUN_DIR", field="RUN_DIR_OR_URL")
+        runner = Runner.join(target, run_dir)
+    else:
+        runner = Runner.open(Path(target))
+        if not runner.shared:
+            raise UserError(f"{target} keeps its study in SQLite, which one machine owns. Resume it with "
+                            f"medpanel run --resume {target}, or start runs with run.storage: postgresql://...",
+                            field="RUN_DIR_OR_URL")
+    runner.override(workers=workers)
+    console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")
+    status = runner.run(progress=None if quiet else _print_progress, install_signals=True)
+    console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")
+
+
+def _print_progress(t: Any, total: int) -> None:
+    if t.done % 10 == 0 or t.done == total:
+        console.print(f"{t.done}/{total} done, {t.errors} errors, {t.calls} calls")
+
+
+
+def register(app: typer.Typer) -> None:
+    """Add `validate`, `run` and `worker` to the medpanel CLI."""
+    app.command("validate")(validate)
+    app.command("run")(run)
+    app.command("worker")(worker)

@@ -1,0 +1,114 @@
+"""Budgets and halt controls: calls, tokens, dollars, errors and wall time, plus a shared rate limit.
+
+Spend is counted from every request that reaches the model (cache hits are free). When a budget is
+spent the run's stop flag is set with the reason; questions in flight stop at their next model
+call without being recorded, so `medpanel run --resume RUN_DIR --max-calls <higher>` finishes them
+(their earlier calls come back from the response cache at no cost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from medpanel.agents.model.client import RunHalted
+from medpanel.agents.types import TranscriptEvent
+from medpanel.experiments.run.state import Stop
+
+
+class Price(BaseModel):
+    """US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+def event_cost(event: TranscriptEvent, prices: dict[str, Price]) -> float:
+    price = prices.get(event.model)
+    if price is None or event.cache_hit:
+        return 0.0
+    return (event.usage.prompt_tokens * price.input + event.usage.completion_tokens * price.output) / 1e6
+
+
+class RateLimiter:
+    """Requests per minute shared by every worker thread: each request reserves the next free slot."""
+
+    def __init__(self, per_minute: float) -> None:
+        self.interval = 60.0 / per_minute
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    async def acquire(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            slot = max(now, self._next)
+            self._next = slot + self.interval
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+
+@dataclass
+class Spend:
+    calls: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclass
+class Budget:
+    """Watches spend against the run's limits and halts the run when one is reached."""
+
+    stop: Stop
+    max_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost_usd: float | None = None
+    max_wall_s: float | None = None
+    prices: dict[str, Price] = field(default_factory=dict)
+    limiter: RateLimiter | None = None
+    spend: Spend = field(default_factory=Spend)
+    started: float = field(default_factory=time.monotonic)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add_prior(self, calls: int, tokens: int, cost_usd: float) -> None:
+        """Spend recorded by earlier sessions of this run counts against the same budget."""
+        with self._lock:
+            self.spend.calls += calls
+            self.spend.tokens += tokens
+            self.spend.cost_usd += cost_usd
+        self.check()
+
+    def on_event(self, event: TranscriptEvent) -> None:
+        if event.kind != "call" or event.cache_hit:
+            return
+        with self._lock:
+            self.spend.calls += event.attempts
+            self.spend.tokens += event.usage.total
+            self.spend.cost_usd += event_cost(event, self.prices)
+        self.check()
+
+    def check(self) -> None:
+        s = self.spend
+        if self.max_calls is not None and s.calls >= self.max_calls:
+            self._halt(f"max_calls={self.max_calls} reached ({s.calls} calls)", "--max-calls")
+        elif self.max_tokens is not None and s.tokens >= self.max_tokens:
+            self._halt(f"max_tokens={self.max_tokens} reached ({s.tokens} tokens)", "--max-tokens")
+        elif self.max_cost_usd is not None and s.cost_usd >= self.max_cost_usd:
+            self._halt(f"max_cost_usd={self.max_cost_usd} reached (${s.cost_usd:.4f})", "--max-cost-usd")
+        elif self.max_wall_s is not None and time.monotonic() - self.started >= self.max_wall_s:
+            self._halt(f"max_wall_s={self.max_wall_s} reached", "--max-wall-s")
+
+    def _halt(self, why: str, flag: str) -> None:
+        self.stop.set(f"budget: {why}; resume with a higher {flag}")
+
+    async def before_call(self) -> None:
+        self.check()
+        if self.stop.halted:  # a drain (Ctrl-C) lets questions in flight finish
+            raise RunHalted(self.stop.reason or "run halted")
+        if self.limiter is not None:
+            await self.limiter.acquire()

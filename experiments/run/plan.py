@@ -1,0 +1,218 @@
+"""Planning a run: the scenario's pipeline resolved once, its conditions planned, questions loaded.
+
+`make_plan` is where a scenario's pipeline is looked up and its settings validated, once per run;
+every condition is decoded into the pipeline's typed plan (`Pipeline.plan`), and run.json stores
+the settings and the plans (`ResolvedRun.record`), so a resume or a worker on another machine
+reads them back (`ResolvedRun.from_record`) instead of re-deriving them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from medpanel.agents.model.spec import ModelSpec
+from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings, PlanError
+from medpanel.agents.pipelines.registry import UnknownPipeline, get_pipeline
+from medpanel.agents.run import Resolved
+from medpanel.agents.types import Condition, Question
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.budget_match import BudgetReference, load_reference
+from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.scenario import Scenario, updated
+from medpanel.experiments.run.storage import Pair
+
+PLAN_FORMAT = 1
+"""The version of run.json's `plan` block."""
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A run's pipeline, looked up once, with its settings validated once and every condition planned."""
+
+    name: str
+    """The pipeline as the scenario names it (a built-in name, `module:Class`, an entry point)."""
+    pipeline: Pipeline[Any, Any]
+    settings: PipelineSettings
+    plans: dict[str, ConditionPlan]
+    """Condition slug -> its plan."""
+
+    def condition(self, slug: str) -> Resolved:
+        return Resolved(self.pipeline, self.settings, self.plans[slug])
+
+    def uses_verifier(self) -> bool:
+        return self.pipeline.uses_verifier(list(self.plans.values()), self.settings)
+
+    def record(self) -> dict[str, Any]:
+        """run.json's `plan` block."""
+        return {"format_version": PLAN_FORMAT, "pipeline": self.name,
+                "settings": self.settings.model_dump(mode="json"),
+                "conditions": {slug: p.model_dump(mode="json") for slug, p in self.plans.items()}}
+
+    @classmethod
+    def from_record(cls, doc: dict[str, Any], *, file: str) -> ResolvedRun:
+        """Read back a stored plan: one lookup, one validation of the settings and of each plan."""
+        name = str(doc["pipeline"])
+        pipeline = _pipeline(name, file)
+        settings = pipeline.settings_model.model_validate(doc["settings"])
+        plans = {slug: pipeline.plan_model.model_validate(p) for slug, p in doc["conditions"].items()}
+        return cls(name, pipeline, settings, plans)
+
+
+def _pipeline(name: str, file: str) -> Pipeline[Any, Any]:
+    try:
+        return get_pipeline(name)
+    except UnknownPipeline as exc:
+        raise UserError(str(exc), file=file, field="pipeline") from None
+
+
+def resolve_run(name: str, settings: dict[str, Any], conditions: list[Condition], *,
+                file: str = "scenario") -> ResolvedRun:
+    """Look the pipeline up, check and plan every condition, validate the settings: every problem is
+    one `UserError` naming the scenario key to fix."""
+    pipeline = _pipeline(name, file)
+    try:
+        for cond in conditions:
+            pipeline.check(cond, name)
+    except PlanError as exc:
+        raise UserError(str(exc), file=file, field=exc.field) from None
+    try:
+        validated = pipeline.settings_model.model_validate(settings)
+    except ValidationError as exc:  # name the first bad key
+        errs = exc.errors()
+        loc = ".".join(str(x) for x in errs[0]["loc"])
+        raise UserError(f"{errs[0]['msg']}. Valid settings for {name!r}: "
+                        f"{', '.join(pipeline.settings_model.model_fields)}", file=file,
+                        field=f"settings.{loc}" if loc else "settings") from None
+    try:
+        plans = {cond.slug: pipeline.plan(cond, validated) for cond in conditions}
+    except PlanError as exc:
+        raise UserError(str(exc), file=file, field=exc.field) from None
+    return ResolvedRun(name, pipeline, validated, plans)
+
+
+def auto_shard_size(n_pairs: int, workers: int) -> int:
+    """Two shards per worker: a handful of trials whatever the grid size.
+
+    Balance does not depend on shard size, because a worker that finishes its shard goes on with
+    pairs nobody has claimed yet (see `experiments/run/worker.py`).
+    """
+    return max(1, math.ceil(n_pairs / (workers * 2)))
+
+
+def shard_count(n_pairs: int, shard_size: int) -> int:
+    return math.ceil(n_pairs / shard_size)
+
+
+@dataclass
+class Plan:
+    scenario: Scenario
+    conditions: list[Condition]
+    questions: list[Question]
+    repeats: int
+    shard_size: int
+    budget: BudgetReference | None = None
+    """Per-question budgets from `budget_match`, read at plan time and kept in run.json."""
+    stored: ResolvedRun | None = field(default=None, repr=False)
+    """The resolved pipeline when planning already gave it."""
+    record: dict[str, Any] | None = field(default=None, repr=False)
+    """run.json's `plan` block of an existing run (runs made before issue 14 have none)."""
+    file: str = "scenario"
+    """What error messages name: the scenario file, or an existing run's run.json."""
+
+    @cached_property
+    def resolved(self) -> ResolvedRun:
+        """The pipeline, its settings and the condition plans: resolved at most once per plan (the
+        runner resolves it before its workers start)."""
+        if self.stored is not None:
+            return self.stored
+        if self.record is not None:
+            try:
+                return ResolvedRun.from_record(self.record, file=self.file)
+            except (KeyError, TypeError, ValueError) as exc:
+                detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+                raise UserError(f"the stored plan no longer validates ({detail}). Restore run.json, or start the "
+                                "run again", file=self.file, field="plan") from None
+        return resolve_run(self.scenario.pipeline, self.scenario.settings, self.conditions, file=self.file)
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        """The model settings with the run's per-call timeout applied."""
+        timeout = self.scenario.run.per_call_timeout_s
+        model = self.scenario.model
+        return model.model_copy(update={"timeout_s": timeout}) if timeout else model
+
+    @property
+    def pairs(self) -> list[Pair]:
+        # Question-major: a shard holds every condition of a few questions, so conditions that
+        # share their first turn hit the response cache one after another instead of racing.
+        return [(c.slug, q.dataset, q.qid, r) for r in range(self.repeats) for q in self.questions
+                for c in self.conditions]
+
+    def shards(self) -> list[list[Pair]]:
+        pairs = self.pairs
+        return [pairs[i : i + self.shard_size] for i in range(0, len(pairs), self.shard_size)]
+
+    def resolvable(self) -> ResolvedRun | None:
+        """`resolved`, or None for a hand-built plan whose conditions its pipeline refuses: such a plan
+        fails when it runs (`Runner.prepare`), as it always did, but can still make a run directory."""
+        try:
+            return self.resolved
+        except UserError:
+            return None
+
+    def accommodations(self) -> dict[str, Any]:
+        """The small-model limits in force for this run (context window, passage and string lengths)."""
+        sc = self.scenario
+        resolved = self.resolvable()
+        return sc.model.accommodations(sc.settings, verifier=resolved is not None and resolved.uses_verifier())
+
+
+def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = None, repeats: int | None = None,
+              workers: int | None = None, file: str = "scenario") -> Plan:
+    # Overrides go through the scenario's own models, so --limit 0 or --workers 0 meet the bounds
+    # the YAML keys have (model_copy(update=...) would skip validation).
+    scenario = scenario.model_copy(update={
+        "dataset": updated(scenario.dataset, {"limit": limit}, block="dataset"),
+        "run": updated(scenario.run, {"workers": workers, "repeats": repeats}, block="run")})
+    run = scenario.run
+    conditions = scenario.conditions()
+    resolved = resolve_run(scenario.pipeline, scenario.settings, conditions, file=file)
+    ds = scenario.dataset
+    questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir,
+                             multi_answer=ds.multi_answer)
+    if not questions:
+        raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
+                        field="dataset")
+    budget = None
+    if scenario.budget_match is not None:
+        scenario, budget = _budget_match(scenario, resolved, questions, file)
+    n_pairs = len(conditions) * len(questions) * run.repeats
+    shard = run.shard_size or auto_shard_size(n_pairs, run.workers)
+    return Plan(scenario=scenario, conditions=conditions, questions=questions, repeats=run.repeats,
+                shard_size=shard, budget=budget, stored=resolved)
+
+
+def _budget_match(scenario: Scenario, resolved: ResolvedRun, questions: list[Question],
+                  file: str) -> tuple[Scenario, BudgetReference]:
+    """Check that every condition can spend a budget, and read the reference's per-question compute."""
+    for slug, plan in resolved.plans.items():
+        if not resolved.pipeline.accepts_budget(plan):
+            raise UserError(f"condition {slug!r} (pipeline {scenario.pipeline!r}) makes a fixed number of calls "
+                            "per question and cannot be budget-matched; budget_match applies to sampling baselines "
+                            "only (pipeline sc). Remove budget_match, or run sc", file=file, field="budget_match")
+    spec = scenario.budget_match
+    assert spec is not None
+    budget = load_reference(spec, model=(scenario.model.backend, scenario.model.model_name), file=file)
+    if not any((q.dataset, q.qid) in budget.calls for q in questions):
+        raise UserError(f"none of this run's {len(questions)} questions has a usable row for condition "
+                        f"{spec.condition!r} in the reference run {spec.run}. Use the reference's dataset block "
+                        "(source, subsets, limit, seed)", file=file, field="budget_match")
+    # run.json records the resolved path, so the record says which run the budgets came from.
+    resolved_spec = spec.model_copy(update={"run": budget.run})
+    return scenario.model_copy(update={"budget_match": resolved_spec}), budget

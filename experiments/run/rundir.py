@@ -1,0 +1,178 @@
+"""Reading a finished (or partial) run directory: run.json, questions, result rows, transcripts.
+
+Every command that opens a run directory reads it through these functions, so a missing, damaged
+or foreign file is the same one-line `UserError` (naming the file) whichever command met it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from medpanel.agents.types import Question
+from medpanel.experiments.errors import UserError, read_json, read_text
+from medpanel.experiments.run.records import RunRecord, TranscriptRecord, read_run_record, read_transcript_record
+from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.run.store import Row, Store
+
+RESTORE = "Restore it from a backup, or start the run again"
+
+
+def condition_order(rows: list[Row], conditions: list[str] | None = None) -> list[str]:
+    seen = conditions or []
+    extra = sorted({r.condition for r in rows} - set(seen))
+    return [c for c in seen if any(r.condition == c for r in rows)] + extra
+
+
+def storage_url(run_dir: Path, meta: dict[str, Any]) -> str:
+    url = meta.get("scenario", {}).get("run", {}).get("storage")
+    return url or f"sqlite:///{run_dir / 'study.db'}"
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    meta: dict[str, Any]
+    """run.json as read (the dict form of `record`)."""
+    rows: list[Row]
+    questions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    status: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def conditions(self) -> list[str]:
+        return condition_order(self.rows, [c["slug"] for c in self.meta.get("conditions", [])])
+
+    def transcript(self, row: Row) -> dict[str, Any] | None:
+        path = self.run_dir / row.transcript
+        if not path.is_file():
+            return None
+        return read_transcript(path)
+
+
+def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
+    """run.json as a `RunRecord` (any format version), or a `UserError` naming the file."""
+    run_dir = Path(run_dir)
+    path = run_dir / "run.json"
+    if not path.exists():
+        what = "is a file, not a run directory" if run_dir.is_file() else (
+            "does not exist" if not run_dir.exists() else "is not a run directory (no run.json)")
+        raise UserError(f"{run_dir} {what}. Pass a directory under runs/", field=arg)
+    meta = read_json(path, what="run.json", fix=RESTORE)
+    if not isinstance(meta, dict) or not isinstance(meta.get("scenario"), dict) \
+            or not isinstance(meta.get("conditions"), list) or not isinstance(meta.get("name"), str):
+        raise UserError(f"not a medpanel run.json (it needs name, scenario and conditions). {RESTORE}",
+                        file=str(path))
+    try:
+        return read_run_record(meta)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "run.json"
+        raise UserError(f"not a medpanel run.json ({where}: {err['msg']}). {RESTORE}", file=str(path)) from None
+
+
+def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
+    """run.json, checked to be a medpanel run's (`load_record`), as the dict the readers walk."""
+    return load_record(run_dir, arg=arg).model_dump(mode="json", exclude_unset=True)
+
+
+def load_transcript(path: Path) -> TranscriptRecord:
+    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it."""
+    doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
+    if not isinstance(doc, dict):
+        raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
+    try:
+        return read_transcript_record(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or "transcript"
+        raise UserError(f"not a medpanel transcript ({where}: {err['msg']}). Restore it from a backup",
+                        file=str(path)) from None
+
+
+def read_transcript(path: Path) -> dict[str, Any]:
+    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk."""
+    return load_transcript(path).model_dump(mode="json", exclude_unset=True)
+
+
+def read_run_questions(run_dir: Path) -> list[Question]:
+    """The run's own `questions.jsonl` (what resume works through); a `UserError` when missing or damaged."""
+    path = Path(run_dir) / "questions.jsonl"
+    text = read_text(path, what="question list of this run", fix=RESTORE)
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                out.append(Question.model_validate_json(line))
+            except ValidationError as exc:
+                detail = str(exc).splitlines()[1:2] or [""]
+                raise UserError(f"line {n} is not a question ({detail[0].strip()}): the file is damaged. {RESTORE}",
+                                file=str(path)) from None
+    if not out:
+        raise UserError(f"holds no question: the file is damaged. {RESTORE}", file=str(path))
+    return out
+
+
+def open_store(run_dir: Path, meta: dict[str, Any]) -> Store:
+    """The store of an existing run. A SQLite run whose study.db is gone is refused: opening it
+    would create an empty one, and the run would read as having nothing done (a resume would redo
+    and overwrite every question)."""
+    url = storage_url(run_dir, meta)
+    require_study(run_dir, url)
+    return Store(url, run_dir)
+
+
+def require_study(run_dir: Path, url: str) -> None:
+    """Refuse an existing run whose SQLite study file is gone (see `open_store`)."""
+    db = sa_url_path(url) if url.startswith("sqlite") else None
+    if db is not None and not db.is_file():
+        raise UserError(f"is missing: the study database holds every result row of the run in {run_dir}. "
+                        f"{RESTORE}", file=str(db))
+
+
+def sa_url_path(url: str) -> Path | None:
+    """The file of a `sqlite:///...` URL (None for an in-memory database)."""
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    return Path(database) if database and database != ":memory:" else None
+
+
+def read_questions(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """The run's `questions.jsonl` as records keyed by (dataset, qid); empty if it has none."""
+    questions: dict[tuple[str, str], dict[str, Any]] = {}
+    qfile = run_dir / "questions.jsonl"
+    if qfile.is_file():
+        for n, line in enumerate(read_text(qfile, what="question list of this run", fix=RESTORE).splitlines(), 1):
+            if line.strip():
+                try:
+                    q = json.loads(line)
+                    questions[(str(q["dataset"]), str(q["qid"]))] = q
+                except (ValueError, KeyError, TypeError):
+                    raise UserError(f"line {n} is not a question record: the file is damaged. {RESTORE}",
+                                    file=str(qfile)) from None
+    return questions
+
+
+def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
+    """Everything the viewer, export and audit need; a UserError if it is not a run directory."""
+    run_dir = Path(run_dir)
+    meta = load_meta(run_dir, arg=arg)
+    store = open_store(run_dir, meta)
+    try:
+        rows = store.rows()
+    finally:
+        store.close()
+    questions = read_questions(run_dir)
+    status_path = run_dir / "status.json"
+    status = read_json(status_path, what="status.json", fix="Delete it; the next run or resume writes it again") \
+        if status_path.is_file() else {}
+    if not isinstance(status, dict):
+        raise UserError("not a status document: delete it; the next run or resume writes it again",
+                        file=str(status_path))
+    if status.get("state") == "running" and lock_holder(run_dir) is None:
+        status["state"] = "killed"  # a session wrote "running" and never finished: resume it
+    return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)

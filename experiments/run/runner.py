@@ -1,0 +1,327 @@
+"""The run: a directory, an Optuna GridSampler study over shards of the (condition, question) grid.
+
+Why shards: Optuna's GridSampler re-reads the study's trials on every trial, so its cost per
+trial grows with the grid (82 ms at 100 points, 277 ms at 400 on this machine). A trial here is a
+shard of `shard_size` pairs, which keeps the trial count small and the runner's own cost per pair
+flat. Why claims: every pair is claimed in the store before any model call, so no pair is ever
+executed twice, whatever the sampler re-offers (the workers are `experiments/run/worker.py`).
+
+Resume opens a new study in the same storage whose grid is exactly the shards the store still
+lacks. A fresh GridSampler study assigns grid points by trial number, so each pending shard runs
+once; re-enqueueing into the old study would not work, because a GridSampler whose points were all
+visited (FAILED and killed trials count) stops the study after the first re-run trial.
+
+The runner's other jobs live beside it: planning (`plan.py`), provenance (`provenance.py`), the run
+directory (`directory.py`), run state (`state.py`, `signals.py`) and execution (`worker.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from medpanel.agents.model.backends import LOCAL_ACCOMMODATIONS, preload
+from medpanel.agents.model.cache import ResponseCache
+from medpanel.agents.model.local_server import LocalServer
+from medpanel.agents.redact import install_log_redaction, redact
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run import directory, signals
+from medpanel.experiments.run.budget import Budget, RateLimiter
+from medpanel.experiments.run.files import write_atomic, write_status
+from medpanel.experiments.run.health import EndpointHealth
+from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.rundir import require_study
+from medpanel.experiments.run.runlock import run_lock
+from medpanel.experiments.run.scenario import updated
+from medpanel.experiments.run.state import ProgressHook, Stop, Tally
+from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
+from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.worker import Shared, Worker
+from medpanel.retrieval.errors import RetrievalError, SourceConfigError
+
+SHARED_POLL_S = 1.0
+"""Shared storage: how often a worker with nothing left checks whether others have finished."""
+
+
+def _engine_kwargs(url: str) -> dict[str, Any]:
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 60}}
+    return {"pool_pre_ping": True}
+
+
+class Runner:
+    """One run directory. `Runner.create` starts a run, `Runner.open` resumes one."""
+
+    def __init__(self, run_dir: Path, plan: Plan, *, storage: str | None = None) -> None:
+        self.run_dir = run_dir
+        self.plan = plan
+        self.storage_url = normalize_url(storage or plan.scenario.run.storage or f"sqlite:///{run_dir / 'study.db'}")
+        self.shared = is_shared(self.storage_url)
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.stop = Stop()
+        self.tally = Tally()
+        self.client_factory: Callable[[Any], Any] | None = None
+        """Tests and benchmarks inject a scripted client factory here."""
+        self.timings: dict[str, float] = {}
+        self.budget = self._budget()
+        self.created_with: dict[str, str] = {}
+        """Package versions the run was created with (run.json)."""
+        self.retry_errors = False
+        """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
+        self.health = EndpointHealth(plan.model_spec)
+
+    def _budget(self) -> Budget:
+        run = self.plan.scenario.run
+        return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
+                      max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=run.prices,
+                      limiter=RateLimiter(run.requests_per_minute) if run.requests_per_minute else None)
+
+    def override(self, **values: Any) -> None:
+        """Change run settings for this session (a higher budget on resume, more workers)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if values:
+            run = updated(self.plan.scenario.run, values, block="run")  # the YAML's bounds, naming the option
+            self.plan.scenario = self.plan.scenario.model_copy(update={"run": run})
+            self.budget = self._budget()
+
+    # -- creation and resume -------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, plan: Plan, *, runs_dir: Path | None = None, run_dir: Path | None = None,
+               scenario_file: str | None = None) -> Runner:
+        run_dir = directory.new_run_dir(plan, runs_dir=runs_dir, run_dir=run_dir)
+        runner = cls(run_dir, plan)
+        questions = directory.write_questions(run_dir, plan)
+        meta = directory.run_record(plan, storage_url=runner.storage_url, scenario_file=scenario_file)
+        store = Store(runner.storage_url, run_dir)
+        store.put_meta("questions", questions)
+        store.put_meta("run_json", json.dumps(meta))
+        store.close()
+        runner.created_with = meta["versions"]
+        # Optuna's schema is created (and checked) with the run, so starting a session does not
+        # pay for it; see `_optuna_storage`.
+        runner._optuna_storage().engine.dispose()
+        write_atomic(run_dir / "run.json", json.dumps(meta, indent=2))  # last: the run exists from now on
+        return runner
+
+    @classmethod
+    def join(cls, url: str, run_dir: Path | None = None) -> Runner:
+        """A worker for a run whose storage is shared (PostgreSQL), from any machine."""
+        runner = cls.open(directory.join_files(url, run_dir))
+        runner.storage_url = normalize_url(url)
+        runner.shared = True
+        return runner
+
+    @classmethod
+    def open(cls, run_dir: Path) -> Runner:
+        plan, meta = directory.read_plan(run_dir)
+        runner = cls(run_dir, plan)
+        if not runner.shared:
+            require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
+        runner.created_with = meta.get("versions") or {}
+        return runner
+
+    # -- the study -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _runner_lock(self) -> Iterator[None]:
+        """One runner per run directory on one machine (see `runlock`); a dead runner's lock is free.
+
+        Shared storage takes no lock: many workers on many machines are the point.
+        """
+        if self.shared:
+            yield
+            return
+        with run_lock(self.run_dir, self.owner):
+            yield
+
+    def _optuna_storage(self) -> optuna.storages.RDBStorage:
+        # Optuna checks the schema against its migrations on every open, loading all of alembic's
+        # revision scripts (~0.3 s). The check guards against a schema from another Optuna version;
+        # a run reopened by the version that created it skips it.
+        same = self.created_with.get("optuna") == optuna.__version__
+        return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url),
+                                          skip_compatibility_check=same)
+
+    def _study(self, pending: list[int]) -> optuna.Study:
+        storage = self._optuna_storage()
+        if self.shared:
+            # Every worker loads the one study; the GridSampler hands each shard to one trial number,
+            # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
+            sampler = optuna.samplers.GridSampler({"shard": list(range(len(self.plan.shards())))}, seed=0)
+            return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
+                                       direction="maximize", load_if_exists=True)
+        names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+        for summary in optuna.get_all_study_summaries(storage):
+            # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
+            study = optuna.load_study(study_name=summary.study_name, storage=storage)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+        name = "medpanel" if "medpanel" not in names else f"medpanel-resume-{len(names)}"
+        sampler = optuna.samplers.GridSampler({"shard": pending}, seed=0)
+        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize")
+
+    def prepare(self) -> None:
+        """Resolve the pipeline (once: the workers reuse it) and let it open what every worker will
+        share (a corpus index) before they start."""
+        resolved = self.plan.resolved
+        try:
+            resolved.pipeline.prepare(list(resolved.plans.values()), resolved.settings)
+        except RetrievalError as exc:
+            field = exc.field if isinstance(exc, SourceConfigError) else "settings.corpus"
+            raise UserError(str(exc), field=field) from None
+
+    def pending_shards(self, done: set[Pair]) -> list[int]:
+        return [i for i, shard in enumerate(self.plan.shards()) if any(p not in done for p in shard)]
+
+    # -- a session -----------------------------------------------------------------------------
+
+    def run(self, *, progress: ProgressHook | None = None, install_signals: bool = True) -> dict[str, Any]:
+        """Work through every missing pair. Returns a status dict (also written to status.json).
+
+        The run's own storage failing (disk full, a read-only folder) stops the run like a budget:
+        the reason names the path and the cause, what was committed stays, and a resume goes on.
+        """
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        install_log_redaction()  # an endpoint's echoed key must not reach a log either
+        store = Store(self.storage_url, self.run_dir)
+        started = time.time()
+        shared = Shared(plan=self.plan, store=store, owner=self.owner, stop=self.stop, budget=self.budget,
+                        health=self.health, tally=self.tally, timings=self.timings, started=started,
+                        progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors)
+        status_path = self.run_dir / "status.json"
+        total = len(self.plan.pairs)
+        with self._runner_lock():
+            with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
+                write_status(status_path, {"state": "running", "pid": os.getpid(),
+                                           "updated": datetime.now(timezone.utc).isoformat()})
+            try:
+                self._session(shared, install_signals)
+            except Exception as exc:
+                cause = store.resource_failure(exc)
+                if cause is None:
+                    raise
+                self.stop.set(cause)
+            shared.settle_held()
+            done = store.done()
+            remaining = total - len(done)
+            if self.retry_errors:
+                # Error rows this session was asked to re-run but did not reach are still to do.
+                remaining += len((shared.error_pairs - shared.retried) & done)
+            store.sync_transcripts()
+            status: dict[str, Any] = {
+                "state": "complete" if remaining == 0 else "stopped" if self.stop.is_set else "incomplete",
+                "reason": redact(self.stop.reason) if self.stop.reason else None,
+                "remaining": remaining,
+                "errors": store.error_count(),
+                "session_wall_s": round(time.time() - started, 3),
+                "updated": datetime.now(timezone.utc).isoformat(),
+            }
+            try:
+                write_status(status_path, status)
+            except OSError as exc:
+                status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
+        store.close()
+        return status
+
+    def _session(self, shared: Shared, install_signals: bool) -> None:
+        store = shared.store
+        store.release_stale_claims(live_owners=[self.owner],
+                                   older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
+        rows = store.rows()
+        retry = self.retry_errors
+        shared.error_pairs = {(r.condition, r.dataset, r.qid, r.repeat) for r in rows if r.error} if retry else set()
+        for row in rows:
+            if not (retry and row.error):  # an error row to be re-run is not counted as done
+                self.tally.add(row)
+        # Spend of earlier sessions counts against the budgets, error rows' included.
+        self.budget.add_prior(sum(r.calls for r in rows), sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))
+        done = store.done(answered_only=retry)
+        pending = self.pending_shards(done)
+        shared.taken = set(done)
+        shared.pending = [p for p in self.plan.pairs if p not in done]
+        server: LocalServer | None = None
+        restore = signals.install(self.stop, self.plan.scenario.run.interrupt_grace_s) if install_signals else None
+        try:
+            if not pending:
+                return
+            shared.cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache != "off" else None
+            self.prepare()
+            spec = self.plan.scenario.model
+            if spec.backend == "local" and self.client_factory is None:
+                n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
+                server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
+                shared.base_url = server.start()
+            self.health = shared.health = EndpointHealth(self.plan.model_spec, shared.base_url)
+            preload(self.plan.model_spec)
+            study = self._study(pending)
+            self.timings["startup_s"] = time.time() - shared.started
+            shards = self.plan.shards()
+
+            def objective(trial: optuna.Trial) -> float:
+                idx = trial.suggest_int("shard", 0, len(shards) - 1)
+                try:
+                    n, k = asyncio.run(Worker(shared).work(shards[idx]))
+                except Exception as exc:
+                    cause = store.resource_failure(exc)
+                    if cause is None:
+                        raise
+                    # Stop here, not as a failed trial: Optuna would log a traceback per worker.
+                    self.stop.set(cause)
+                    n, k = 0, 0
+                trial.set_user_attr("pairs", n)
+                if self.stop.is_set or shared.all_taken():
+                    # Nothing left for this process: asking Optuna for the grid's remaining
+                    # shards (each a trial to create, run empty and close) would only delay the end.
+                    trial.study.stop()
+                return k / n if n else 0.0
+
+            study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
+                           catch=(Exception,), gc_after_trial=False)
+            if self.shared:
+                self._finish_shared(shared)
+        finally:
+            if server is not None:
+                server.stop()
+            if shared.cache is not None:
+                shared.cache.close()
+            if restore is not None:
+                restore()
+
+    def _finish_shared(self, shared: Shared) -> None:
+        """Shared storage: stay until every pair is done, helping with any that is free.
+
+        Other workers may have consumed the grid, and pairs they hold are running there. A claim
+        older than `run.claim_timeout_s` belongs to a worker that died and is taken over.
+        """
+        timeout = self.plan.scenario.run.claim_timeout_s
+        while not self.stop.is_set:
+            missing = self._missing(shared.store)
+            if not missing:
+                return
+            shared.store.release_stale_claims(live_owners=[self.owner], older_than_s=timeout)
+            with shared.lock:
+                # The store's claims keep pairs exclusive; this set only saves queries.
+                shared.taken.difference_update(missing)
+            shared.pending = missing
+            asyncio.run(Worker(shared).work([]))
+            if not self._missing(shared.store):
+                return
+            self.stop.event.wait(SHARED_POLL_S)
+
+    def _missing(self, store: Store) -> list[Pair]:
+        done = store.done(answered_only=self.retry_errors)
+        return [p for p in self.plan.pairs if p not in done]

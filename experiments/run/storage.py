@@ -1,0 +1,184 @@
+"""The study's storage: its tables beside Optuna's, SQLAlchemy engines, and storage URLs.
+
+SQLite runs use WAL mode and a busy timeout (readers beside the writer; writers wait for each other
+instead of failing with "database is locked"); PostgreSQL serves runs spread over several machines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from medpanel.agents.model.cache import StorageFailure, storage_cause
+from medpanel.experiments.errors import UserError
+
+metadata = sa.MetaData()
+
+results = sa.Table(
+    "mp_results", metadata,
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("answer", sa.String(64), nullable=False),
+    sa.Column("gold", sa.String(64), nullable=False),
+    sa.Column("correct", sa.Boolean, nullable=False),
+    sa.Column("invalid", sa.Boolean, nullable=False),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("error_kind", sa.String(64), nullable=True),
+    sa.Column("calls", sa.Integer, nullable=False),
+    sa.Column("logical_calls", sa.Integer, nullable=False),
+    sa.Column("tokens", sa.Integer, nullable=False),
+    sa.Column("latency_s", sa.Float, nullable=False),
+    sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
+    sa.Column("summary", sa.Text, nullable=False),
+    sa.Column("transcript", sa.String(512), nullable=False),
+    sa.Column("worker", sa.String(128), nullable=False),
+    sa.Column("finished_at", sa.Float, nullable=False),
+)
+
+claims = sa.Table(
+    "mp_claims", metadata,
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("claimed_at", sa.Float, nullable=False),
+)
+
+executions = sa.Table(
+    "mp_executions", metadata,
+    # One row per time a pair's pipeline actually started: the duplicate-execution audit.
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("condition", sa.String(128), nullable=False),
+    sa.Column("dataset", sa.String(128), nullable=False),
+    sa.Column("qid", sa.String(128), nullable=False),
+    sa.Column("repeat", sa.Integer, nullable=False),
+    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("started_at", sa.Float, nullable=False),
+)
+
+transcripts = sa.Table(
+    "mp_transcripts", metadata,
+    # Shared storage only (PostgreSQL): workers on other machines commit transcripts here, in the
+    # same transaction as the row; `Store.sync_transcripts` writes them out as files.
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("body", sa.Text, nullable=False),
+)
+
+meta = sa.Table(
+    "mp_meta", metadata,
+    # run.json and the questions, so `medpanel worker <url>` can join from another machine.
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+)
+
+Pair = tuple[str, str, str, int]
+"""(condition slug, dataset, qid, repeat)."""
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    # WAL lets readers (progress, report) run beside the writer; the busy timeout makes writers
+    # wait for each other instead of failing with "database is locked".
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=60000")
+    cur.close()
+
+
+def normalize_url(url: str) -> str:
+    """`postgresql://` means the psycopg 3 driver (the `[postgres]` extra), for Optuna and the store."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def redact_url(url: str) -> str:
+    """A storage URL without its password, for messages and files."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url
+
+
+def check_sqlite(url: str) -> None:
+    """Refuse a SQLite study file that is not a database or has damaged pages, naming it.
+
+    SQLite reports damage only when a query reaches a damaged page, which may be deep inside a
+    report or a resumed run; `PRAGMA quick_check` reads every page once (milliseconds for a run's
+    study.db), so the problem is one line before anything else happens.
+    """
+    path = sa.engine.make_url(url).database
+    if not path or path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
+        return
+    fix = ("Restore it from a backup, or start the run again in a new --run-dir (its transcripts/ folder "
+           "keeps every finished debate)")
+    try:
+        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        raise UserError(f"the study database is damaged ({verdict}). {fix}", file=path)
+
+
+def is_shared(url: str) -> bool:
+    """Storage that several processes or machines may use at once (anything but SQLite)."""
+    return not url.startswith("sqlite")
+
+
+def make_engine(url: str) -> sa.Engine:
+    if url.startswith("sqlite"):
+        # A pool (not a connection per statement): the pragmas run once per connection, and a
+        # claim or commit costs one short transaction. Each worker claims on its own thread and
+        # commits on another, so 2 x workers connections are in use at once; a pool smaller than
+        # that closes and reopens connections (pragmas again) on every claim. Connections open
+        # lazily, so a large pool costs nothing until used.
+        engine = sa.create_engine(url, connect_args={"timeout": 60, "check_same_thread": False},
+                                  pool_size=64, max_overflow=64)
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+        return engine
+    # The same 2 x workers connections at once; PostgreSQL's default of 100 connections leaves room
+    # for six 8-worker processes.
+    return sa.create_engine(normalize_url(url), pool_pre_ping=True, pool_size=16, max_overflow=48)
+
+
+RESOURCE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.EMFILE,
+                   errno.ENFILE}
+_SQLITE_RESOURCE = ("disk is full", "readonly database", "disk i/o error", "unable to open database file",
+                    "read-only file system")
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def resource_failure(exc: BaseException, url: str, run_dir: Path) -> str | None:
+    """One line naming the path and the cause when `exc` is the run's own storage failing (disk
+    full, read-only, no permission), or None for anything else."""
+    for e in _chain(exc):
+        if isinstance(e, StorageFailure):
+            return str(e)
+        if isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS:
+            return f"cannot write {e.filename or run_dir}: {storage_cause(e)}"
+        if isinstance(e, sqlite3.Error) and any(w in str(e).lower() for w in _SQLITE_RESOURCE):
+            where = url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else "the study"
+            return f"cannot write {where}: {storage_cause(e)}"
+    return None

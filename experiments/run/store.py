@@ -1,0 +1,277 @@
+"""The record of what is done: result rows and claims beside Optuna's tables, plus transcripts.
+
+The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
+killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
+is committed by inserting its row after its transcript file is in place (written to a temporary
+name, then renamed), so a crash leaves either both or a stray transcript the next attempt
+overwrites, never a row without its transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+
+from medpanel.agents.redact import redact
+from medpanel.agents.types import Question, QuestionResult
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.files import inside, safe_dir, safe_stem, write_atomic
+from medpanel.experiments.run.records import TranscriptRecord, summary_record
+from medpanel.experiments.run.storage import (
+    Pair,
+    check_sqlite,
+    claims,
+    executions,
+    is_shared,
+    make_engine,
+    meta,
+    metadata,
+    redact_url,
+    resource_failure,
+    results,
+    transcripts,
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    answer: str
+    gold: str
+    correct: bool
+    invalid: bool
+    error: str | None
+    error_kind: str | None
+    calls: int
+    logical_calls: int
+    tokens: int
+    latency_s: float
+    summary: dict[str, Any]
+    transcript: str
+    cost_usd: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.dataset, self.qid)
+
+    @property
+    def status(self) -> str:
+        return "error" if self.error else "invalid" if self.invalid else "correct" if self.correct else "wrong"
+
+
+class Store:
+    def __init__(self, url: str, run_dir: Path) -> None:
+        self.url = url
+        self.run_dir = run_dir
+        self.shared = is_shared(url)
+        if not self.shared:
+            check_sqlite(url)
+        try:
+            self.engine = make_engine(url)
+            metadata.create_all(self.engine)
+        except (sa.exc.OperationalError, sa.exc.DatabaseError, sa.exc.ArgumentError, ImportError) as exc:
+            # Unreachable server, refused login, a SQLite file in a missing folder, a missing driver.
+            reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+            hint = " Install it with pip install 'medpanel[postgres]'" if isinstance(exc, ImportError) else ""
+            raise UserError(f"cannot open the study storage {redact_url(url)} ({reason}).{hint} Check the URL, "
+                            "that the server is running and the folder exists", field="storage") from None
+
+    def put_meta(self, key: str, value: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(meta.delete().where(meta.c.key == key))
+            conn.execute(meta.insert().values(key=key, value=value))
+
+    def get_meta(self, key: str) -> str | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(meta.c.value).where(meta.c.key == key)).first()
+            return row[0] if row else None
+
+    def sync_transcripts(self) -> int:
+        """Write out, as files under the run directory, transcripts committed by other machines.
+
+        Each goes where its row says: rows of runs written with an older naming keep their names.
+        """
+        if not self.shared:
+            return 0
+        n = 0
+        key = [transcripts.c[k] == results.c[k] for k in ("condition", "dataset", "qid", "repeat")]
+        query = sa.select(transcripts, results.c.transcript.label("path")).join(results, sa.and_(*key))
+        with self.engine.connect() as conn:
+            for r in conn.execute(query):
+                pair = (r.condition, r.dataset, r.qid, r.repeat)
+                path = inside(self.run_dir, r.path) or self.transcript_path(pair)
+                if not path.exists():
+                    write_atomic(path, r.body)
+                    n += 1
+        return n
+
+    def transcript_path(self, pair: Pair, tag: str | None = None) -> Path:
+        """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`, one file per pair.
+
+        Readers never recompute this: every row stores its transcript's path, so runs written with
+        an older naming open unchanged. `tag` names a replacement written beside the file it replaces.
+        """
+        condition, dataset, qid, repeat = pair
+        readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
+        name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
+        return self.run_dir / "transcripts" / safe_dir(condition) / f"{name}.json"
+
+    def resource_failure(self, exc: BaseException) -> str | None:
+        """One line naming the path and the cause when `exc` is the run's own storage failing (disk
+        full, read-only, no permission), or None for anything else."""
+        return resource_failure(exc, self.url, self.run_dir)
+
+    def done(self, *, answered_only: bool = False) -> set[Pair]:
+        """Pairs with a row; `answered_only` leaves out error rows (what `--retry-errors` re-runs)."""
+        q = sa.select(results.c.condition, results.c.dataset, results.c.qid, results.c.repeat)
+        if answered_only:
+            q = q.where(results.c.error.is_(None))
+        with self.engine.connect() as conn:
+            return {(r[0], r[1], r[2], r[3]) for r in conn.execute(q)}
+
+    def error_count(self) -> int:
+        with self.engine.connect() as conn:
+            q = sa.select(sa.func.count()).select_from(results).where(results.c.error.is_not(None))
+            return int(conn.execute(q).scalar_one())
+
+    def claim(self, pair: Pair, owner: str, *, retry_errors: bool = False) -> bool:
+        """Take a pair before any model call; False if finished or someone else holds it.
+
+        With `retry_errors`, a pair whose row is an error counts as not finished."""
+        now = time.time()
+        params = {**_key_params(pair), "owner": owner, "now": now}
+        try:
+            with self.engine.begin() as conn:
+                if conn.execute(_IS_ANSWERED if retry_errors else _IS_DONE, params).first() is not None:
+                    return False
+                conn.execute(_INSERT_CLAIM, params)
+                conn.execute(_INSERT_EXECUTION, params)
+            return True
+        except IntegrityError:
+            return False
+
+    def release_stale_claims(self, live_owners: Iterable[str] = (), older_than_s: float | None = None) -> int:
+        """Drop claims of unfinished pairs whose owner is gone (a killed or interrupted runner).
+
+        On a single machine every claim not held by a live owner is stale. On shared storage other
+        machines' claims are live until they are `older_than_s` (a worker that died long ago).
+        """
+        with self.engine.begin() as conn:
+            stmt = claims.delete().where(claims.c.owner.not_in(list(live_owners)))
+            if older_than_s is not None:
+                stmt = stmt.where(claims.c.claimed_at < time.time() - older_than_s)
+            return conn.execute(stmt).rowcount or 0
+
+    def release(self, pair: Pair, owner: str) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
+
+    def commit(self, result: QuestionResult, question: Question, owner: str,
+               extra: dict[str, Any] | None = None, cost_usd: float = 0.0, *, replace_error: bool = False) -> Row:
+        """Record a finished pair. `replace_error`: the pair has an error row (`--retry-errors`),
+        which this result replaces in the same transaction; its transcript is written under a new
+        name first, so until the row changes the error row's own transcript stays as it was."""
+        pair = (result.condition, result.dataset, result.qid, result.repeat)
+        path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
+        record = TranscriptRecord.of(result, question, cost_usd)
+        doc = record.model_dump(mode="json") | (extra or {})
+        # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
+        # long message histories of a panel debate. `medpanel show` and the viewer format it.
+        # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
+        body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
+        write_atomic(path, body)
+        values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
+                      answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
+                      invalid=result.invalid, error=redact(result.error) if result.error else None,
+                      error_kind=result.error_kind,
+                      calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
+                      latency_s=result.latency_s, cost_usd=cost_usd,
+                      summary=redact(json.dumps(summary_record(result))),
+                      transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
+        replaced: str | None = None
+        with self.engine.begin() as conn:
+            if replace_error:
+                old = conn.execute(_ERROR_TRANSCRIPT, _key_params(pair)).first()
+                if old is not None:
+                    replaced = old[0]
+                    conn.execute(_DROP_ERROR_ROW, _key_params(pair))
+                    if self.shared:
+                        conn.execute(_DROP_TRANSCRIPT, _key_params(pair))
+            conn.execute(_INSERT_RESULT, values)
+            if self.shared:
+                conn.execute(_INSERT_TRANSCRIPT, {**_key_params(pair), "body": body})
+            conn.execute(_DROP_CLAIM, _key_params(pair))
+        if replaced is not None:
+            old_path = inside(self.run_dir, replaced)
+            if old_path is not None and old_path != path.resolve():
+                old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
+        return _row(values)
+
+    def rows(self) -> list[Row]:
+        with self.engine.connect() as conn:
+            return [_row(dict(r._mapping)) for r in conn.execute(sa.select(results))]
+
+    def executions(self) -> list[Pair]:
+        with self.engine.connect() as conn:
+            q = sa.select(executions.c.condition, executions.c.dataset, executions.c.qid, executions.c.repeat)
+            return [(r[0], r[1], r[2], r[3]) for r in conn.execute(q)]
+
+    def iter_transcripts(self) -> Iterator[dict[str, Any]]:
+        for row in self.rows():
+            yield json.loads((self.run_dir / row.transcript).read_text(encoding="utf-8"))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _key_params(pair: Pair) -> dict[str, Any]:
+    return {"k_condition": pair[0], "k_dataset": pair[1], "k_qid": pair[2], "k_repeat": pair[3]}
+
+
+def _key_match(table: sa.Table) -> list[Any]:
+    return [table.c.condition == sa.bindparam("k_condition"), table.c.dataset == sa.bindparam("k_dataset"),
+            table.c.qid == sa.bindparam("k_qid"), table.c.repeat == sa.bindparam("k_repeat")]
+
+
+def _key_values(**extra: Any) -> dict[str, Any]:
+    return {"condition": sa.bindparam("k_condition"), "dataset": sa.bindparam("k_dataset"),
+            "qid": sa.bindparam("k_qid"), "repeat": sa.bindparam("k_repeat"), **extra}
+
+
+# The statements of a claim and a commit, built once: building a SQLAlchemy expression per call
+# (values, where clauses, cache keys) cost several milliseconds a question, which shows directly
+# in the runner's overhead per model call. Executed with a parameter dict, SQLAlchemy reuses
+# their compiled form.
+_IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
+_IS_ANSWERED = sa.select(results.c.qid).where(*_key_match(results), results.c.error.is_(None))
+_ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
+_DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
+_DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))
+_INSERT_CLAIM = claims.insert().values(_key_values(owner=sa.bindparam("owner"), claimed_at=sa.bindparam("now")))
+_INSERT_EXECUTION = executions.insert().values(_key_values(owner=sa.bindparam("owner"),
+                                                           started_at=sa.bindparam("now")))
+_RELEASE_CLAIM = claims.delete().where(*_key_match(claims), claims.c.owner == sa.bindparam("owner"))
+_DROP_CLAIM = claims.delete().where(*_key_match(claims))
+_INSERT_RESULT = results.insert()
+_INSERT_TRANSCRIPT = transcripts.insert().values(_key_values(body=sa.bindparam("body")))
+
+
+def _row(v: dict[str, Any]) -> Row:
+    summary = v["summary"]
+    return Row(condition=v["condition"], dataset=v["dataset"], qid=v["qid"], repeat=int(v["repeat"]),
+               answer=v["answer"], gold=v["gold"], correct=bool(v["correct"]), invalid=bool(v["invalid"]),
+               error=v["error"], error_kind=v["error_kind"], calls=int(v["calls"]),
+               logical_calls=int(v["logical_calls"]), tokens=int(v["tokens"]), latency_s=float(v["latency_s"]),
+               summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"],
+               cost_usd=float(v.get("cost_usd") or 0.0))

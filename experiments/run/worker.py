@@ -1,0 +1,245 @@
+"""Execution: what one worker does with its shard, and what a session's workers share.
+
+Each pair is claimed in the store before any model call and committed (transcript, then row) after,
+so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
+pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
+the end of a run. A finished question's commit runs in a thread while the worker claims and starts
+the next question: at most one commit per worker is in flight, awaited before the next is queued
+and before the worker returns; a failed commit releases its pair and raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from medpanel.agents.model.cache import ResponseCache
+from medpanel.agents.model.client import RunHalted
+from medpanel.agents.run import ClientPool, run_resolved
+from medpanel.agents.types import QuestionResult
+from medpanel.experiments.run.budget import Budget, event_cost
+from medpanel.experiments.run.health import EndpointHealth, Held
+from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.state import ProgressHook, Stop, Tally
+from medpanel.experiments.run.storage import Pair
+from medpanel.experiments.run.store import Row, Store
+
+
+@dataclass
+class Shared:
+    """What every worker of one session (one process) shares."""
+
+    plan: Plan
+    store: Store
+    owner: str
+    stop: Stop
+    budget: Budget
+    health: EndpointHealth
+    tally: Tally
+    timings: dict[str, float]
+    started: float
+    progress: ProgressHook | None = None
+    cache: ResponseCache | None = None
+    base_url: str | None = None
+    client_factory: Callable[[Any], Any] | None = None
+    retry_errors: bool = False
+    """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
+    error_pairs: set[Pair] = field(default_factory=set)
+    retried: set[Pair] = field(default_factory=set)
+    taken: set[Pair] = field(default_factory=set)
+    """Pairs this process has finished or claimed: lets helping skip them without a query."""
+    pending: list[Pair] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.pairs)
+
+    def count(self, row: Row, result: QuestionResult) -> None:
+        """Tally a committed pair, show it, and apply `max_errors` (to error rows, over all sessions)."""
+        self.tally.add(row, result)
+        pair = (row.condition, row.dataset, row.qid, row.repeat)
+        if pair in self.error_pairs:
+            self.retried.add(pair)
+        if self.progress is not None:
+            self.progress(self.tally, self.total)
+        max_errors = self.plan.scenario.run.max_errors
+        if row.error and max_errors is not None and self.tally.errors > max_errors:
+            self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions have error rows); "
+                          "fix the cause, then resume (--retry-errors re-runs the error rows, --max-errors "
+                          "raises the limit)")
+
+    def release_quietly(self, pair: Pair) -> None:
+        """Release a claim; if the storage itself has failed, a resume releases it instead."""
+        try:
+            self.store.release(pair, self.owner)
+        except Exception as exc:
+            if self.store.resource_failure(exc) is None:
+                raise
+
+    def commit(self, held: Held) -> Row:
+        return self.store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
+                                 replace_error=held.pair in self.error_pairs)
+
+    def settle_held(self) -> None:
+        """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
+        held = self.health.take_all()
+        verdict = self.health.verdict(held)
+        if verdict is not None:
+            self.stop.set(verdict)
+        for h in held:
+            if verdict is None:
+                try:
+                    self.count(self.commit(h), h.result)
+                    continue
+                except Exception as exc:
+                    verdict = self.store.resource_failure(exc)
+                    if verdict is None:
+                        raise
+                    self.stop.set(verdict)
+            self.release_quietly(h.pair)
+
+    def all_taken(self) -> bool:
+        with self.lock:
+            return all(p in self.taken for p in self.pending)
+
+    def take(self, pair: Pair) -> bool:
+        """Mark a pair as this process's; False when it already was."""
+        with self.lock:
+            if pair in self.taken:
+                return False
+            self.taken.add(pair)
+            return True
+
+
+@dataclass
+class _Commit:
+    """A question's commit running in a thread, and whether the tally has counted it yet."""
+
+    future: asyncio.Future[Row]
+    pair: Pair
+    result: QuestionResult
+    counted: bool = False
+    hook_error: BaseException | None = None
+    """An exception from counting it in the done-callback (a progress hook), raised at `settle`."""
+
+
+class Worker:
+    """One worker thread's event loop over its shard, then over the pairs nobody has claimed."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.committed = 0
+        self.correct = 0
+        self.in_flight: _Commit | None = None
+
+    async def work(self, shard: list[Pair]) -> tuple[int, int]:
+        """(pairs committed, of them correct)."""
+        clients = ClientPool()
+        try:
+            try:
+                await self._pairs(shard, clients)
+            finally:
+                await self._settle()
+        finally:
+            await clients.close()
+        return self.committed, self.correct
+
+    def _count(self, commit: _Commit) -> None:
+        """Tally a finished commit once: from its done-callback (live progress) or from `_settle`."""
+        if commit.counted or not commit.future.done() or commit.future.cancelled():
+            return
+        if commit.future.exception() is not None:
+            return  # raised where the commit is awaited
+        commit.counted = True
+        row = commit.future.result()
+        self.committed += 1
+        self.correct += row.correct
+        self.shared.count(row, commit.result)
+
+    def _count_landed(self, commit: _Commit, _future: Any) -> None:
+        # A done-callback's exception would only be logged by the event loop: keep it for _settle.
+        try:
+            self._count(commit)
+        except BaseException as exc:
+            commit.hook_error = exc
+
+    async def _settle(self) -> None:
+        if self.in_flight is None:
+            return
+        commit, self.in_flight = self.in_flight, None
+        try:
+            await commit.future
+        except BaseException:
+            self.shared.release_quietly(commit.pair)
+            raise
+        self._count(commit)
+        if commit.hook_error is not None:
+            raise commit.hook_error
+
+    async def _commit_held(self) -> None:
+        """Failures held back while the endpoint looked dead: it has answered since, so they are rows."""
+        s = self.shared
+        for held in s.health.take_committable():
+            try:
+                row = await asyncio.to_thread(s.commit, held)
+            except BaseException:
+                s.release_quietly(held.pair)
+                raise
+            s.count(row, held.result)
+
+    async def _pairs(self, shard: list[Pair], clients: ClientPool) -> None:
+        s = self.shared
+        scenario = s.plan.scenario
+        resolved = s.plan.resolved
+        questions = {(q.dataset, q.qid): q for q in s.plan.questions}
+        # Own shard first, then help: the other shards' pairs from the far end, where their own
+        # workers will arrive last.
+        for pair in itertools.chain(shard, reversed(s.pending)):
+            await self._commit_held()
+            s.budget.check()
+            if s.stop.is_set:
+                break
+            if not s.take(pair):
+                continue
+            if not s.store.claim(pair, s.owner, retry_errors=s.retry_errors):
+                continue  # finished already, or another process holds it
+            s.timings.setdefault("first_question_s", time.time() - s.started)
+            condition = resolved.condition(pair[0])
+            question = questions[(pair[1], pair[2])]
+            try:
+                # budget_match: this question's budget goes into the condition's settings, or an error row.
+                matched = s.plan.budget.apply(condition, question, pair[3]) if s.plan.budget else condition
+                if isinstance(matched, QuestionResult):
+                    result = matched
+                else:
+                    result = await run_resolved(matched, question, s.plan.model_spec, base_url=s.base_url,
+                                                cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
+                                                client_factory=s.client_factory,
+                                                hooks=[s.budget.on_event, s.health.on_event],
+                                                before_call=s.budget.before_call, clients=clients)
+                cost = sum(event_cost(e, s.budget.prices) for e in result.events)
+                await self._settle()
+            except RunHalted:
+                s.release_quietly(pair)  # unfinished: resume runs it again
+                break
+            except BaseException:
+                s.release_quietly(pair)
+                raise
+            held_back, cause = s.health.hold(Held(pair, result, question, cost))
+            if held_back:
+                # Maybe a dead endpoint or a wrong key: not recorded until a call is answered.
+                if cause is not None:
+                    s.stop.set(cause)
+                continue
+            commit = _Commit(asyncio.ensure_future(asyncio.to_thread(
+                s.store.commit, result, question, s.owner, cost_usd=cost,
+                replace_error=pair in s.error_pairs)), pair, result)
+            self.in_flight = commit
+            commit.future.add_done_callback(functools.partial(self._count_landed, commit))

@@ -1,0 +1,175 @@
+"""How a transcript's events look in the viewer: badges, evidence, the facts a row is filtered on,
+and the first event where two conditions' debates part.
+
+Events are rendered generically (role, step, parsed fields, data as a definition list), with a few
+known shapes made prominent: Challenger critiques, recruitment, the Knowledge Gate's query, evidence
+briefs, CLEAR routes and votes. A role or step the viewer has never heard of still shows every field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from medpanel.experiments.analysis.audit import evidence_items
+from medpanel.experiments.analysis.report import default_comparisons
+from medpanel.experiments.run.store import Row
+
+LARGE_CHARS = 600
+"""Event data values bigger than this (as JSON) are folded into a <details> element."""
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def _yes(v: Any) -> bool:
+    """A yes/no field as recorded: a bool, or its text ("no" and "false" are not true)."""
+    if isinstance(v, str):
+        return v.strip().lower() in ("yes", "true", "1")
+    return bool(v)
+
+
+def _size(v: Any) -> int:
+    return len(json.dumps(v, ensure_ascii=False, default=str))
+
+
+
+# -- differences between conditions ------------------------------------------------------------
+
+
+def event_signature(e: dict[str, Any]) -> tuple[str, str, str, str]:
+    """What an event said: (kind, role, step, parsed fields or content). Timing and cache state are ignored."""
+    if e.get("kind") == "call":
+        body: Any = e.get("parsed") if e.get("parsed") is not None else e.get("content", "")
+    else:
+        body = [e.get("content", ""), e.get("data") or {}]
+    return (str(e.get("kind", "")), str(e.get("role", "")), str(e.get("step", "")),
+            json.dumps(body, sort_keys=True, ensure_ascii=False, default=str))
+
+
+def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> int | None:
+    """Index of the first event where `other` departs from `ref`; None when the debates are identical."""
+    a = [event_signature(e) for e in ref]
+    b = [event_signature(e) for e in other]
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def comparison_pairs(meta: dict[str, Any], conditions: list[str]) -> list[tuple[str, str]]:
+    """The scenario's `compare` pairs (else the one-flag pairs the tables use), reference first."""
+    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
+    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
+    return [(a, b) for a, b in compare if a in conditions and b in conditions]
+
+
+# -- view models -------------------------------------------------------------------------------
+
+
+def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    parsed = e.get("parsed") or {}
+    data = e.get("data") or {}
+    if e.get("kind") == "vote":
+        out.append((f"final {e.get('content', '')}", "final"))
+        if data.get("rule"):
+            out.append((f"rule {data['rule']}", ""))
+    if isinstance(parsed, dict):
+        if "answer" in parsed:
+            ans = parsed["answer"]
+            out.append((f"answer {','.join(ans) if isinstance(ans, list) else ans}", "answer"))
+        if "material_weakness" in parsed:
+            # The badge says what the parsed field says; the gap type is a separate field (a model
+            # may well write `yes` with gap type `none`), shown beside it, never instead of it.
+            weak = _yes(parsed["material_weakness"])
+            gap = str(parsed.get("gap_type") or "none")
+            label = f"material weakness: {'yes' if weak else 'no'}"
+            if gap != "none":
+                label += f" ({gap})"
+            elif weak:
+                label += " (gap type none)"
+            out.append((label, "warn" if weak else "ok"))
+        if "needed" in parsed:
+            out.append((f"needs {parsed.get('specialty', '')}" if parsed["needed"] else "no one needed",
+                        "warn" if parsed["needed"] else ""))
+    if data.get("answer_redacted"):
+        out.append(("answer redacted", "warn"))
+    if "fired" in data:
+        out.append(("gate fired" if data["fired"] else "gate not fired", "warn" if data["fired"] else ""))
+    if isinstance(data.get("route"), str) and data["route"]:
+        out.append((f"route {data['route']}", "route"))
+    recruited = data.get("recruited")
+    if isinstance(recruited, list) and recruited:
+        names = [str(r.get("role", r.get("name", "?"))) if isinstance(r, dict) else str(r) for r in recruited]
+        out.append(("recruited: " + ", ".join(names), "warn"))
+    if e.get("invalid"):
+        out.append(("INVALID", "bad"))
+    if e.get("error"):
+        out.append(("error", "bad"))
+    if e.get("cache_hit"):
+        out.append(("cached", "dim"))
+    if int(e.get("attempts", 1) or 1) > 1:
+        out.append((f"{e['attempts']} attempts", "dim"))
+    return out
+
+
+def _evidence_view(item: dict[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+    known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
+    return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
+            "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
+            "source": str(item.get("source") or ""), "year": item.get("year"), "quality": item.get("quality"),
+            "score": item.get("score"), "text": str(item.get("text") or item.get("content") or ""),
+            "extra": {k: v for k, v in item.items() if k not in known}, "hits": hits}
+
+
+def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
+               leak: dict[tuple[int, str, int], list[dict[str, Any]]]) -> dict[str, Any]:
+    data = dict(e.get("data") or {})
+    evidence = []
+    for key, i, item in evidence_items(e):
+        evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
+    for key in {k for k, _, _ in evidence_items(e)}:
+        data.pop(key, None)
+    # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
+    large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
+    for k in large:
+        data.pop(k)
+    msgs = list(e.get("messages") or [])
+    shown = msgs if messages == "all" else msgs[-1:] if messages == "last" else []
+    role = str(e.get("role", ""))
+    parsed = e.get("parsed")
+    usage = e.get("usage") or {}
+    weak = role == "challenger" and isinstance(parsed, dict) and _yes(parsed.get("material_weakness"))
+    return {"idx": idx, "anchor": f"{col}-e{idx}", "kind": str(e.get("kind", "")), "role": role,
+            "role_class": _SAFE.sub("_", role.lower()) or "unknown", "agent": str(e.get("agent", "")),
+            "round": e.get("round", 0), "turn": e.get("turn", 0), "step": str(e.get("step", "")),
+            "content": str(e.get("content") or ""), "parsed": parsed if isinstance(parsed, dict) else None,
+            "data": data, "data_large": large, "evidence": evidence, "messages": shown, "messages_total": len(msgs),
+            "usage": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
+            "latency_s": float(e.get("latency_s") or 0.0), "model": str(e.get("model") or ""),
+            "cache_hit": bool(e.get("cache_hit")), "invalid": bool(e.get("invalid")),
+            "error": e.get("error"), "badges": _badges(e), "weak": weak, "diff": [],
+            "leak": sorted({h["kind"] for ev in evidence for h in ev["hits"]})}
+
+
+def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, Any]:
+    """What the question table filters on: recruited, retrieved passages, CLEAR route."""
+    recruited = int(row.summary.get("recruited", 0) or 0)
+    roles = list(row.summary.get("recruited_roles") or [])
+    passages = 0
+    route = str(row.summary.get("route") or "")
+    gate = None
+    for e in (doc or {}).get("events", []):
+        passages += sum(1 for _ in evidence_items(e))
+        data = e.get("data") or {}
+        if isinstance(data.get("route"), str) and data["route"]:
+            route = data["route"]
+        if "fired" in data and e.get("role") == "knowledge_gate":
+            gate = bool(data["fired"]) or bool(gate)
+        if isinstance(data.get("recruited"), list) and data["recruited"] and not recruited:
+            recruited = len(data["recruited"])
+    return {"recruited": recruited, "recruited_roles": roles, "passages": passages, "route": route, "gate": gate}
+
+
+def column_label(condition: str, repeat: int, repeats: int) -> str:
+    return f"{condition} · repeat {repeat}" if repeats > 1 else condition

@@ -1,0 +1,281 @@
+"""The static HTML viewer of a run: `report/index.html` plus one page per question.
+
+The site is self-contained (inline CSS and JS, relative links, plots as files beside it), so it
+opens from the file system and can be zipped. Every string that came from a model, a corpus or a
+dataset goes through jinja2's autoescaping; links are only emitted for http(s) URLs, and a
+Content-Security-Policy with a per-build nonce keeps any script that escaping might have missed
+from running.
+
+Transcript events are rendered generically (role, step, parsed fields, data as a definition
+list), with a few known shapes made prominent: Challenger critiques, recruitment, the Knowledge
+Gate's query, evidence briefs, CLEAR routes and votes. A role or step the viewer has never heard
+of still shows every field.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections import defaultdict
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text, cache_mode
+from medpanel.experiments.analysis.plots import write_plots
+from medpanel.experiments.analysis.protocol import protocol_line
+from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.run.files import safe_stem
+from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.store import Row
+from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MESSAGE_MODES = ("none", "last", "all")
+
+
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["safe_url"] = safe_url
+    env.filters["num"] = _num
+    env.filters["pretty"] = _pretty
+    env.tests["listlike"] = lambda v: isinstance(v, list | tuple)
+    return env
+
+
+def safe_url(url: Any) -> str:
+    """The URL if it is http(s) (credentials removed), else '' (no javascript:, data:, file: links)."""
+    if not isinstance(url, str) or not url.strip():
+        return ""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return ""
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        return ""
+    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
+
+
+def _redact(url: Any) -> str:
+    if not isinstance(url, str) or "@" not in url:
+        return "" if url is None else str(url)
+    try:
+        parts = urlsplit(url)
+        return urlunsplit((parts.scheme, (parts.hostname or "") + (f":{parts.port}" if parts.port else ""),
+                           parts.path, parts.query, parts.fragment))
+    except ValueError:
+        return "(redacted)"
+
+
+def _num(v: Any, digits: int = 2) -> str:
+    if isinstance(v, bool) or v is None:
+        return str(v)
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+
+
+def _pretty(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if v is None:
+        return "-"
+    return str(v)
+
+
+
+
+def page_name(dataset: str, qid: str) -> str:
+    """File name of a question page: a readable prefix plus a hash of the exact (dataset, qid), like
+    transcript names, so ids that sanitise alike (`a/b`, `a_b`) get their own pages and long ids fit."""
+    return f"{safe_stem(f'{dataset}__{qid}', dataset, qid)}.html"
+
+
+
+def _leak_index(leak_doc: dict[str, Any] | None) -> dict[tuple[str, str, str, int], list[dict[str, Any]]]:
+    out: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
+    for h in (leak_doc or {}).get("hits", []):
+        out[(h["condition"], h["dataset"], h["qid"], int(h["repeat"]))].append(h)
+    return out
+
+
+def _table_view(t: Table) -> dict[str, Any]:
+    return {"title": t.title, "columns": t.columns, "rows": [[_num(v) for v in r] for r in t.rows], "note": t.note}
+
+
+def _header(data: RunData) -> dict[str, Any]:
+    meta, sc = data.meta, data.meta.get("scenario", {})
+    model = meta.get("model", {})
+    git = meta.get("git", {}) or {}
+    return {
+        "name": meta.get("name", data.run_dir.name), "run_dir": data.run_dir.name,
+        "description": sc.get("description", ""), "pipeline": sc.get("pipeline", ""),
+        "protocol": protocol_line(sc),
+        "scenario_file": meta.get("scenario_file") or "",
+        "model": f"{model.get('backend', '')}/{model.get('name') or 'default'}",
+        "base_url": _redact(model.get("base_url")) if model.get("base_url") else "",
+        "sampling": f"temperature {model.get('temperature')}, seed {model.get('seed')}",
+        "conditions": [{"slug": c.get("slug", ""),
+                        "flags": ", ".join(f"{k}={v}" for k, v in c.get("flags", {}).items())}
+                       for c in meta.get("conditions", [])],
+        "commit": (git.get("commit") or "unknown") + (" (dirty tree)" if git.get("dirty") else ""),
+        "created": meta.get("created", ""), "state": data.status.get("state", "unknown"),
+        "updated": data.status.get("updated", ""), "remaining": data.status.get("remaining", ""),
+        "n_pairs": meta.get("n_pairs", ""), "done": len(data.rows), "repeats": meta.get("repeats", 1),
+        "versions": meta.get("versions", {}), "dataset": sc.get("dataset", {}),
+        "cache": cache_mode(meta), "cache_meaning": CACHE_MEANING.get(cache_mode(meta), ""),
+        "accommodations": accommodations_text(meta),
+    }
+
+
+# -- the site ----------------------------------------------------------------------------------
+
+
+def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messages: str = "last",
+               provenance: Path | None = None) -> list[Path]:
+    """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json."""
+    if messages not in MESSAGE_MODES:
+        raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
+    data = load_run(Path(run_dir))
+    out = data.run_dir / "report"
+    qdir = out / "questions"
+    qdir.mkdir(parents=True, exist_ok=True)
+    for old in qdir.glob("*.html"):
+        old.unlink()
+    written: list[Path] = []
+    leak_doc = None
+    if data.rows:
+        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance)
+        written.append(data.run_dir / "report" / LEAKAGE_FILE)
+    leaks = _leak_index(leak_doc)
+    conditions = data.conditions
+    tables = build_tables(data.rows, data.meta, n_boot=n_boot) if data.rows else []
+    if leak_doc and data.rows:
+        tables.append(leakage_table(leak_doc))
+    plot_files: list[Path] = []
+    if plots and data.rows:
+        plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
+        written += plot_files
+    nonce = secrets.token_urlsafe(16)
+    env = environment()
+    pairs = comparison_pairs(data.meta, conditions)
+    repeats = max([r.repeat for r in data.rows], default=0) + 1
+    order = {c: i for i, c in enumerate(conditions)}
+    by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in data.rows:
+        by_q[r.key].append(r)
+    table_rows: list[dict[str, Any]] = []
+    qtemplate = env.get_template("question.html.j2")
+    for key in sorted(by_q):
+        rows = sorted(by_q[key], key=lambda r: (order.get(r.condition, 99), r.repeat))
+        question = data.questions.get(key, {})
+        page = page_name(*key)
+        columns: list[dict[str, Any]] = []
+        events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for n, row in enumerate(rows):
+            doc = data.transcript(row)
+            if doc and not question:
+                question = doc.get("question", {})
+            col = f"c{n}"
+            row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
+            leak_map: dict[tuple[int, str, int], list[dict[str, Any]]] = defaultdict(list)
+            for h in row_leaks:
+                leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])
+            raw_events = (doc or {}).get("events", [])
+            events_by[(row.condition, row.repeat)] = raw_events
+            facts = row_facts(row, doc)
+            leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
+            columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
+                            "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
+                            "gold": row.gold, "status": row.status, "calls": row.calls,
+                            "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
+                            "error": row.error or "", "error_kind": row.error_kind or "", "summary": row.summary,
+                            "missing": doc is None, "leak": leak_kinds, "facts": facts,
+                            "events": [event_view(e, i, col, messages, leak_map) for i, e in enumerate(raw_events)]})
+            table_rows.append({"page": page, "dataset": row.dataset, "qid": row.qid, "condition": row.condition,
+                               "repeat": row.repeat, "answer": row.answer or "-", "gold": row.gold,
+                               "status": row.status, "calls": row.calls, "tokens": row.tokens,
+                               "latency_s": round(row.latency_s, 2), "stem": str(question.get("text", ""))[:90],
+                               "recruited": facts["recruited"], "passages": facts["passages"],
+                               "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
+        col_of = {(c["condition"], c["repeat"]): c for c in columns}
+        diffs = []
+        for a, b in pairs:
+            for rep in range(repeats):
+                ca, cb = col_of.get((a, rep)), col_of.get((b, rep))
+                if ca is None or cb is None:
+                    continue
+                i = first_difference(events_by[(a, rep)], events_by[(b, rep)])
+                entry = {"a": ca["label"], "b": cb["label"], "a_col": ca["id"], "b_col": cb["id"], "index": i,
+                         "a_event": None, "b_event": None}
+                if i is not None:
+                    for side, c in (("a", ca), ("b", cb)):
+                        if i < len(c["events"]):
+                            ev = c["events"][i]
+                            ev["diff"].append(f"first difference: {cb['label']} vs {ca['label']}")
+                            entry[f"{side}_event"] = ev
+                diffs.append(entry)
+        qpath = qdir / page
+        qpath.write_text(qtemplate.render(nonce=nonce, run=_header(data), question=_question_view(question, key),
+                                          columns=columns, diffs=diffs, messages=messages),
+                         encoding="utf-8")
+        written.append(qpath)
+    index = out / "index.html"
+    filters = {
+        "condition": conditions, "dataset": sorted({r.dataset for r in data.rows}),
+        "status": ["correct", "wrong", "invalid", "error"],
+        "route": sorted({t["route"] for t in table_rows if t["route"]}),
+    }
+    index.write_text(env.get_template("index.html.j2").render(
+        nonce=nonce, run=_header(data), tables=[_table_view(t) for t in tables], rows=table_rows, filters=filters,
+        plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
+               for p in plot_files if p.suffix == ".png"],
+        leak_hits=len((leak_doc or {}).get("hits", []))), encoding="utf-8")
+    written.append(index)
+    return written
+
+
+def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:
+    gold = [str(g) for g in q.get("gold") or []]
+    return {"dataset": key[0], "qid": key[1], "text": str(q.get("text", "")),
+            "options": [{"letter": str(k), "text": str(v), "gold": str(k) in gold}
+                        for k, v in (q.get("options") or {}).items()],
+            "gold": ",".join(gold), "multi": bool(q.get("multi_answer"))}
+
+
+# -- serving -----------------------------------------------------------------------------------
+
+
+class ReadOnlyHandler(SimpleHTTPRequestHandler):
+    """GET and HEAD of files under the report folder; no listings, no other methods (501)."""
+
+    server_version = "medpanel-view"
+
+    def list_directory(self, path: Any) -> None:
+        self.send_error(404, "No directory listings")
+        return None
+
+    def end_headers(self) -> None:
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def make_server(report_dir: Path, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """A server for `report_dir` bound to localhost; port 0 picks a free port (see server_address)."""
+    handler = functools.partial(ReadOnlyHandler, directory=str(Path(report_dir).resolve()))
+    return ThreadingHTTPServer((host, port), handler)

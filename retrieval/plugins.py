@@ -1,0 +1,51 @@
+"""Loading a researcher's own class by name: `module:attr`, or an installed package's entry point.
+
+Both registries (pipelines in `medpanel.agents.pipelines.registry`, evidence sources in
+`medpanel.retrieval.sources`) accept a name they do not know in one of two forms:
+
+- `mypkg.methods:MyPanel`: the attribute `MyPanel` of the module `mypkg.methods`, imported from
+  `sys.path` (the current directory, `PYTHONPATH`, installed packages);
+- a plain name that an installed distribution declares in the registry's entry-point group
+  (`[project.entry-points."medpanel.pipelines"] my-panel = "mypkg.methods:MyPanel"`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib import metadata
+
+
+class PluginError(LookupError):
+    """A name that resolves to nothing loadable; the message says what was tried and the fix."""
+
+
+def is_path(name: str) -> bool:
+    return ":" in name
+
+
+def load(name: str, group: str, what: str) -> object | None:
+    """The object `name` names, or None when it is neither a `module:attr` path nor an entry point
+    of `group`. An import that fails is a `PluginError` naming the module and the reason."""
+    if is_path(name):
+        module_name, _, attr = name.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise PluginError(f"cannot import the {what} {name!r} ({exc}). Put its module on PYTHONPATH or install "
+                              "its package") from None
+        found = vars(module).get(attr)
+        if found is None:
+            raise PluginError(f"module {module_name!r} has no {attr!r} for the {what} {name!r}. Write it as "
+                              "module:ClassName") from None
+        return found
+    for entry in metadata.entry_points(group=group, name=name):
+        try:
+            return entry.load()
+        except ImportError as exc:
+            raise PluginError(f"the {what} {name!r} (entry point {entry.value} of {group}) cannot be imported "
+                              f"({exc})") from None
+    return None
+
+
+def entry_point_names(group: str) -> list[str]:
+    return sorted({e.name for e in metadata.entry_points(group=group)})

@@ -1,0 +1,119 @@
+"""The house rules of docs/architecture.md, checked on the source (issue 14).
+
+Each rule is read from the code itself (the AST of every module), so a change that breaks one fails
+here with the module that broke it, instead of surfacing as an import cycle or a slow hot path later.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "experiments": "medpanel.experiments"}
+MAX_LINES = 400
+MAX_LATE_IMPORTS = 5
+MODEL_LIBRARIES = ("autogen_core", "autogen_agentchat", "autogen_ext", "openai")
+
+
+def _modules() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = path.relative_to(ROOT / folder).with_suffix("").parts
+            name = ".".join([package, *parts]).removesuffix(".__init__")
+            out[name] = path
+    for path in sorted((ROOT / "medpanel").glob("*.py")):
+        out["medpanel" if path.stem == "__init__" else f"medpanel.{path.stem}"] = path
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        out["benchmarks" if path.stem == "__init__" else f"benchmarks.{path.stem}"] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path, *, top_level: bool | None = None) -> list[tuple[int, str]]:
+    """(line, module) of the imports at module level (`top_level`), inside functions (False), or
+    anywhere, `if TYPE_CHECKING:` blocks included (None)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    nodes = [tree] if top_level is None else tree.body if top_level else functions
+    found: list[tuple[int, str]] = []
+    for node in nodes:
+        for sub in [node] if top_level else ast.walk(node):
+            if isinstance(sub, ast.Import):
+                found += [(sub.lineno, a.name) for a in sub.names]
+            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
+                # `from medpanel.agents.roles import grader` imports the module ...roles.grader; the
+                # package itself is its parent, imported first anyway, not a dependency of the importer.
+                submodules = [f"{sub.module}.{a.name}" for a in sub.names if f"{sub.module}.{a.name}" in MODULES]
+                if len(submodules) < len(sub.names):
+                    found.append((sub.lineno, sub.module))
+                found += [(sub.lineno, m) for m in submodules]
+    return found
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = {name: n for name, path in MODULES.items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long
+
+
+def test_function_level_medpanel_imports_are_few_and_say_why() -> None:
+    late = []
+    for name, path in MODULES.items():
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for lineno, module in _imports(path, top_level=False):
+            if module.split(".")[0] != "medpanel":
+                continue
+            above = " ".join(lines[max(0, lineno - 4):lineno - 1]).lower()
+            late.append((name, lineno, module))
+            assert "optional" in above, f"{name}:{lineno}: {module} in a function; name its optional dependency"
+    assert len({(n, line) for n, line, _ in late}) <= MAX_LATE_IMPORTS, late
+
+
+def test_the_modules_import_no_cycle() -> None:
+    # Every import counts, also one inside a function or under TYPE_CHECKING: a cycle held together
+    # by a late import is still a cycle.
+    graph = {name: {m for _, m in _imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt):], nxt]))
+            if nxt not in state:
+                visit(nxt)
+        stack.pop()
+        state[node] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
+
+
+def test_only_the_model_room_talks_to_autogen_and_openai() -> None:
+    for name, path in MODULES.items():
+        if name.startswith(("medpanel.agents.model", "benchmarks")):
+            continue
+        talks = [m for _, m in _imports(path) if m.split(".")[0] in MODEL_LIBRARIES]
+        assert not talks, f"{name} imports {talks}: only medpanel.agents.model may"
+
+
+def test_dependencies_point_one_way_and_the_benchmarks_stay_off_the_hot_path() -> None:
+    forbidden = {"medpanel.retrieval": ("medpanel.agents", "medpanel.experiments", "medpanel.api"),
+                 "medpanel.agents": ("medpanel.experiments", "medpanel.api")}
+    for name, path in MODULES.items():
+        imported = [m for _, m in _imports(path)]
+        if not name.startswith("benchmarks"):
+            assert not [m for m in imported if m.split(".")[0] == "benchmarks"], name
+        for room, refused in forbidden.items():
+            if name.startswith(room):
+                wrong = [m for m in imported if m.startswith(refused)]
+                assert not wrong, f"{name} (in {room}) imports {wrong}"
