@@ -15,19 +15,69 @@ pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence 
 docs/architecture.md says which room holds what.
 """
 
+from importlib import import_module as _import_module
 from importlib import metadata as _metadata
+from typing import TYPE_CHECKING, Any
 
-from medpanel.agents.model.agent import RoleAgent
-from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
-from medpanel.agents.pipelines.registry import register as register_pipeline
-from medpanel.agents.prompting import format_question
-from medpanel.agents.tables import Table, TableSpec
-from medpanel.agents.types import Condition, Question, TranscriptEvent
-from medpanel.api import Run, RunResult, load_run, resume, run
-from medpanel.experiments.errors import UserError
-from medpanel.retrieval.sources import Source, SourceSpec, register_source
+if TYPE_CHECKING:
+
+    from medpanel.agents.model.agent import RoleAgent
+    from medpanel.agents.model.client import QuestionSession
+    from medpanel.agents.model.structured import answer_model, letters_of
+    from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
+    from medpanel.agents.pipelines.registry import register as register_pipeline
+    from medpanel.agents.prompting import format_question
+    from medpanel.agents.tables import Table, TableSpec
+    from medpanel.agents.types import Condition, Question, TranscriptEvent
+    from medpanel.api import Run, RunResult, load_run, resume, run
+    from medpanel.experiments.errors import UserError
+    from medpanel.retrieval.sources import Source, SourceSpec, register_source
+
+# Where each public name lives. They are imported on first use (PEP 562), so that `import
+# medpanel.experiments.cli` and other sub-packages do not pay for AutoGen, openai and scipy just to
+# print `--help` or a report.
+_NAMES: dict[str, tuple[str, str]] = {
+    "Condition": ("medpanel.agents.types", "Condition"),
+    "ConditionPlan": ("medpanel.agents.pipelines.base", "ConditionPlan"),
+    "Outcome": ("medpanel.agents.pipelines.base", "Outcome"),
+    "Pipeline": ("medpanel.agents.pipelines.base", "Pipeline"),
+    "PipelineSettings": ("medpanel.agents.pipelines.base", "PipelineSettings"),
+    "PlanError": ("medpanel.agents.pipelines.base", "PlanError"),
+    "Question": ("medpanel.agents.types", "Question"),
+    "QuestionSession": ("medpanel.agents.model.client", "QuestionSession"),
+    "RoleAgent": ("medpanel.agents.model.agent", "RoleAgent"),
+    "Run": ("medpanel.api", "Run"),
+    "RunResult": ("medpanel.api", "RunResult"),
+    "Source": ("medpanel.retrieval.sources", "Source"),
+    "SourceSpec": ("medpanel.retrieval.sources", "SourceSpec"),
+    "Summary": ("medpanel.agents.pipelines.base", "Summary"),
+    "Table": ("medpanel.agents.tables", "Table"),
+    "TableSpec": ("medpanel.agents.tables", "TableSpec"),
+    "TranscriptEvent": ("medpanel.agents.types", "TranscriptEvent"),
+    "UserError": ("medpanel.experiments.errors", "UserError"),
+    "answer_model": ("medpanel.agents.model.structured", "answer_model"),
+    "format_question": ("medpanel.agents.prompting", "format_question"),
+    "letters_of": ("medpanel.agents.model.structured", "letters_of"),
+    "load_run": ("medpanel.api", "load_run"),
+    "register_pipeline": ("medpanel.agents.pipelines.registry", "register"),
+    "register_source": ("medpanel.retrieval.sources", "register_source"),
+    "resume": ("medpanel.api", "resume"),
+    "run": ("medpanel.api", "run"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _NAMES:
+        raise AttributeError(f"module 'medpanel' has no attribute {name!r}")
+    module, attr = _NAMES[name]
+    value = getattr(_import_module(module), attr)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_NAMES))
+
 
 try:
     __version__ = _metadata.version("medpanel")

@@ -94,7 +94,8 @@ def test_a_disk_that_fills_up_mid_run_stops_it_with_one_line(tmp_path: Path, sma
     assert 0 < before < 24
     # Fill the disk, then leave room for a few more commits only.
     filler = small_disk / "filler"
-    with open(filler, "wb") as fh:
+    # Unbuffered: a buffered file would raise ENOSPC again when it flushes on close.
+    with open(filler, "wb", buffering=0) as fh:
         try:
             while True:
                 fh.write(b"\0" * 65536)

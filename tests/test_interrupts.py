@@ -115,8 +115,10 @@ def test_questions_still_running_after_the_grace_period_are_stopped_and_redone(t
 
 def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    proc = _cli(str(_scenario(tmp_path, 1000, limit=1)), "--run-dir", str(run_dir))
-    _wait(run_dir, "mp_executions", 1)  # a question of 3 calls of 1 s has started
+    # 5 s calls: on a loaded CI machine the first signal's "stopping:" line took seconds to come back,
+    # long enough for 1 s calls to finish; the abort itself is timed below, so long calls cost nothing.
+    proc = _cli(str(_scenario(tmp_path, 5000, limit=1)), "--run-dir", str(run_dir))
+    _wait(run_dir, "mp_executions", 1)  # a question of 2-3 calls of 5 s has started
     os.kill(proc.pid, signal.SIGINT)
     assert proc.stdout is not None
     seen = []
