@@ -90,7 +90,10 @@ class Run:
 
     def tables(self) -> list[Table]:
         """The report's tables (what `medpanel report` prints)."""
-        return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True))
+        from medpanel.experiments.analysis.transitions import run_docs
+
+        return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True),
+                            docs=run_docs(self.run_dir, self.rows))
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per row (what `medpanel export` writes)."""

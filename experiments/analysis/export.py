@@ -1,8 +1,9 @@
 """Flat records for pandas: one per (condition, question, repeat).
 
 Each record has every result-row field, the pipeline summary flattened to `summary.<key>`
-(nested dicts become dotted keys), the final vote or decision (`final.<key>`), the leakage kinds
-found for it when the audit ran, and the question (text, options, multi-answer flag). JSONL keeps
+(nested dicts become dotted keys), the final vote or decision (`final.<key>`), the answer
+trajectory (`trajectory.*`: the letters and majority after each turn, the transition, the flip), the
+leakage kinds found for it when the audit ran, and the question (text, options, multi-answer flag). JSONL keeps
 lists and dicts as JSON values; CSV writes them as JSON strings so every cell is a scalar.
 """
 
@@ -16,6 +17,9 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from medpanel.experiments.analysis.audit import read_leakage
+from medpanel.experiments.analysis.trajectory import columns as trajectory_columns
+from medpanel.experiments.analysis.trajectory import trajectory
+from medpanel.experiments.analysis.transitions import row_doc
 from medpanel.experiments.run.rundir import RunData, load_run
 
 FORMATS = ("jsonl", "csv")
@@ -39,8 +43,10 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
         key = (h["condition"], h["dataset"], h["qid"], int(h["repeat"]))
         leaks.setdefault(key, set()).update(x["kind"] for x in h["hits"])
     order = {c: i for i, c in enumerate(data.conditions)}
+    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     for row in sorted(data.rows, key=lambda r: (order.get(r.condition, 99), r.dataset, r.qid, r.repeat)):
-        doc = data.transcript(row) or {}
+        found = data.transcript(row)
+        doc = found or {}
         q = data.questions.get(row.key) or doc.get("question") or {}
         rec: dict[str, Any] = {
             "run": data.run_dir.name, "condition": row.condition, "dataset": row.dataset, "qid": row.qid,
@@ -58,6 +64,9 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
         if final is not None:
             for k, v in (final.get("data") or {}).items():
                 _flatten(f"final.{k}", v, rec)
+        # The letters after every turn, the transition and the decisive flip (issue 19), so a
+        # dataframe can re-derive the transition tables row by row.
+        rec.update(trajectory_columns(trajectory(row_doc(row, found), scoring=scoring)))
         yield rec
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,9 +167,11 @@ def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
-def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) -> list[Table]:
+def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
+                 docs: Sequence[Mapping[str, Any]] | None = None) -> list[Table]:
     """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
-    errors), then the paired comparisons."""
+    errors), the answer transitions when the transcripts (`docs`, one per row) are given, then the
+    paired comparisons."""
     slugs = [c["slug"] for c in meta.get("conditions", [])]
     conditions = condition_order(rows, slugs)
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
@@ -179,6 +182,11 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     extra += [repeats_table(rows, conditions), errors_table(rows)]
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
     tables += [x for x in extra if x is not None]
+    if docs is not None:
+        from medpanel.experiments.analysis.transitions import transition_tables
+
+        scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
+        tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot)
     pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))

@@ -30,6 +30,9 @@ from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_t
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.trajectory import trajectory
+from medpanel.experiments.analysis.transition_plots import write_transition_plots
+from medpanel.experiments.analysis.transitions import row_doc, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
@@ -160,13 +163,18 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
-    tables = build_tables(data.rows, data.meta, n_boot=n_boot) if data.rows else []
+    docs = run_docs(data.run_dir, data.rows)
+    tables = build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs) if data.rows else []
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
+    transition_files: list[Path] = []
+    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
+        transition_files = write_transition_plots(trajectories(docs, scoring=scoring), out / "plots", conditions)
+        written += transition_files
     nonce = secrets.token_urlsafe(16)
     env = environment()
     pairs = comparison_pairs(data.meta, conditions)
@@ -195,6 +203,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             raw_events = (doc or {}).get("events", [])
             events_by[(row.condition, row.repeat)] = raw_events
             facts = row_facts(row, doc)
+            flip, path = _flip_view(row_doc(row, doc), scoring)
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
                             "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
@@ -202,7 +211,12 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                             "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
                             "error": row.error or "", "error_kind": row.error_kind or "", "summary": row.summary,
                             "missing": doc is None, "leak": leak_kinds, "facts": facts,
-                            "events": [event_view(e, i, col, messages, leak_map) for i, e in enumerate(raw_events)]})
+                            "events": [event_view(e, i, col, messages, leak_map) for i, e in enumerate(raw_events)],
+                            "flip": flip, "path": path})
+            if flip is not None and flip["event"] is not None and flip["event"] < len(columns[-1]["events"]):
+                ev = columns[-1]["events"][flip["event"]]
+                ev["flip"] = flip
+                flip["anchor"] = ev["anchor"]
             table_rows.append({"page": page, "dataset": row.dataset, "qid": row.qid, "condition": row.condition,
                                "repeat": row.repeat, "answer": row.answer or "-", "gold": row.gold,
                                "status": row.status, "calls": row.calls, "tokens": row.tokens,
@@ -241,9 +255,24 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         nonce=nonce, run=_header(data), tables=[_table_view(t) for t in tables], rows=table_rows, filters=filters,
         plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                for p in plot_files if p.suffix == ".png"],
+        transition_plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
+                          for p in transition_files if p.suffix == ".png"],
         leak_hits=len((leak_doc or {}).get("hits", []))), encoding="utf-8")
     written.append(index)
     return written
+
+
+def _flip_view(doc: dict[str, Any] | Any, scoring: str) -> tuple[dict[str, Any] | None, str]:
+    """The decisive flip of one debate (the turn where the majority became the final answer) with the
+    interventions just before it, and the majority path over the turns (`A > B > B`)."""
+    t = trajectory(doc, scoring=scoring)
+    path = " > ".join(f"{s.label}: {s.majority}" for s in t.stages)
+    decisive = next((f for f in t.flips() if f.decisive), None)
+    if decisive is None:
+        return None, path
+    return {"label": decisive.label, "before": decisive.before_majority, "after": decisive.after_majority,
+            "direction": decisive.direction.replace("_", " "), "event": decisive.event_index, "anchor": None,
+            "after_what": "; ".join(x.show() for x in decisive.interventions) or "no intervention"}, path
 
 
 def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:

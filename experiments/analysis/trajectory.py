@@ -1,0 +1,593 @@
+"""Answer trajectories (issue 19): every agent's letters and the majority after every stage of one
+debate, and the interventions that came in between.
+
+The input is a transcript document as `experiments.store.Store.commit` writes it (a dict with
+`condition`, `question`, `answer`, `gold`, `correct`, `invalid`, `error`, `events`, ...), so the
+analysis runs on any finished run directory, older ones included. Nothing here calls a model or
+reads a file.
+
+**Stages.** A trajectory is a list of stages; the last one is always `final`, the recorded answer.
+
+| pipeline                 | stages before `final`                                                    |
+|--------------------------|--------------------------------------------------------------------------|
+| `panel`, `calibrated`    | one per turn (`r1t1`, `r1t2`, ...): every discussant's `turn` reply      |
+| `generalist` (`basic`)   | `initial`, then `reconsider` when the generalist reconsidered            |
+| `clear`                  | `pathways` (parametric, local, dynamic candidates), `verdict 1`, ...     |
+| `clear` baselines        | `pathways` with the one pathway that ran                                 |
+| `direct`, `cot`, `sc`    | `answer` (self-consistency: every sample is an agent of that stage; a tie |
+|                          | of samples is settled by the vote's own tie rule, with no intervention)  |
+
+The calibrated backbone's multi-group level runs its groups one after another; stage k then holds
+turn k of every group, agents named `g<group>:<agent>`, as the final vote pools all members.
+
+**Positions.** After each stage every agent has a position: the letters of its last valid answer
+(sorted, joined by commas for multi-answer items), as the panel's moderator counts them
+(`Member.last`). An agent whose reply in a stage has no valid answer, even after the re-ask,
+*keeps* its previous position (cell status `invalid`); one that did not speak in a stage (a group
+that stopped early) keeps it too (`silent`). An agent with no valid answer yet has no position and
+no vote. An agent recruited mid-debate enters at its first turn (`Stage.joined`); before that it
+is absent, never counted as invalid. `-ind` assessors take no turns: they appear as the `recruit`
+intervention, and their effect on the answer as the final stage's `moderator` intervention.
+
+**Majority.** The unique most common position among the agents that have one; `tie` when two or
+more positions share the top count; `none` when no agent has a position. A tie or `none` is never
+scored right. The final stage's position is the recorded answer (`none` when invalid or errored).
+
+**Interventions** between stage k and k+1 (`Stage.before` of stage k+1):
+
+| kind            | fires when                                                                        |
+|-----------------|-----------------------------------------------------------------------------------|
+| `critique`      | the Challenger's (screened) critique has a material weakness; detail: gap type    |
+| `brief`         | a curator's evidence brief reached at least one agent; `to`: who received it      |
+| `clear_verdict` | a CLEAR adjudication reached the panel as its brief (route, guard), or CLEAR's     |
+|                 | verifier gave a verdict (route)                                                   |
+| `recruit`       | at least one specialist joined (`to`: the roles); `-ind`: assessed                |
+| `focused_round` | routed coordination sent the next turn a challenge to answer point by point       |
+| `follow_up`     | CLEAR ran a targeted follow-up search (detail: guard, audit or needs_more_search) |
+| `guard`         | CLEAR's override guard ruled (detail: its outcome)                                |
+| `audit`         | CLEAR's challenge audit ruled (detail: its outcome)                               |
+| `format_gate`   | CLEAR's format gate rejected the decision's letters                               |
+| `moderator`     | the final answer was decided by a rule other than the plain majority: a tie-break |
+|                 | call, support over all turns, information blocks, the `-ind` moderator, ...       |
+
+A brief that reached nobody (no passages, an invalid brief) changed no prompt and is not an
+intervention; the Knowledge Gate's decision alone is not one either. An upfront brief comes before
+the first stage (`Stage.before` of stage 1) and so precedes no transition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from medpanel.agents.types import score
+
+TIE = "tie"
+NO_POSITION = "none"
+FINAL = "final"
+
+Kind = Literal["debate", "clear", "empty"]
+CellStatus = Literal["answered", "invalid", "silent"]
+State = Literal["right", "wrong", "tie", "none", "invalid", "error", "unscored"]
+Direction = Literal["to_right", "to_wrong", "to_other_wrong"]
+
+INTERVENTIONS = ("critique", "brief", "clear_verdict", "recruit", "focused_round", "follow_up", "guard", "audit",
+                 "format_gate", "moderator")
+POSITION_STEPS = ("turn", "initial", "reconsider", "answer")
+"""Call steps whose reply is an agent's answer (`sample_<i>` too: self-consistency)."""
+PATHWAYS = ("parametric", "local", "dynamic")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One agent after one stage."""
+
+    position: str | None
+    """The letters this agent counts with after the stage (carried when it gave none now)."""
+    status: CellStatus
+    """`answered` this stage, replied `invalid` (position carried), or `silent` (position carried)."""
+
+    def show(self) -> str:
+        text = self.position or "-"
+        return text if self.status == "answered" else f"{text}*"
+
+
+@dataclass(frozen=True)
+class Intervention:
+    kind: str
+    """One of `INTERVENTIONS`."""
+    detail: str = ""
+    event_index: int | None = None
+    """Index of the event in the transcript's `events` that records it."""
+    to: tuple[str, ...] = ()
+    """Who received a brief or verdict; the roles that joined for `recruit`."""
+    group: str = ""
+    """The calibrated backbone's discussion group (`g1`, `g2`) whose turns it came between."""
+
+    def show(self) -> str:
+        """`kind[group: detail -> to]`, e.g. `brief[between_gap -> cardiologist, neurologist]`."""
+        inner = " -> ".join(x for x in (self.detail, ", ".join(self.to)) if x)
+        if self.group:
+            inner = f"{self.group}: {inner}" if inner else self.group
+        return f"{self.kind}[{inner}]" if inner else self.kind
+
+
+@dataclass
+class Stage:
+    label: str
+    cells: dict[str, Cell]
+    majority: str
+    """Letters (`A`, `A,C`), `tie` or `none`."""
+    state: State
+    before: list[Intervention] = field(default_factory=list)
+    event_index: int | None = None
+    """The stage's first answer event (the final stage: the vote or decision event)."""
+    joined: tuple[str, ...] = ()
+    """Agents whose first stage this is (never set on the first stage)."""
+
+    def letters(self) -> str:
+        """`agent=A;agent2=B*` (`*`: no valid answer this stage, position carried; `-`: none yet)."""
+        return ";".join(f"{name}={cell.show()}" for name, cell in self.cells.items())
+
+
+@dataclass(frozen=True)
+class Flip:
+    """The majority changed from one stage to the next."""
+
+    index: int
+    """Index in `Trajectory.stages` of the stage the majority changed *into*."""
+    label: str
+    before_majority: str
+    after_majority: str
+    direction: Direction
+    interventions: tuple[Intervention, ...]
+    event_index: int | None
+    decisive: bool
+    """The last flip: from here on the majority stayed what the final answer is."""
+
+
+@dataclass
+class Trajectory:
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    gold: tuple[str, ...]
+    kind: Kind
+    stages: list[Stage]
+    """Answer stages, then the final stage (always last; the only one when nothing was answered)."""
+    scored: bool = True
+    """False for free-text items (no options): no letters to score."""
+    error: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.dataset, self.qid, self.repeat)
+
+    @property
+    def first(self) -> Stage | None:
+        """The first answer stage (None when the debate never answered, e.g. an early error)."""
+        return self.stages[0] if len(self.stages) > 1 else None
+
+    @property
+    def final(self) -> Stage:
+        return self.stages[-1]
+
+    def transitions(self) -> list[tuple[Stage, Stage]]:
+        """Consecutive stage pairs. An error row has no decision, so its last pair (into `final`) is
+        left out: the debate's own turns before the failure still count."""
+        pairs = list(zip(self.stages, self.stages[1:], strict=False))
+        return pairs[:-1] if self.error and pairs else pairs
+
+    def flips(self) -> list[Flip]:
+        found: list[tuple[int, Stage, Stage]] = []
+        for i, (a, b) in enumerate(self.transitions(), start=1):
+            if a.majority != b.majority:
+                found.append((i, a, b))
+        out = []
+        for n, (i, a, b) in enumerate(found):
+            out.append(Flip(index=i, label=b.label, before_majority=a.majority, after_majority=b.majority,
+                            direction=direction(a.state, b.state), interventions=tuple(b.before),
+                            event_index=b.event_index, decisive=n == len(found) - 1 and not self.error))
+        return out
+
+
+def direction(before: str, after: str) -> Direction:
+    """A majority change, by correctness: into the right answer, away from it, or between wrong
+    positions (a tie or no position counts as not right)."""
+    if after == "right":
+        return "to_right"
+    if before == "right":
+        return "to_wrong"
+    return "to_other_wrong"
+
+
+def position_of(answer: Any) -> str | None:
+    """A parsed `answer` (a letter, or a list of letters) as a position; None when absent."""
+    if answer is None:
+        return None
+    if isinstance(answer, list | tuple):
+        letters = sorted({str(a) for a in answer})
+        return ",".join(letters) if letters else None
+    text = str(answer).strip()
+    return text or None
+
+
+def majority_of(positions: Sequence[str | None]) -> str:
+    counts = Counter(p for p in positions if p)
+    if not counts:
+        return NO_POSITION
+    top = max(counts.values())
+    leaders = [p for p, c in counts.items() if c == top]
+    return leaders[0] if len(leaders) == 1 else TIE
+
+
+def state_of(majority: str, gold: Sequence[str], scoring: str, scored: bool = True) -> State:
+    if not scored:
+        return "unscored"
+    if majority in (TIE, NO_POSITION):
+        return "tie" if majority == TIE else "none"
+    return "right" if score(majority.split(","), list(gold), scoring) else "wrong"
+
+
+def final_state(doc: Mapping[str, Any], scored: bool = True) -> State:
+    if doc.get("error"):
+        return "error"
+    if not scored:
+        return "unscored"
+    if doc.get("invalid") or not doc.get("answer"):
+        return "invalid"
+    return "right" if doc.get("correct") else "wrong"
+
+
+# -- extraction --------------------------------------------------------------------------------
+
+
+def _base(step: str) -> str:
+    return step.split(":")[0]
+
+
+def _is_position(e: Mapping[str, Any]) -> bool:
+    if e.get("kind") != "call":
+        return False
+    base = _base(str(e.get("step", "")))
+    return base in POSITION_STEPS or base.startswith("sample_")
+
+
+def _stage_key(e: Mapping[str, Any]) -> tuple[Any, ...]:
+    base = _base(str(e.get("step", "")))
+    if base == "turn":
+        return ("turn", int(e.get("round", 0)), int(e.get("turn", 0)))
+    if base.startswith("sample_"):
+        return ("answer",)
+    return (base,)
+
+
+def _label(key: tuple[Any, ...]) -> str:
+    return f"r{key[1]}t{key[2]}" if key[0] == "turn" else str(key[0])
+
+
+def _agent_key(e: Mapping[str, Any], group: str) -> str:
+    step = _base(str(e.get("step", "")))
+    name = step if step.startswith("sample_") else str(e.get("agent", ""))
+    return f"{group}:{name}" if group else name
+
+
+def _answer(e: Mapping[str, Any]) -> str | None:
+    parsed = e.get("parsed")
+    return position_of(parsed.get("answer")) if isinstance(parsed, dict) else None
+
+
+@dataclass
+class _Slot:
+    """One stage of one group while the transcript is read."""
+
+    key: tuple[Any, ...]
+    replies: dict[str, tuple[str | None, int]] = field(default_factory=dict)
+    after: list[Intervention] = field(default_factory=list)
+    first_event: int | None = None
+
+
+def _intervention(e: Mapping[str, Any], i: int) -> Intervention | None:
+    kind, step, data = e.get("kind"), str(e.get("step", "")), e.get("data") or {}
+    if kind == "note" and step == "brief":
+        received = tuple(str(n) for n in data.get("received_by") or ())
+        if not received:
+            return None
+        if data.get("source") == "clear":
+            guard = (data.get("guard") or {}).get("outcome", "not_triggered")
+            detail = f"route {data.get('route')}" + (f", guard {guard}" if guard != "not_triggered" else "")
+            return Intervention("clear_verdict", detail, i, received)
+        return Intervention("brief", str(data.get("trigger", "")), i, received)
+    if kind == "note" and step == "recruitment":
+        joined = tuple(str(r) for r in data.get("recruited") or ())
+        return Intervention("recruit", str(data.get("trigger", "")), i, joined) if joined else None
+    if kind == "note" and step == "route" and e.get("agent") == "router":
+        if data.get("route") == "critique_round":
+            return Intervention("focused_round", str(data.get("gap_type") or ""), i)
+    return None
+
+
+def _critique(e: Mapping[str, Any]) -> bool:
+    return e.get("kind") == "call" and e.get("role") == "challenger" and _base(str(e.get("step", ""))) == "critique"
+
+
+def _final_event(events: Sequence[Mapping[str, Any]]) -> int | None:
+    for i in range(len(events) - 1, -1, -1):
+        if events[i].get("kind") in ("vote", "decision"):
+            return i
+    return None
+
+
+def _decision_interventions(events: Sequence[Mapping[str, Any]], idx: int | None) -> list[Intervention]:
+    """The final vote's `moderator` intervention, when something other than the last turn's plain
+    majority decided: the `-ind` moderator weighing assessments, a tie's resolution (tie-break call,
+    support over all turns, groups' decisions), or information blocks that outvoted the raw count."""
+    if idx is None:
+        return []
+    e = events[idx]
+    data = e.get("data") or {}
+    rule = str(data.get("rule", ""))
+    if e.get("kind") != "vote" or not rule:
+        return []
+    decided_by = str((data.get("outcome") or {}).get("decided_by", ""))
+    if decided_by:  # -ind; "agreement": the panel's leader and every assessment agreed, nothing was weighed
+        return [] if decided_by == "agreement" else [Intervention("moderator", f"auxiliary: {decided_by}", idx)]
+    if data.get("tied"):
+        return [Intervention("moderator", "tie-break call" if rule == "moderator" else rule, idx)]
+    counts = data.get("counts") or {}
+    if "blocks" in rule and counts:
+        top = max(counts.values())
+        leaders = [k for k, v in counts.items() if v == top]
+        if len(leaders) != 1 or leaders[0] != str(e.get("content", "")):
+            return [Intervention("moderator", rule, idx)]
+    return []
+
+
+def _by_event(items: list[Intervention]) -> list[Intervention]:
+    return sorted(items, key=lambda x: -1 if x.event_index is None else x.event_index)
+
+
+def _build(slots: list[list[_Slot]], gold: Sequence[str], scoring: str, scored: bool,
+           before_first: list[Intervention]) -> tuple[list[Stage], list[Intervention]]:
+    """Groups' slots merged by ordinal (stage k = turn k of every group), positions carried; and
+    the interventions after the last stage (they come before the final answer)."""
+    n = max((len(g) for g in slots), default=0)
+    held: dict[str, str | None] = {}
+    stages: list[Stage] = []
+    pending = list(before_first)
+    for k in range(n):
+        cells: dict[str, Cell] = {}
+        joined: list[str] = []
+        label = ""
+        first_event: int | None = None
+        after: list[Intervention] = []
+        spoke: set[str] = set()
+        for group in slots:
+            if k >= len(group):
+                continue
+            slot = group[k]
+            label = label or _label(slot.key)
+            if slot.first_event is not None and (first_event is None or slot.first_event < first_event):
+                first_event = slot.first_event
+            for name, (answer, _i) in slot.replies.items():
+                if name not in held:
+                    held[name] = None
+                    if stages:
+                        joined.append(name)
+                if answer is not None:
+                    held[name] = answer
+                    cells[name] = Cell(answer, "answered")
+                else:
+                    cells[name] = Cell(held[name], "invalid")
+                spoke.add(name)
+            after += slot.after
+        for name, pos in held.items():
+            if name not in spoke:
+                cells[name] = Cell(pos, "silent")
+        majority = majority_of([c.position for c in cells.values()])
+        stages.append(Stage(label=label, cells=cells, majority=majority,
+                            state=state_of(majority, gold, scoring, scored), before=_by_event(pending),
+                            event_index=first_event, joined=tuple(joined)))
+        pending = after
+    return stages, _by_event(pending)
+
+
+def _debate(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: str,
+            scored: bool) -> tuple[list[Stage], list[Intervention]]:
+    groups: list[list[_Slot]] = [[]]
+    group = ""
+    before_first: list[Intervention] = []
+    critique: dict[int, tuple[int, bool, str]] = {}
+    """Per (group ordinal) the latest parsed critique of the current slot: (event, weakness, gap)."""
+
+    def flush_critique() -> None:
+        g = len(groups) - 1
+        if g in critique:
+            i, weak, gap = critique.pop(g)
+            if weak:
+                target = groups[g][-1].after if groups[g] else before_first
+                target.append(Intervention("critique", gap, i, group=group))
+
+    for i, e in enumerate(events):
+        if e.get("kind") == "note" and e.get("step") == "group_start":
+            flush_critique()
+            group = str(e.get("agent", "")).replace("group_", "g")
+            if groups[-1]:
+                groups.append([])
+            continue
+        if _is_position(e):
+            key = _stage_key(e)
+            slots = groups[-1]
+            if not slots or slots[-1].key != key:
+                flush_critique()
+                slots.append(_Slot(key=key, first_event=i))
+            name = _agent_key(e, group)
+            answer = _answer(e)
+            # A re-ask follows an unparsed reply in the same stage: its valid answer stands.
+            if answer is not None or name not in slots[-1].replies:
+                slots[-1].replies[name] = (answer, i)
+            continue
+        if _critique(e):
+            parsed = e.get("parsed")
+            if isinstance(parsed, dict):
+                critique[len(groups) - 1] = (i, bool(parsed.get("material_weakness")),
+                                             str(parsed.get("gap_type") or ""))
+            continue
+        found = _intervention(e, i)
+        if found is not None:
+            if group:
+                # Names inside a group are the group's own: prefixed like the agents' cells.
+                to = found.to if found.kind == "recruit" else tuple(f"{group}:{n}" for n in found.to)
+                found = dataclasses.replace(found, group=group, to=to)
+            slots = groups[-1]
+            (slots[-1].after if slots else before_first).append(found)
+    flush_critique()
+    return _build([g for g in groups if g], gold, scoring, scored, before_first)
+
+
+def _pathway_answers(events: Sequence[Mapping[str, Any]], decision: Mapping[str, Any] | None
+                     ) -> tuple[dict[str, tuple[str | None, int | None]], int | None]:
+    """Each pathway's candidate (from the decision's bundle when there is one, else from its call)
+    and the first pathway call's index."""
+    calls: dict[str, tuple[str | None, int]] = {}
+    first: int | None = None
+    for i, e in enumerate(events):
+        if e.get("kind") == "call" and e.get("role") == "candidate" and _base(str(e.get("step", ""))) in PATHWAYS:
+            first = i if first is None else first
+            name = _base(str(e["step"]))
+            answer = _answer(e)
+            if answer is not None or name not in calls:
+                calls[name] = (answer, i)
+    out: dict[str, tuple[str | None, int | None]] = {}
+    if decision is not None:
+        data = decision.get("data") or {}
+        candidates = (data.get("bundle") or {}).get("candidates")
+        if isinstance(candidates, dict):
+            for p in PATHWAYS:
+                if p in candidates:
+                    out[p] = (position_of((candidates[p] or {}).get("answer")), calls.get(p, (None, None))[1])
+            return out, first
+        if isinstance(data.get("candidate"), dict):
+            p = str(data.get("pathway", data["candidate"].get("pathway", "")))
+            out[p] = (position_of(data["candidate"].get("answer")), calls.get(p, (None, None))[1])
+            return out, first
+    return {p: calls[p] for p in PATHWAYS if p in calls}, first
+
+
+def _clear(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: str,
+           scored: bool) -> tuple[list[Stage], list[Intervention]]:
+    idx = _final_event(events)
+    decision = events[idx] if idx is not None and events[idx].get("kind") == "decision" else None
+    answers, first = _pathway_answers(events, decision)
+    if not answers:
+        return [], []
+    cells = {p: Cell(a, "answered" if a is not None else "invalid") for p, (a, _i) in answers.items()}
+    majority = majority_of([c.position for c in cells.values()])
+    stages = [Stage("pathways", cells, majority, state_of(majority, gold, scoring, scored), event_index=first)]
+    data = (decision or {}).get("data") or {}
+    verify_calls: dict[int, int] = {}
+    merges: list[tuple[int, Intervention]] = []
+    rulings: list[Intervention] = []
+    for i, e in enumerate(events):
+        step = _base(str(e.get("step", "")))
+        if e.get("kind") == "call" and e.get("role") == "verifier" and step == "verify":
+            verify_calls.setdefault(int(e.get("round", 0)), i)
+        elif e.get("kind") == "note" and step == "followup_merge":
+            merges.append((int(e.get("round", 0)),
+                           Intervention("follow_up", str((e.get("data") or {}).get("purpose", "")), i)))
+        elif e.get("kind") == "note" and step in ("override_guard", "challenge_audit"):
+            outcome = str((e.get("data") or {}).get("outcome", ""))
+            rulings.append(Intervention("guard" if step == "override_guard" else "audit", outcome, i))
+        elif e.get("kind") == "note" and step == "format_gate" and not (e.get("data") or {}).get("valid", True):
+            rulings.append(Intervention("format_gate", str((e.get("data") or {}).get("reason", "")), i))
+    for verdict in data.get("verdicts") or []:
+        rnd = int(verdict.get("round", len(stages)))
+        pos = position_of(verdict.get("answer"))
+        before = [m for r, m in merges if r == rnd - 1]
+        before.append(Intervention("clear_verdict", f"route {verdict.get('route')}", verify_calls.get(rnd)))
+        cell = {"verifier": Cell(pos, "answered" if pos is not None else "invalid")}
+        m = pos or NO_POSITION
+        stages.append(Stage(f"verdict {rnd}", cell, m, state_of(m, gold, scoring, scored), before=before,
+                            event_index=verify_calls.get(rnd)))
+    # The guard's or audit's follow-up and ruling come after the last verdict, before the final.
+    return stages, _by_event([m for _r, m in merges if m.detail in ("guard", "audit")] + rulings)
+
+
+def trajectory(doc: Mapping[str, Any], *, scoring: str = "exact_set") -> Trajectory:
+    """The trajectory of one transcript document (see the module docstring for every rule)."""
+    q = doc.get("question") or {}
+    events: Sequence[Mapping[str, Any]] = doc.get("events") or []
+    gold = tuple(str(g) for g in (doc.get("gold") or q.get("gold") or ()))
+    scored = bool(q.get("options", True))
+    stages: list[Stage] = []
+    final_before: list[Intervention] = []
+    kind: Kind = "empty"
+    if any(_is_position(e) for e in events):
+        kind = "debate"
+        stages, final_before = _debate(events, gold, scoring, scored)
+    elif any(e.get("kind") == "call" and e.get("role") == "candidate" for e in events) or any(
+            e.get("kind") == "decision" and ("bundle" in (e.get("data") or {}) or "candidate" in (e.get("data") or {}))
+            for e in events):
+        kind = "clear"
+        stages, final_before = _clear(events, gold, scoring, scored)
+    idx = _final_event(events)
+    final_before += _decision_interventions(events, idx)
+    answer = position_of(list(doc.get("answer") or ())) if not doc.get("error") else None
+    majority = answer or NO_POSITION
+    stages.append(Stage(FINAL, {}, majority, final_state(doc, scored), before=final_before,
+                        event_index=idx if not doc.get("error") else None))
+    return Trajectory(condition=str(doc.get("condition", "")), dataset=str(q.get("dataset", "")),
+                      qid=str(q.get("qid", "")), repeat=int(doc.get("repeat", 0) or 0), gold=gold, kind=kind,
+                      stages=stages, scored=scored, error=doc.get("error"))
+
+
+# -- flat views ---------------------------------------------------------------------------------
+
+
+def transition_of(t: Trajectory) -> str:
+    """`right->wrong` ... from the first stage's majority to the final answer; `error`, `free_text`."""
+    if not t.scored:
+        return "free_text"
+    if t.error:
+        return "error"
+    first = t.first
+    a = "invalid" if first is None or first.state in ("tie", "none") else first.state
+    b = "invalid" if t.final.state == "invalid" else t.final.state
+    return f"{a}->{b}"
+
+
+def columns(t: Trajectory, prefix: str = "trajectory") -> dict[str, Any]:
+    """The per-question trajectory as flat scalar columns for `medpanel export`.
+
+    `<p>.sNN.label|majority|letters|before` per stage (NN from 01, the final stage included), plus
+    the first and final majorities, the transition, the flip count and the decisive flip (the last
+    one: the stage where the majority became the final answer) with the interventions before it.
+    """
+    flips = t.flips()
+    decisive = next((f for f in flips if f.decisive), None)
+    first = t.first
+    out: dict[str, Any] = {
+        f"{prefix}.kind": t.kind,
+        f"{prefix}.stages": len(t.stages),
+        f"{prefix}.first": first.majority if first else NO_POSITION,
+        f"{prefix}.final": t.final.majority,
+        f"{prefix}.transition": transition_of(t),
+        f"{prefix}.path": " > ".join(s.majority for s in t.stages),
+        f"{prefix}.flips": len(flips),
+        f"{prefix}.flip_stage": decisive.label if decisive else "",
+        f"{prefix}.flip_index": decisive.index + 1 if decisive else "",
+        f"{prefix}.flip_from": decisive.before_majority if decisive else "",
+        f"{prefix}.flip_direction": decisive.direction if decisive else "",
+        f"{prefix}.flip_after": ("; ".join(x.show() for x in decisive.interventions) or "none") if decisive else "",
+    }
+    for n, s in enumerate(t.stages, start=1):
+        p = f"{prefix}.s{n:02d}"
+        out[f"{p}.label"] = s.label
+        out[f"{p}.majority"] = s.majority
+        out[f"{p}.letters"] = s.letters()
+        out[f"{p}.before"] = "; ".join(x.show() for x in s.before)
+    return out

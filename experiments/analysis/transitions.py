@@ -1,0 +1,241 @@
+"""Answer-transition tables (issue 19): from the first stage's majority to the final answer, and
+which interventions preceded the flips in between.
+
+Both tables are computed from trajectories (`experiments.trajectory`), one per transcript
+document; nothing is dropped: error rows and free-text items are counted in their own columns.
+
+**Transition table** (per condition x dataset, and overall): every row lands in exactly one of
+`right->right`, `right->wrong`, `wrong->right`, `wrong->wrong`, `right->invalid`, `wrong->invalid`,
+`invalid->right`, `invalid->wrong`, `invalid->invalid`, `errors`, `free_text` (they sum to `n`). The
+first state is *invalid* when the first stage's majority is a tie or no agent had a valid answer
+(or the debate never answered); the final state is *invalid* when the recorded answer is invalid.
+Net gain = wrong->right - right->wrong, in questions and in points of the scored rows
+(errors included: they contribute 0); its 95% CI is a paired percentile bootstrap over questions
+(a question's repeats are resampled together) of the per-row difference +1 / -1 / 0.
+`first_acc_%` and `final_acc_%` are the first majority's and the final answer's accuracy over the
+same rows (invalid and errors wrong): their difference also counts the moves into and out of
+invalid, which the net gain leaves to their own columns.
+
+**Attribution table** (per condition): for each intervention type, the transitions between two
+consecutive stages that it came in between, the questions where it fired, the majority flips that
+followed within that next stage, by direction (to the right answer, away from it, or to another
+wrong position; a tie counts as not right), the agents whose position changed, and the questions
+where it fired and nothing changed after any of its firings (no agent moved, the majority stayed).
+The row `(none)` counts the transitions no intervention came before. Two interventions before the
+same transition both count its flip. Error rows are left out (their debate is incomplete; the
+transition table counts them, the export shows their trajectory), and so are free-text rows.
+This is association within a debate, not causation (README: "Answer transitions").
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medpanel.agents.tables import OVERALL, Table
+from medpanel.experiments.analysis.stats import _percentile_bootstrap
+from medpanel.experiments.analysis.trajectory import (
+    INTERVENTIONS,
+    Stage,
+    Trajectory,
+    direction,
+    trajectory,
+    transition_of,
+)
+from medpanel.experiments.run.store import Row
+
+CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
+         "invalid->right", "invalid->wrong", "invalid->invalid", "errors", "free_text")
+TRANSITION_COLUMNS = ["condition", "dataset", "n", *CELLS, "net_gain", "net_gain_pts", "95%_CI_pts",
+                      "first_acc_%", "final_acc_%"]
+ATTRIBUTION_COLUMNS = ["condition", "intervention", "transitions", "questions", "flips", "to_right", "to_wrong",
+                       "to_other_wrong", "agent_changes", "nothing_changed_q", "nothing_changed_%"]
+NONE_ROW = "(none)"
+
+
+def trajectories(docs: Iterable[Mapping[str, Any]], *, scoring: str = "exact_set") -> list[Trajectory]:
+    return [trajectory(d, scoring=scoring) for d in docs]
+
+
+def cell_of(t: Trajectory) -> str:
+    """The transition table column this row counts in."""
+    name = transition_of(t)
+    return "errors" if name == "error" else name
+
+
+@dataclass(frozen=True)
+class NetGain:
+    n: int
+    """Scored rows (free text excluded; errors included)."""
+    gain: int
+    points: float
+    ci_low: float
+    ci_high: float
+
+    def ci(self) -> str:
+        if np.isnan(self.ci_low):
+            return "n/a"
+        return f"[{self.ci_low:+.1f}, {self.ci_high:+.1f}]"
+
+
+def net_gain(ts: Sequence[Trajectory], *, n_boot: int = 10000, seed: int = 0) -> NetGain:
+    """wrong->right minus right->wrong, with a paired bootstrap CI over questions (in points)."""
+    per_q: dict[tuple[str, str], list[float]] = defaultdict(list)
+    gain = 0
+    for t in ts:
+        if not t.scored:
+            continue
+        cell = cell_of(t)
+        d = 1 if cell == "wrong->right" else -1 if cell == "right->wrong" else 0
+        gain += d
+        per_q[(t.dataset, t.qid)].append(d)
+    n = sum(len(v) for v in per_q.values())
+    if not n:
+        return NetGain(0, 0, 0.0, float("nan"), float("nan"))
+    # Repeats of a question are one resampling unit; their mean keeps each row's weight equal
+    # when every question has the same number of repeats (a run's repeats always do).
+    means = np.array([np.mean(v) for _k, v in sorted(per_q.items())], dtype=float)
+    low, high = _percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
+    return NetGain(n, gain, 100.0 * gain / n, 100.0 * low, 100.0 * high)
+
+
+def conditions_of(ts: Sequence[Trajectory], conditions: Sequence[str] | None) -> list[str]:
+    seen = list(dict.fromkeys(t.condition for t in ts))
+    given = list(conditions or [])
+    return [c for c in given if c in seen] + [c for c in seen if c not in given]
+
+
+def transition_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None, *,
+                    n_boot: int = 10000) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    datasets = sorted({t.dataset for t in ts})
+    for cond in conditions_of(ts, conditions):
+        for ds in [*datasets, OVERALL]:
+            sel = [t for t in ts if t.condition == cond and (ds == OVERALL or t.dataset == ds)]
+            if not sel:
+                continue
+            counts = {c: 0 for c in CELLS}
+            for t in sel:
+                counts[cell_of(t)] += 1
+            g = net_gain(sel, n_boot=n_boot)
+            scored = [t for t in sel if t.scored]
+            first_right = sum(1 for t in scored if t.first is not None and t.first.state == "right")
+            final_right = sum(1 for t in scored if t.final.state == "right")
+            out.append([cond, ds, len(sel), *(counts[c] for c in CELLS), g.gain, round(g.points, 1), g.ci(),
+                        round(100.0 * first_right / len(scored), 1) if scored else "-",
+                        round(100.0 * final_right / len(scored), 1) if scored else "-"])
+    return out
+
+
+def transition_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None, *,
+                     n_boot: int = 10000) -> Table:
+    return Table("Answer transitions (first-turn majority -> final)", TRANSITION_COLUMNS,
+                 transition_rows(ts, conditions, n_boot=n_boot),
+                 note="First state = the majority after the first turn (generalist: the initial answer; CLEAR: the "
+                      "pathway candidates' majority); invalid = a tie or no valid answer there, or an invalid final "
+                      "answer. net_gain = wrong->right - right->wrong; pts = per 100 scored questions (errors "
+                      "count 0); CI = paired bootstrap over questions (10,000 resamples). first/final_acc = accuracy "
+                      "of the first majority and of the final answer over the same rows.")
+
+
+@dataclass
+class _Tally:
+    transitions: int = 0
+    flips: dict[str, int] = field(default_factory=lambda: {"to_right": 0, "to_wrong": 0, "to_other_wrong": 0})
+    agent_changes: int = 0
+    questions: set[tuple[str, str, int]] = field(default_factory=set)
+    changed: set[tuple[str, str, int]] = field(default_factory=set)
+    """Questions where something changed after at least one firing."""
+
+
+def agent_changes(a: Stage, b: Stage) -> int:
+    """Agents present in both stages whose position differs."""
+    return sum(1 for name, cell in b.cells.items() if name in a.cells and a.cells[name].position != cell.position)
+
+
+def attribution_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> list[list[Any]]:
+    out: list[list[Any]] = []
+    for cond in conditions_of(ts, conditions):
+        tallies: dict[str, _Tally] = defaultdict(_Tally)
+        for t in ts:
+            if t.condition != cond or not t.scored or t.error:
+                continue
+            for a, b in t.transitions():
+                kinds = list(dict.fromkeys(x.kind for x in b.before)) or [NONE_ROW]
+                flipped = a.majority != b.majority
+                moved = agent_changes(a, b)
+                for kind in kinds:
+                    tally = tallies[kind]
+                    tally.transitions += 1
+                    tally.questions.add(t.key)
+                    tally.agent_changes += moved
+                    if flipped:
+                        tally.flips[direction(a.state, b.state)] += 1
+                    if flipped or moved:
+                        tally.changed.add(t.key)
+        known = [k for k in (*INTERVENTIONS, NONE_ROW) if k in tallies]
+        for kind in known + sorted(set(tallies) - set(known)):
+            tally = tallies[kind]
+            q = len(tally.questions)
+            quiet = q - len(tally.changed)
+            out.append([cond, kind, tally.transitions, q, sum(tally.flips.values()), tally.flips["to_right"],
+                        tally.flips["to_wrong"], tally.flips["to_other_wrong"], tally.agent_changes, quiet,
+                        round(100.0 * quiet / q, 1) if q else 0.0])
+    return out
+
+
+def attribution_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> Table:
+    return Table("What came before each flip (association, not causation)", ATTRIBUTION_COLUMNS,
+                 attribution_rows(ts, conditions),
+                 note="Per intervention type: transitions between consecutive turns it came in between, questions "
+                      "where it fired, majority flips in the next turn by direction (to_right: into the right answer; "
+                      "to_wrong: away from it; to_other_wrong: between wrong positions, ties included), agents who "
+                      "changed their letter, and questions where it fired and nothing changed after any firing. "
+                      "(none) = transitions with no intervention before them. Two interventions before one turn "
+                      "both count its flip. An association within the debate: the paired comparison of conditions "
+                      "is the causal estimate.")
+
+
+def _split(letters: str | None) -> list[str]:
+    return [x for x in (letters or "").split(",") if x]
+
+
+def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """The transcript of a result row, or (when its file is missing) a stand-in built from the row,
+    so the row is still counted: it has no events, so its first state is invalid."""
+    if doc is not None:
+        return doc
+    return {"condition": row.condition, "question": {"dataset": row.dataset, "qid": row.qid},
+            "repeat": row.repeat, "answer": _split(row.answer), "gold": _split(row.gold), "correct": row.correct,
+            "invalid": row.invalid, "error": row.error, "summary": row.summary, "events": [],
+            "missing_transcript": True}
+
+
+def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
+                      scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
+    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two."""
+    from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
+
+    docs = list(docs)
+    ts = trajectories(docs, scoring=scoring)
+    out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
+    out += [t for t in (pathway_table(docs, conditions, scoring=scoring),
+                        ruling_table(docs, conditions, scoring=scoring)) if t is not None]
+    return [t for t in out if t.rows]
+
+
+def run_docs(run_dir: Path, rows: Sequence[Row]) -> list[Mapping[str, Any]]:
+    """Every result row's transcript, in row order, with `row_doc`'s stand-in where a file is gone:
+    the transition tables count every row, a missing transcript as invalid, never drop it."""
+    from medpanel.experiments.run.rundir import read_transcript
+
+    out: list[Mapping[str, Any]] = []
+    for row in rows:
+        path = Path(run_dir) / row.transcript if row.transcript else None
+        out.append(row_doc(row, read_transcript(path) if path is not None and path.is_file() else None))
+    return out
