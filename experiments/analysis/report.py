@@ -16,6 +16,7 @@ from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
+from medpanel.experiments.analysis.transitions import transition_tables
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
 
@@ -183,8 +184,6 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
     tables += [x for x in extra if x is not None]
     if docs is not None:
-        from medpanel.experiments.analysis.transitions import transition_tables
-
         scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
         tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot)
     pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]

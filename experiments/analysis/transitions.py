@@ -47,6 +47,8 @@ from medpanel.experiments.analysis.trajectory import (
     trajectory,
     transition_of,
 )
+from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
+from medpanel.experiments.run.rundir import read_transcript
 from medpanel.experiments.run.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
@@ -219,8 +221,6 @@ def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
                       scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
     """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two."""
-    from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
-
     docs = list(docs)
     ts = trajectories(docs, scoring=scoring)
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
@@ -232,8 +232,6 @@ def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[st
 def run_docs(run_dir: Path, rows: Sequence[Row]) -> list[Mapping[str, Any]]:
     """Every result row's transcript, in row order, with `row_doc`'s stand-in where a file is gone:
     the transition tables count every row, a missing transcript as invalid, never drop it."""
-    from medpanel.experiments.run.rundir import read_transcript
-
     out: list[Mapping[str, Any]] = []
     for row in rows:
         path = Path(run_dir) / row.transcript if row.transcript else None
