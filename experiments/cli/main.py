@@ -10,18 +10,20 @@ import sys
 
 import typer
 
-from medpanel.agents.model.backends import BackendError
-from medpanel.agents.model.local_server import LocalModelError
-from medpanel.experiments.cli import inspect, run
-from medpanel.experiments.cli.corpus import corpus_app
-from medpanel.experiments.cli.output import error_line
-from medpanel.experiments.errors import UserError
+from medpanel.agents.model.errors import BackendError, LocalModelError
+from medpanel.experiments.cli.lazy import LazyGroup
+from medpanel.experiments.errors import UserError, error_line
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+# The commands are loaded when one is resolved (cli/lazy.py: `medpanel --help` and completion stay
+# fast); `register(app)` in each command module is what adds them.
+app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
-run.register(app)
-inspect.register(app)
-app.add_typer(corpus_app, name="corpus", help="Ingest, list and search retrieval corpora.")
+
+
+@app.callback()
+def _root() -> None:
+    """LLM specialist panels with a Challenger, recruitment and evidence adjudication."""
+    # Typer needs a callback or a command at build time; the commands themselves come lazily.
 
 
 def _usage_error_types() -> tuple[type[Exception], ...]:

@@ -21,6 +21,7 @@ from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables, write_report
 from medpanel.experiments.analysis.transitions import run_docs
+from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.rundir import load_meta, open_store
 
 # Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
@@ -108,12 +109,3 @@ def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
 
 def _colour(role: str) -> str:
     return {"challenger": "red", "moderator": "magenta", "recruiter": "yellow", "selector": "cyan"}.get(role, "blue")
-
-
-def error_line(message: str) -> None:
-    """Print one `error:` line on stderr. Newlines inside a message are folded, so every error is
-    exactly one line whatever produced it (a pydantic message, an OS error)."""
-    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
-    sys.stderr.write(f"error: {line.removeprefix('error: ')}\n")
-    sys.stderr.flush()
-
