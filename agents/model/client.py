@@ -236,8 +236,10 @@ class RecordingClient(ChatCompletionClient):
         request = {
             "model": spec.model_name,
             "backend": spec.backend,
-            # The embedded server gets a new port each start; its identity is the model, not the URL.
-            "base_url": "embedded" if spec.backend == "local" else spec.base_url,
+            # The embedded server gets a new port each start; its identity is the model and the program
+            # that serves it (the two servers' replies differ), not the URL.
+            "base_url": ("embedded" if spec.local_server == "llama-cpp-python" else "embedded:llama-server")
+            if spec.backend == "local" else spec.base_url,
             "temperature": spec.temperature,
             "seed": spec.seed,
             "max_tokens": spec.max_tokens,
