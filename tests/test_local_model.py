@@ -23,8 +23,9 @@ pytestmark = pytest.mark.e2e
 
 CHILD = """
 import sys, time
-from medpanel.agents.model.local_server import LocalServer
-s = LocalServer(n_ctx=1024)
+from medpanel.agents.model.embedded import embedded_server
+from medpanel.agents.model.spec import ModelSpec
+s = embedded_server(ModelSpec(backend="local", local_server=sys.argv[1], context_window=1024))
 s.start()
 print(s.port, s.proc.pid, flush=True)
 time.sleep(600)
@@ -60,17 +61,19 @@ def test_server_starts_answers_and_stops() -> None:
     assert proc is not None and proc.poll() is not None
 
 
-def test_server_dies_with_a_sigkilled_parent() -> None:
-    parent = subprocess.Popen([sys.executable, "-c", CHILD], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("server", ["llama-server", "llama-cpp-python"])
+def test_server_dies_with_a_sigkilled_parent(server: str) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", CHILD, server], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
     port, server_pid = map(int, parent.stdout.readline().split())
     assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
-    deadline = time.time() + 15
-    while time.time() < deadline and _alive(server_pid):
-        time.sleep(0.2)
+    killed = time.time()
+    while time.time() < killed + 15 and _alive(server_pid):
+        time.sleep(0.1)
     assert not _alive(server_pid), "the model server outlived its killed parent"
+    assert time.time() - killed < 3, "the model server took more than 3 s to follow its killed parent"
 
 
 @pytest.mark.timeout(1500)

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import schema_of
 from medpanel.agents.redact import redact
@@ -63,6 +64,8 @@ def error_kind(exc: BaseException) -> str:
         return "connection"
     if isinstance(exc, openai.InternalServerError):
         return "server_error"
+    if is_context_overflow(exc):
+        return "context_length"  # not retryable: the same prompt is as long the next time
     if isinstance(exc, openai.APIStatusError):
         return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
     if isinstance(exc, ValueError | IndexError | KeyError | TypeError | AttributeError):
@@ -76,7 +79,8 @@ def describe_error(exc: BaseException) -> str:
     The openai SDK reports a refused connection as "Connection error."; the reason (`[Errno 111]
     Connection refused`, a DNS failure) is in its `__cause__` chain.
     """
-    text = str(exc)
+    # An endpoint's own message, not the SDK's dump of its error body.
+    text = endpoint_message(exc) or str(exc)
     root: BaseException = exc
     seen = {id(exc)}
     while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
@@ -236,8 +240,10 @@ class RecordingClient(ChatCompletionClient):
         request = {
             "model": spec.model_name,
             "backend": spec.backend,
-            # The embedded server gets a new port each start; its identity is the model, not the URL.
-            "base_url": "embedded" if spec.backend == "local" else spec.base_url,
+            # The embedded server gets a new port each start; its identity is the model and the program
+            # that serves it (the two servers' replies differ), not the URL.
+            "base_url": ("embedded" if spec.local_server == "llama-cpp-python" else "embedded:llama-server")
+            if spec.backend == "local" else spec.base_url,
             "temperature": spec.temperature,
             "seed": spec.seed,
             "max_tokens": spec.max_tokens,

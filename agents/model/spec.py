@@ -71,6 +71,10 @@ class ModelSpec(BaseModel):
     """AutoGen model family, for names AutoGen does not know."""
     latency_ms: float = Field(default=0.0, ge=0)
     """`scripted` only: a fixed latency per call, for benchmarks."""
+    local_server: Literal["llama-server", "llama-cpp-python"] = "llama-server"
+    """`local` only: the program that serves the embedded model (agents/model/embedded.py)."""
+    local_parallel: int = Field(default=4, ge=1, le=64)
+    """`local` with `llama-server`: requests decoded at once (`--parallel`), each with the full context."""
 
     @field_validator("backend")
     @classmethod

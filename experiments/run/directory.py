@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from medpanel.agents.model.embedded import served_by
 from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference
@@ -72,7 +73,8 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         "budget_reference": plan.budget.to_json() if plan.budget is not None else None,
         "storage": redact_url(storage_url),
         "model": {"backend": model.backend, "name": model.model_name, "base_url": model.base_url,
-                  "mode": model.mode, "temperature": model.temperature, "seed": model.seed, "cache": model.cache},
+                  "mode": model.mode, "temperature": model.temperature, "seed": model.seed, "cache": model.cache,
+                  "local_server": served_by(model)},
         "accommodations": plan.accommodations(),
         "plan": resolved.record() if resolved is not None else None,
         "git": git_commit(),

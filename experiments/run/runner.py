@@ -32,9 +32,9 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
-from medpanel.agents.model.backends import LOCAL_ACCOMMODATIONS, preload
+from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
-from medpanel.agents.model.local_server import LocalServer
+from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
@@ -253,7 +253,7 @@ class Runner:
         pending = self.pending_shards(done)
         shared.taken = set(done)
         shared.pending = [p for p in self.plan.pairs if p not in done]
-        server: LocalServer | None = None
+        server: EmbeddedServer | None = None
         restore = signals.install(self.stop, self.plan.scenario.run.interrupt_grace_s) if install_signals else None
         try:
             if not pending:
@@ -262,8 +262,7 @@ class Runner:
             self.prepare()
             spec = self.plan.scenario.model
             if spec.backend == "local" and self.client_factory is None:
-                n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
-                server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
+                server = embedded_server(spec, log_path=self.run_dir / "local_server.log")
                 shared.base_url = server.start()
             self.health = shared.health = EndpointHealth(self.plan.model_spec, shared.base_url)
             preload(self.plan.model_spec)

