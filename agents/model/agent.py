@@ -45,6 +45,7 @@ class RoleAgent:
     """
 
     def __init__(self, session: QuestionSession, *, name: str, role: str, system_message: str) -> None:
+        session = session.for_role(role)  # `roles: {challenger: {model: LABEL}}` routes its calls
         self.session = session
         self.name = name
         self.role = role

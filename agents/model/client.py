@@ -7,6 +7,7 @@ It wraps the raw backend client of one trial and turns each `create` into a tran
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import email.utils
 import functools
 import os
@@ -191,6 +192,16 @@ class CallTag:
 
 
 @dataclass
+class RoleRoute:
+    """Where one role's calls go when the scenario routes it to another model."""
+
+    label: str
+    spec: ModelSpec
+    inner: ChatCompletionClient
+    before_call: Any = None
+
+
+@dataclass
 class QuestionSession:
     """What all agents of one question share: the raw client, the cache, the event list."""
 
@@ -207,6 +218,21 @@ class QuestionSession:
     namespace: str | None = None
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
+
+    label: str | None = None
+    """The scenario's label of the model this session calls (`models:`); None for a single `model:`.
+    When set it is part of every cache key and recorded in every call event (`data.model_label`)."""
+    routes: dict[str, RoleRoute] = field(default_factory=dict)
+    """Role -> the model its calls go to instead (`roles: {challenger: {model: LABEL}}`)."""
+
+    def for_role(self, role: str) -> QuestionSession:
+        """This session as `role` sees it: its routed model if it has one. Events, hooks and the
+        cache stay shared, so the question's transcript holds every call in order."""
+        route = self.routes.get(role)
+        if route is None:
+            return self
+        return dataclasses.replace(self, spec=route.spec, inner=route.inner, label=route.label,
+                                   before_call=route.before_call or self.before_call, routes={})
 
     def record(self, event: TranscriptEvent) -> None:
         self.events.append(event)
@@ -249,6 +275,10 @@ class RecordingClient(ChatCompletionClient):
         if self.session.namespace is not None:
             # Only when set, so `cache: run` keys (and existing caches) stay as they were.
             request["cache_namespace"] = self.session.namespace
+        if self.session.label is not None:
+            # Two model blocks may share a name and an endpoint (two vLLM ports behind one proxy,
+            # one name with two settings): their replies must never answer each other.
+            request["model_label"] = self.session.label
         return request
 
     async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
@@ -297,6 +327,8 @@ class RecordingClient(ChatCompletionClient):
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
         if self.overrides:
             event.data["sampling"] = dict(self.overrides)
+        if self.session.label is not None:
+            event.data["model_label"] = self.session.label
         lock = cache.lock(key) if cache is not None else None
         if lock is not None:
             # Another worker may be asking the very same thing right now: wait and reuse its reply.
