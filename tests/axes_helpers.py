@@ -10,6 +10,8 @@ from .fake_openai import completion, schema_reply
 
 
 def _fill(value: Any, schema: dict[str, Any], token: str, last: bool) -> Any:
+    if isinstance(value, bool):
+        return last  # the "last" endpoint also says yes (a Challenger finds a material weakness)
     if isinstance(value, str):
         return token
     if isinstance(value, list):
@@ -20,7 +22,8 @@ def _fill(value: Any, schema: dict[str, Any], token: str, last: bool) -> Any:
 
 
 def endpoint(token: str, *, last: bool = False) -> Any:
-    """A handler: a valid reply whose strings are `token`; letters from the enum's start (or end)."""
+    """A handler: a valid reply whose strings are `token`; letters from the enum's start (or end), and
+    every boolean false (or true)."""
 
     def handler(body: dict[str, Any], n: int) -> tuple[int, dict[str, str], Any]:
         reply = schema_reply(body)

@@ -305,6 +305,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     apply_overrides(data, overrides or [], file)
     try:
         scenario = Scenario.model_validate(data)
+        axes.check(scenario, file)  # before the grid: a duplicate label would read as repeated conditions
         conditions = scenario.conditions()
     except ValidationError as exc:
         e = exc.errors()[0]
@@ -320,7 +321,6 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
                         field=".".join(str(x) for x in loc) or "<top>") from None
     except ValueError as exc:
         raise UserError(f"{exc}. Fix `flags`/`variants`", file=file, field="flags") from None
-    axes.check(scenario, file)
     scenario = axes.resolve_prompts(scenario, base=p.parent, file=file)
     slugs = [c.slug for c in conditions]
     _check_compare(scenario, slugs + [axes.base_slug(s) for s in slugs], file, lines.get(("compare",)))
