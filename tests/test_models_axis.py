@@ -118,7 +118,11 @@ run: {workers: 1}
 """)
     run = medpanel.run(sc, runs_dir=tmp_path / "runs").load()
     paid = Counter(e.data["model_label"] for _, e in _calls(run) if not e.cache_hit)
-    assert paid["one"] == paid["two"] > 0  # the label is part of every cache key
+    single = write(tmp_path / "one.yaml", sc.read_text().replace("  - {label: two, backend: scripted}\n", ""))
+    alone = medpanel.run(single, runs_dir=tmp_path / "runs").load()
+    own = sum(not e.cache_hit for _, e in _calls(alone))
+    # The label is part of every cache key: each model pays for its requests as if it ran alone.
+    assert paid == {"one": own, "two": own} and own > 0
 
 
 def test_a_role_routed_to_another_model_sends_its_calls_there(tmp_path: Path) -> None:
