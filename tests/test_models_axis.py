@@ -197,9 +197,9 @@ def test_the_interaction_is_the_difference_of_the_paired_differences() -> None:
     from medpanel.experiments.analysis.axes_tables import interaction
 
     q = ["q1", "q2", "q3", "q4", "q5"]
-    # Model 1: b - a = +1 on q2 (+20 points); model 2: b - a = -1 on q1 and q3 (-40 points). q5 is
-    # missing from one cell, so only q1..q4 count: +25 and -50 points, difference -75.
-    a1, b1 = dict(zip(q, [1, 0, 0, 0, 1])), dict(zip(q, [1, 1, 0, 0, 1]))
-    a2, b2 = dict(zip(q, [1, 1, 1, 0, 0])), dict(zip(q[:4], [0, 1, 0, 0]))
+    # q5 is missing from one cell, so q1..q4 count. Model 1: b - a = +1 on q2 (+25 points); model 2:
+    # b - a = -1 on q1 and q3 (-50 points). The difference of differences: -75 points.
+    a1, b1 = dict(zip(q, [1, 0, 0, 0, 1], strict=True)), dict(zip(q, [1, 1, 0, 0, 1], strict=True))
+    a2, b2 = dict(zip(q, [1, 1, 1, 0, 0], strict=True)), dict(zip(q[:4], [0, 1, 0, 0], strict=True))
     n, dd, low, high = interaction(a1, b1, a2, b2, n_boot=2000)
     assert n == 4 and dd == -75.0 and low <= dd <= high and low < 0
