@@ -13,7 +13,8 @@ from typing import Any
 
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
-from medpanel.agents.model.client import ModelCallError, QuestionSession, RoleRoute, RunHalted
+from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.route import RoleRoute
 from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.prompting import prompt_overrides

@@ -7,7 +7,6 @@ It wraps the raw backend client of one trial and turns each `create` into a tran
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import email.utils
 import functools
 import os
@@ -192,16 +191,6 @@ class CallTag:
 
 
 @dataclass
-class RoleRoute:
-    """Where one role's calls go when the scenario routes it to another model."""
-
-    label: str
-    spec: ModelSpec
-    inner: ChatCompletionClient
-    before_call: Any = None
-
-
-@dataclass
 class QuestionSession:
     """What all agents of one question share: the raw client, the cache, the event list."""
 
@@ -220,19 +209,9 @@ class QuestionSession:
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
 
     label: str | None = None
-    """The scenario's label of the model this session calls (`models:`); None for a single `model:`.
-    When set it is part of every cache key and recorded in every call event (`data.model_label`)."""
-    routes: dict[str, RoleRoute] = field(default_factory=dict)
-    """Role -> the model its calls go to instead (`roles: {challenger: {model: LABEL}}`)."""
-
-    def for_role(self, role: str) -> QuestionSession:
-        """This session as `role` sees it: its routed model if it has one. Events, hooks and the
-        cache stay shared, so the question's transcript holds every call in order."""
-        route = self.routes.get(role)
-        if route is None:
-            return self
-        return dataclasses.replace(self, spec=route.spec, inner=route.inner, label=route.label,
-                                   before_call=route.before_call or self.before_call, routes={})
+    """`models:` label of this session's model: in every cache key and call event (`data.model_label`)."""
+    routes: dict[str, Any] = field(default_factory=dict)
+    """Role -> `agents.model.route.RoleRoute`: where `roles:` sends that role's calls."""
 
     def record(self, event: TranscriptEvent) -> None:
         self.events.append(event)
@@ -275,9 +254,7 @@ class RecordingClient(ChatCompletionClient):
         if self.session.namespace is not None:
             # Only when set, so `cache: run` keys (and existing caches) stay as they were.
             request["cache_namespace"] = self.session.namespace
-        if self.session.label is not None:
-            # Two model blocks may share a name and an endpoint (two vLLM ports behind one proxy,
-            # one name with two settings): their replies must never answer each other.
+        if self.session.label is not None:  # two blocks may share name and endpoint: never each other's reply
             request["model_label"] = self.session.label
         return request
 
