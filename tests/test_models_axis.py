@@ -203,3 +203,32 @@ def test_the_interaction_is_the_difference_of_the_paired_differences() -> None:
     a2, b2 = dict(zip(q, [1, 1, 1, 0, 0], strict=True)), dict(zip(q[:4], [0, 1, 0, 0], strict=True))
     n, dd, low, high = interaction(a1, b1, a2, b2, n_boot=2000)
     assert n == 4 and dd == -75.0 and low <= dd <= high and low < 0
+
+
+def test_a_models_own_budget_stops_the_run_naming_the_model(tmp_path: Path) -> None:
+    sc = write(tmp_path / "s.yaml", """name: budget
+pipeline: generalist
+flags: {c: [0, 1]}
+dataset: {source: sample, limit: 1}
+models:
+  - {label: cheap, backend: scripted}
+  - {label: dear, backend: scripted, budget: {max_calls: 2}}
+run: {workers: 1}
+""")
+    result = medpanel.run(sc, runs_dir=tmp_path / "runs")
+    assert result.state == "stopped" and "budget of model dear: max_calls=2" in (result.reason or ""), result
+    run = result.load()
+    paid = Counter(e.data["model_label"] for _, e in _calls(run) if not e.cache_hit)
+    assert paid["dear"] <= 2  # nothing past its limit was recorded
+
+
+def test_the_question_page_shows_one_condition_on_every_model_side_by_side(grid: Any) -> None:
+    from medpanel.experiments.view.viewer import build_site
+
+    _, run, _, _ = grid
+    pages = [p for p in build_site(run.run_dir, plots=False, n_boot=200) if p.parent.name == "questions"]
+    html = pages[0].read_text()
+    assert '<button type="button" data-across="c1+terse">c1+terse</button>' in html
+    for model in ("alpha", "beta"):
+        assert f'data-condition="c1+terse@{model}" data-across="c1+terse"' in html
+    assert "fake (alpha)" in html and "fake (beta)" in html  # every call names the model that served it

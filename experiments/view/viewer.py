@@ -197,6 +197,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             facts = row_facts(row, doc)
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
+                            "across": _across(row.condition),
                             "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
                             "gold": row.gold, "status": row.status, "calls": row.calls,
                             "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
@@ -244,6 +245,12 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         leak_hits=len((leak_doc or {}).get("hits", []))), encoding="utf-8")
     written.append(index)
     return written
+
+
+def _across(slug: str) -> str:
+    """The condition without its model (`c1r1+terse@qwen` -> `c1r1+terse`): what "side by side across
+    models" groups by; empty for a run with one model."""
+    return slug.rpartition("@")[0]
 
 
 def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:
