@@ -232,3 +232,28 @@ def test_the_question_page_shows_one_condition_on_every_model_side_by_side(grid:
     for model in ("alpha", "beta"):
         assert f'data-condition="c1+terse@{model}" data-across="c1+terse"' in html
     assert "fake (alpha)" in html and "fake (beta)" in html  # every call names the model that served it
+
+
+def test_a_dead_second_endpoint_stops_the_run_although_the_first_answers(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]  # closed again when the block ends: connections are refused
+    with FakeOpenAI(endpoint("ALPHA-TOKEN")) as a:
+        sc = write(tmp_path / "s.yaml", f"""name: dead
+pipeline: generalist
+flags: {{c: [0, 1]}}
+dataset: {{source: sample, limit: 1}}
+models:
+  - {{label: alpha, backend: openai, name: fake, base_url: "{a.base_url}"}}
+  - {{label: beta, backend: openai, name: fake, base_url: "http://127.0.0.1:{dead}/v1", max_retries: 0}}
+run: {{workers: 1}}
+""")
+        result = medpanel.run(sc, runs_dir=tmp_path / "runs")
+    assert result.state == "stopped", result
+    assert "model beta" in (result.reason or "") and f"127.0.0.1:{dead}" in (result.reason or ""), result.reason
+    run = result.load()
+    # Nothing of beta was recorded as if the questions had failed; alpha's answers are kept.
+    assert not [r for r in run.rows if r.condition.endswith("@beta")]
+    assert [r for r in run.rows if r.condition.endswith("@alpha") and not r.error]

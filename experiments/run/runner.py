@@ -39,6 +39,7 @@ from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
 from medpanel.experiments.run.axes import ModelBudget
+from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimiter
 from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
@@ -275,7 +276,7 @@ class Runner:
                 n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
                 server = LocalServer(n_ctx=n_ctx, log_path=self.run_dir / "local_server.log")
                 shared.base_url = server.start()
-            self.health = shared.health = EndpointHealth(self.plan.model_spec, shared.base_url)
+            self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
             study = self._study(pending)
             self.timings["startup_s"] = time.time() - shared.started
