@@ -102,6 +102,9 @@ def test_the_report_has_per_model_and_interaction_tables(grid: Any) -> None:
     assert row[5] == 2 and row[6] == 0.0  # the generalist keeps its answer after a critique on both models
     holds = tables["Conclusions on every model"]
     assert holds.columns[-1] == "holds_on_every_model"
+    acc = json.loads((run.run_dir / "run.json").read_text())["accommodations"]["models"]
+    assert set(acc) == {"alpha", "beta"} and acc["alpha"]["backend"] == "openai"
+    assert acc["alpha"]["context_window"] is None  # no small-model limit on an HTTP endpoint
     named = tables["Prompt variant of every condition"]
     assert {r[0]: r[1] for r in named.rows}["c1+terse@beta"] == "terse"
 

@@ -183,7 +183,11 @@ class Plan:
         """The small-model limits in force for this run (context window, passage and string lengths)."""
         sc = self.scenario
         resolved = self.resolvable()
-        return sc.model.accommodations(sc.settings, verifier=resolved is not None and resolved.uses_verifier())
+        verifier = resolved is not None and resolved.uses_verifier()
+        out = sc.model.accommodations(sc.settings, verifier=verifier)
+        if sc.models:  # each model works under its own backend's limits
+            out["models"] = {m.label: m.spec().accommodations(sc.settings, verifier=verifier) for m in sc.models}
+        return out
 
 
 def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = None, repeats: int | None = None,
