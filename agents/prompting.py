@@ -7,8 +7,12 @@ system prompt is `agents/roles/challenger.system.md`, next to `challenger.py`. T
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from medpanel.agents.types import Question
@@ -21,10 +25,30 @@ class Prompts:
         self.package, _, self.stem = module.rpartition(".")
 
     def text(self, part: str) -> str:
+        override = _OVERRIDES.get().get(f"{self.stem}.{part}")
+        if override is not None:
+            return override
         return _read(self.package, f"{self.stem}.{part}.md")
 
     def render(self, part: str, **values: Any) -> str:
         return self.text(part).format_map(values).strip()
+
+
+_OVERRIDES: ContextVar[Mapping[str, str]] = ContextVar("prompt_overrides",
+                                                                       default=MappingProxyType({}))
+"""`<stem>.<part>` -> template text replacing that prompt file (a scenario's `prompts:` / a prompt
+variant). A context variable, not a global: workers run questions of different variants at once,
+and tasks a pipeline starts inherit the question's overrides."""
+
+
+@contextmanager
+def prompt_overrides(texts: Mapping[str, str]) -> Iterator[None]:
+    """Render prompts with `texts` in place of their files for the duration of the block."""
+    token = _OVERRIDES.set(dict(texts))
+    try:
+        yield
+    finally:
+        _OVERRIDES.reset(token)
 
 
 @cache

@@ -14,8 +14,10 @@ from typing import Any
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.route import RoleRoute
 from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import get_pipeline
+from medpanel.agents.prompting import prompt_overrides
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 
 
@@ -43,6 +45,16 @@ class ClientPool:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             await client.close()
+
+
+@dataclass(frozen=True)
+class Route:
+    """A role routed to another model (`roles:`): its label, its settings, and what gates its calls."""
+
+    label: str
+    spec: ModelSpec
+    base_url: str | None = None
+    before_call: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,9 @@ async def run_resolved(
     client_factory: Callable[[ModelSpec], Any] | None = None,
     before_call: Callable[[], Any] | None = None,
     clients: ClientPool | None = None,
+    label: str | None = None,
+    routes: dict[str, Route] | None = None,
+    prompts: dict[str, str] | None = None,
 ) -> QuestionResult:
     """Raises `RunHalted` when the run is halted mid-question and `StorageFailure` when the run's
     cache cannot be written; anything else becomes an error result."""
@@ -96,13 +111,24 @@ async def run_resolved(
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
+    own: list[Any] = [] if shared is not None else [inner]
+    role_routes: dict[str, RoleRoute] = {}
+    for role, route in (routes or {}).items():
+        rspec = route.spec.model_copy(update={"seed": (route.spec.seed or 0) + repeat}) if repeat else route.spec
+        pooled = clients.get(rspec, route.base_url) if clients is not None and client_factory is None else None
+        rinner = pooled or (client_factory(rspec) if client_factory else build_client(rspec, base_url=route.base_url))
+        if pooled is None:
+            own.append(rinner)
+        role_routes[role] = RoleRoute(route.label, rspec, rinner, route.before_call)
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
                               before_call=before_call,
-                              namespace=plan.slug if spec.cache == "condition" else None)
+                              namespace=plan.slug if spec.cache == "condition" else None,
+                              label=label, routes=role_routes)
     result = QuestionResult(condition=plan.slug, dataset=question.dataset, qid=question.qid,
                             gold=question.gold, repeat=repeat)
     try:
-        outcome = await pipeline(question, plan, session, settings)
+        with prompt_overrides(prompts or {}):
+            outcome = await pipeline(question, plan, session, settings)
         result.answer = outcome.answer
         result.invalid = outcome.invalid
         result.summary = outcome.summary.data()
@@ -117,7 +143,7 @@ async def run_resolved(
         session.record(TranscriptEvent(kind="error", role="pipeline", agent="runner", step="exception",
                                        content=traceback.format_exc()[-4000:]))
     finally:
-        if shared is None:
-            await inner.close()
+        for client in own:
+            await client.close()
     result.events = session.events
     return result

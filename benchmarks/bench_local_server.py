@@ -36,10 +36,9 @@ from typing import Any
 
 import httpx
 
-from medpanel.agents.model.client import capped_schema
 from medpanel.agents.model.embedded import embedded_server
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
-from medpanel.agents.model.structured import answer_model, format_instructions
+from medpanel.agents.model.structured import answer_model, capped_schema, format_instructions
 from medpanel.agents.types import Question
 from medpanel.experiments.run.datasets import load_dataset
 

@@ -131,6 +131,8 @@ def _scenario(source: str | Path | Scenario | dict[str, Any], blocks: dict[str, 
     else:
         path = Path(source)
         data, base = load_scenario(path).model_dump(), path.parent
+    if data.get("models") and "model" not in blocks:
+        data.pop("model", None)  # the dump's `model` is its first model's: new `models:` choose it anew
     try:
         return Scenario.model_validate(_merge(data, blocks)), base
     except ValueError as exc:  # pydantic's ValidationError

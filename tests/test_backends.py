@@ -187,7 +187,7 @@ def test_concurrent_identical_requests_are_answered_once(tmp_path: Path) -> None
 
 
 def test_json_object_mode_caps_free_text_strings_for_the_embedded_model() -> None:
-    from medpanel.agents.model.client import cap_strings
+    from medpanel.agents.model.structured import cap_strings
     from medpanel.agents.roles.challenger import Critique
 
     capped = cap_strings(Critique.model_json_schema(), 240)

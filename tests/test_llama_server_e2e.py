@@ -12,9 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from medpanel.agents.model.client import capped_schema, strict_response_format
 from medpanel.agents.model.llama_server import LlamaServer
-from medpanel.agents.model.structured import answer_model, format_instructions
+from medpanel.agents.model.structured import answer_model, capped_schema, format_instructions, strict_response_format
 
 from .conftest import ROOT
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
+from medpanel.agents.model.route import for_role
 from medpanel.agents.model.structured import format_instructions, parse_reply, reask_message
 from medpanel.agents.types import TranscriptEvent
 
@@ -45,6 +46,7 @@ class RoleAgent:
     """
 
     def __init__(self, session: QuestionSession, *, name: str, role: str, system_message: str) -> None:
+        session = for_role(session, role)  # `roles: {challenger: {model: LABEL}}` routes its calls
         self.session = session
         self.name = name
         self.role = role

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import functools
 import os
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -36,7 +35,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.model.structured import schema_of
+from medpanel.agents.model.structured import capped_schema, schema_of, strict_response_format
 from medpanel.agents.redact import redact
 from medpanel.agents.types import TranscriptEvent, Usage
 
@@ -130,37 +129,6 @@ class BackoffWait:
         return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
 
 
-@functools.lru_cache(maxsize=512)
-def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
-    from openai.lib._parsing._completions import type_to_response_format_param
-
-    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
-
-
-@functools.lru_cache(maxsize=512)
-def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, Any]:
-    return cap_strings(schema_of(model), cap)
-
-
-def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
-    """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
-    if cap is None:
-        return schema
-
-    def walk(node: Any) -> Any:
-        if isinstance(node, dict):
-            out = {k: walk(v) for k, v in node.items()}
-            if out.get("type") == "string" and "enum" not in out and "const" not in out:
-                out.setdefault("maxLength", cap)
-            return out
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
-
-    return walk(schema)
-
-
 def to_openai(message: LLMMessage) -> dict[str, Any]:
     """An AutoGen message as the OpenAI-format dict the endpoint receives and the transcript records.
 
@@ -212,6 +180,11 @@ class QuestionSession:
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
 
+    label: str | None = None
+    """`models:` label of this session's model: in every cache key and call event (`data.model_label`)."""
+    routes: dict[str, Any] = field(default_factory=dict)
+    """Role -> `agents.model.route.RoleRoute`: where `roles:` sends that role's calls."""
+
     def record(self, event: TranscriptEvent) -> None:
         self.events.append(event)
         for hook in self.hooks:
@@ -255,6 +228,8 @@ class RecordingClient(ChatCompletionClient):
         if self.session.namespace is not None:
             # Only when set, so `cache: run` keys (and existing caches) stay as they were.
             request["cache_namespace"] = self.session.namespace
+        if self.session.label is not None:  # two blocks may share name and endpoint: never each other's reply
+            request["model_label"] = self.session.label
         return request
 
     async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
@@ -303,6 +278,8 @@ class RecordingClient(ChatCompletionClient):
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
         if self.overrides:
             event.data["sampling"] = dict(self.overrides)
+        if self.session.label is not None:
+            event.data["model_label"] = self.session.label
         lock = cache.lock(key) if cache is not None else None
         if lock is not None:
             # Another worker may be asking the very same thing right now: wait and reuse its reply.

@@ -146,3 +146,37 @@ def parse_reply(text: str, model: type[BaseModel]) -> tuple[BaseModel | None, st
 
 def reask_message(reason: str, model: type[BaseModel]) -> str:
     return f"Your reply could not be used ({reason}). {format_instructions(model)}"
+
+
+# -- the response formats sent to an endpoint ---------------------------------------------------
+
+
+@functools.lru_cache(maxsize=512)
+def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
+    from openai.lib._parsing._completions import type_to_response_format_param
+
+    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+
+
+@functools.lru_cache(maxsize=512)
+def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, Any]:
+    return cap_strings(schema_of(model), cap)
+
+
+def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
+    """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
+    if cap is None:
+        return schema
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: walk(v) for k, v in node.items()}
+            if out.get("type") == "string" and "enum" not in out and "const" not in out:
+                out.setdefault("maxLength", cap)
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    return walk(schema)

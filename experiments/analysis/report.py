@@ -15,8 +15,10 @@ from typing import Any
 from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
 from medpanel.agents.tables import OVERALL, Table, TableSpec
+from medpanel.experiments.analysis import axes_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.analysis.transitions import transition_tables
+from medpanel.experiments.run.axes import expand_pairs
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
 
@@ -186,9 +188,10 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     if docs is not None:
         scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
         tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot)
-    pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
+    pairs = expand_pairs([tuple(p) for p in compare], conditions)  # base pairs, within every model and variant
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
+    tables += axes_tables.build(rows, meta, conditions, pairs, n_boot=n_boot)
     return tables
 
 

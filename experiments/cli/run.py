@@ -26,6 +26,9 @@ def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file."
     plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
     console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
                   f"{'/' + sc.model.model_name if sc.model.model_name else ''}")
+    if sc.models:  # the axis: which label is which model, and where routed roles go
+        console.print("models: " + ", ".join(f"{m.label} = {m.backend}/{m.model_name}" for m in sc.models)
+                      + "".join(f"; {role} -> {r.model}" for role, r in sc.roles.items()))
     console.print(f"conditions ({len(plan.conditions)}): {', '.join(c.slug for c in plan.conditions)}")
     by_ds: dict[str, int] = {}
     for q in plan.questions:

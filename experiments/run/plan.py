@@ -22,6 +22,8 @@ from medpanel.agents.pipelines.registry import UnknownPipeline, get_pipeline
 from medpanel.agents.run import Resolved
 from medpanel.agents.types import Condition, Question
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run import axes
+from medpanel.experiments.run.axes import RunAxes
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
 from medpanel.experiments.run.datasets import load_dataset
 from medpanel.experiments.run.scenario import Scenario, updated
@@ -76,8 +78,10 @@ def resolve_run(name: str, settings: dict[str, Any], conditions: list[Condition]
     """Look the pipeline up, check and plan every condition, validate the settings: every problem is
     one `UserError` naming the scenario key to fix."""
     pipeline = _pipeline(name, file)
+    # The model and prompt axes are the run's, not the pipeline's: it plans the base condition.
+    bases = {cond.slug: axes.strip_axes(cond) for cond in conditions}
     try:
-        for cond in conditions:
+        for cond in bases.values():
             pipeline.check(cond, name)
     except PlanError as exc:
         raise UserError(str(exc), file=file, field=exc.field) from None
@@ -90,10 +94,14 @@ def resolve_run(name: str, settings: dict[str, Any], conditions: list[Condition]
                         f"{', '.join(pipeline.settings_model.model_fields)}", file=file,
                         field=f"settings.{loc}" if loc else "settings") from None
     try:
-        plans = {cond.slug: pipeline.plan(cond, validated) for cond in conditions}
+        plans = {slug: _renamed(pipeline.plan(cond, validated), slug) for slug, cond in bases.items()}
     except PlanError as exc:
         raise UserError(str(exc), file=file, field=exc.field) from None
     return ResolvedRun(name, pipeline, validated, plans)
+
+
+def _renamed(plan: ConditionPlan, slug: str) -> ConditionPlan:
+    return plan if plan.slug == slug else plan.model_copy(update={"slug": slug})
 
 
 def auto_shard_size(n_pairs: int, workers: int) -> int:
@@ -166,11 +174,20 @@ class Plan:
         except UserError:
             return None
 
+    @cached_property
+    def axes(self) -> RunAxes:
+        """Each condition's model (`models:`), routed roles (`roles:`) and prompt overrides."""
+        return RunAxes.of(self.scenario, self.conditions, self.model_spec)
+
     def accommodations(self) -> dict[str, Any]:
         """The small-model limits in force for this run (context window, passage and string lengths)."""
         sc = self.scenario
         resolved = self.resolvable()
-        return sc.model.accommodations(sc.settings, verifier=resolved is not None and resolved.uses_verifier())
+        verifier = resolved is not None and resolved.uses_verifier()
+        out = sc.model.accommodations(sc.settings, verifier=verifier)
+        if sc.models:  # each model works under its own backend's limits
+            out["models"] = {m.label: m.spec().accommodations(sc.settings, verifier=verifier) for m in sc.models}
+        return out
 
 
 def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = None, repeats: int | None = None,
@@ -181,6 +198,8 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
         "dataset": updated(scenario.dataset, {"limit": limit}, block="dataset"),
         "run": updated(scenario.run, {"workers": workers, "repeats": repeats}, block="run")})
     run = scenario.run
+    axes.check(scenario, file)
+    scenario = axes.resolve_prompts(scenario, base=base_dir or Path.cwd(), file=file)
     conditions = scenario.conditions()
     resolved = resolve_run(scenario.pipeline, scenario.settings, conditions, file=file)
     ds = scenario.dataset

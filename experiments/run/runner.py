@@ -38,6 +38,8 @@ from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
+from medpanel.experiments.run.axes import ModelBudget
+from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimiter
 from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
@@ -76,6 +78,7 @@ class Runner:
         self.client_factory: Callable[[Any], Any] | None = None
         """Tests and benchmarks inject a scripted client factory here."""
         self.timings: dict[str, float] = {}
+        self.model_budgets: dict[str, ModelBudget] = {}
         self.budget = self._budget()
         self.created_with: dict[str, str] = {}
         """Package versions the run was created with (run.json)."""
@@ -85,8 +88,10 @@ class Runner:
 
     def _budget(self) -> Budget:
         run = self.plan.scenario.run
+        prices = {**self.plan.axes.prices(), **run.prices}  # `models:` blocks' own prices, by model name
+        self.model_budgets = self.plan.axes.budgets(self.stop, prices)
         return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
-                      max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=run.prices,
+                      max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
                       limiter=RateLimiter(run.requests_per_minute) if run.requests_per_minute else None)
 
     def override(self, **values: Any) -> None:
@@ -201,7 +206,8 @@ class Runner:
         started = time.time()
         shared = Shared(plan=self.plan, store=store, owner=self.owner, stop=self.stop, budget=self.budget,
                         health=self.health, tally=self.tally, timings=self.timings, started=started,
-                        progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors)
+                        progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors,
+                        model_budgets=self.model_budgets)
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
         with self._runner_lock():
@@ -249,6 +255,9 @@ class Runner:
                 self.tally.add(row)
         # Spend of earlier sessions counts against the budgets, error rows' included.
         self.budget.add_prior(sum(r.calls for r in rows), sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))
+        for label, budget in self.model_budgets.items():  # a model's own: its conditions' rows (routed calls not)
+            own = [r for r in rows if self.plan.axes.cond_model.get(r.condition) == label]
+            budget.add_prior(sum(r.calls for r in own), sum(r.tokens for r in own), sum(r.cost_usd for r in own))
         done = store.done(answered_only=retry)
         pending = self.pending_shards(done)
         shared.taken = set(done)
@@ -258,13 +267,15 @@ class Runner:
         try:
             if not pending:
                 return
-            shared.cache = ResponseCache(self.run_dir / "cache") if self.plan.scenario.model.cache != "off" else None
+            caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
+            shared.cache = ResponseCache(self.run_dir / "cache") if caching else None
             self.prepare()
-            spec = self.plan.scenario.model
+            spec = next((m for m in [self.plan.scenario.model, *self.plan.axes.models.values()]
+                         if m.backend == "local"), self.plan.scenario.model)
             if spec.backend == "local" and self.client_factory is None:
                 server = embedded_server(spec, log_path=self.run_dir / "local_server.log")
                 shared.base_url = server.start()
-            self.health = shared.health = EndpointHealth(self.plan.model_spec, shared.base_url)
+            self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
             study = self._study(pending)
             self.timings["startup_s"] = time.time() - shared.started

@@ -19,6 +19,8 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError, read_text
+from medpanel.experiments.run import axes
+from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.yamlfile import (
@@ -155,6 +157,23 @@ class Scenario(_Strict):
     run: RunSpec = Field(default_factory=RunSpec)
     budget_match: BudgetMatch | None = None
     """Per-question budgets for a sampling baseline (`sc`), measured from a reference run."""
+    models: list[ModelEntry] = Field(default_factory=list)
+    """Models as a grid axis: every condition runs on each labelled block (`c1r1@qwen-7b`); see `axes.py`."""
+    roles: dict[str, RoleModel] = Field(default_factory=dict)
+    """Role -> `{model: LABEL}`: that role's calls go to another model of `models:`."""
+    prompts: dict[str, PromptRef] = Field(default_factory=dict)
+    """`<role>` or `<role>.<part>` -> a prompt file replacing that role's prompt in every condition."""
+    prompt_variants: dict[str, dict[str, PromptRef]] = Field(default_factory=dict)
+    """Named sets of prompt overrides, run as a grid axis beside the defaults (`c1r1+terse-challenger`)."""
+
+    @model_validator(mode="after")
+    def _model_of_models(self) -> Scenario:
+        # With `models:` the first grid model stands in wherever one model is read (accommodations,
+        # the health check, run.json's `model`); `axes.check` refuses a `model:` block beside it.
+        grid = [m for m in self.models if m.grid]
+        if grid and "model" not in self.model_fields_set:
+            self.__dict__["model"] = grid[0].spec()  # not via setattr: that would mark `model` as given
+        return self
 
     @field_validator("name")
     @classmethod
@@ -214,6 +233,7 @@ class Scenario(_Strict):
                                  flags=flags, settings=self.settings))
         for variant in self.variants:
             out.append(condition_from_slug(variant, self.pipeline, self.settings))
+        out = axes.expand(out, self)
         slugs = [c.slug for c in out]
         dupes = {s for s in slugs if slugs.count(s) > 1}
         if dupes:
@@ -285,6 +305,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     apply_overrides(data, overrides or [], file)
     try:
         scenario = Scenario.model_validate(data)
+        axes.check(scenario, file)  # before the grid: a duplicate label would read as repeated conditions
         conditions = scenario.conditions()
     except ValidationError as exc:
         e = exc.errors()[0]
@@ -300,14 +321,18 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
                         field=".".join(str(x) for x in loc) or "<top>") from None
     except ValueError as exc:
         raise UserError(f"{exc}. Fix `flags`/`variants`", file=file, field="flags") from None
-    _check_compare(scenario, [c.slug for c in conditions], file, lines.get(("compare",)))
-    check_cost_budget(scenario.run, file=file, field="run.max_cost_usd")
+    scenario = axes.resolve_prompts(scenario, base=p.parent, file=file)
+    slugs = [c.slug for c in conditions]
+    _check_compare(scenario, slugs + [axes.base_slug(s) for s in slugs], file, lines.get(("compare",)))
+    check_cost_budget(scenario.run, file=file, field="run.max_cost_usd",
+                      priced=any(m.prices is not None for m in scenario.models))
     return scenario
 
 
-def check_cost_budget(run: RunSpec, *, file: str | None = None, field: str = "run.max_cost_usd") -> None:
+def check_cost_budget(run: RunSpec, *, file: str | None = None, field: str = "run.max_cost_usd",
+                      priced: bool = False) -> None:
     """A dollar limit with no prices would count every call as $0 and never halt the run."""
-    if run.max_cost_usd is not None and not run.prices:
+    if run.max_cost_usd is not None and not run.prices and not priced:
         raise UserError(f"a limit of ${run.max_cost_usd} needs run.prices ($ per million tokens by model name, "
                         "e.g. prices: {gpt-4o-mini: {input: 0.15, output: 0.60}}); without them every call costs "
                         "$0 and the limit never triggers", file=file, field=field)

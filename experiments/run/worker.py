@@ -21,8 +21,9 @@ from typing import Any
 
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
-from medpanel.agents.run import ClientPool, run_resolved
+from medpanel.agents.run import ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
+from medpanel.experiments.run import axes
 from medpanel.experiments.run.budget import Budget, event_cost
 from medpanel.experiments.run.health import EndpointHealth, Held
 from medpanel.experiments.run.plan import Plan
@@ -48,6 +49,8 @@ class Shared:
     cache: ResponseCache | None = None
     base_url: str | None = None
     client_factory: Callable[[Any], Any] | None = None
+    model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
+    """`models:` blocks with their own budget or rate limit, by label."""
     retry_errors: bool = False
     """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
     error_pairs: set[Pair] = field(default_factory=set)
@@ -104,6 +107,11 @@ class Shared:
                         raise
                     self.stop.set(verdict)
             self.release_quietly(h.pair)
+
+    def model_call(self, label: str | None, spec: Any) -> dict[str, Any]:
+        """What a question's calls to one model need: its endpoint and its gate (the run's and its own)."""
+        return {"base_url": self.base_url if spec.backend == "local" else None,
+                "before_call": axes.gate(self.budget.before_call, self.model_budgets.get(label or ""))}
 
     def all_taken(self) -> bool:
         with self.lock:
@@ -219,11 +227,17 @@ class Worker:
                 if isinstance(matched, QuestionResult):
                     result = matched
                 else:
-                    result = await run_resolved(matched, question, s.plan.model_spec, base_url=s.base_url,
+                    ax = s.plan.axes
+                    label, spec = ax.model_for(pair[0])
+                    routes = {role: Route(to, ax.models[to], **s.model_call(to, ax.models[to]))
+                              for role, to in ax.routes.items()}
+                    result = await run_resolved(matched, question, spec, **s.model_call(label, spec),
                                                 cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
                                                 client_factory=s.client_factory,
-                                                hooks=[s.budget.on_event, s.health.on_event],
-                                                before_call=s.budget.before_call, clients=clients)
+                                                hooks=[s.budget.on_event, s.health.on_event,
+                                                       *(b.on_event for b in s.model_budgets.values())],
+                                                clients=clients, label=label, routes=routes,
+                                                prompts=ax.cond_prompts.get(pair[0]))
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:

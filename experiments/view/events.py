@@ -146,10 +146,16 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
             "content": str(e.get("content") or ""), "parsed": parsed if isinstance(parsed, dict) else None,
             "data": data, "data_large": large, "evidence": evidence, "messages": shown, "messages_total": len(msgs),
             "usage": {"prompt": usage.get("prompt_tokens", 0), "completion": usage.get("completion_tokens", 0)},
-            "latency_s": float(e.get("latency_s") or 0.0), "model": str(e.get("model") or ""),
+            "latency_s": float(e.get("latency_s") or 0.0), "model": _model(e),
             "cache_hit": bool(e.get("cache_hit")), "invalid": bool(e.get("invalid")),
             "error": e.get("error"), "badges": _badges(e), "weak": weak, "diff": [],
             "leak": sorted({h["kind"] for ev in evidence for h in ev["hits"]})}
+
+
+def _model(e: dict[str, Any]) -> str:
+    """The model name, with its `models:` label when the run has several (`big (strong)`)."""
+    label = (e.get("data") or {}).get("model_label")
+    return f"{e.get('model') or ''} ({label})" if label else str(e.get("model") or "")
 
 
 def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, Any]:

@@ -206,6 +206,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             flip, path = _flip_view(row_doc(row, doc), scoring)
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
+                            "across": _across(row.condition),
                             "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
                             "gold": row.gold, "status": row.status, "calls": row.calls,
                             "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
@@ -273,6 +274,12 @@ def _flip_view(doc: dict[str, Any] | Any, scoring: str) -> tuple[dict[str, Any] 
     return {"label": decisive.label, "before": decisive.before_majority, "after": decisive.after_majority,
             "direction": decisive.direction.replace("_", " "), "event": decisive.event_index, "anchor": None,
             "after_what": "; ".join(x.show() for x in decisive.interventions) or "no intervention"}, path
+
+
+def _across(slug: str) -> str:
+    """The condition without its model (`c1r1+terse@qwen` -> `c1r1+terse`): what "side by side across
+    models" groups by; empty for a run with one model."""
+    return slug.rpartition("@")[0]
 
 
 def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:
