@@ -82,7 +82,7 @@ def test_question_pages_mark_the_flip_and_the_index_has_the_figure(grid_dir: Pat
     assert sorted(figures) == sorted(["plots/transitions.png", *(f"plots/transitions_{c}.png" for c in CONDITIONS)])
     assert all((grid_dir / "report" / f).is_file() for f in figures)
     page = (grid_dir / "report" / "questions" / page_name("medqa", "alpha")).read_text(encoding="utf-8")
-    sections = dict(re.findall(r'<section class="col" id="(c\d+)" data-condition="([^"]+)">', page))
+    sections = dict(re.findall(r'<section class="col" id="(c\d+)" data-condition="([^"]+)"', page))
     by_cond = {v: k for k, v in sections.items()}
     body = {c: page.split(f'id="{by_cond[c]}" data-condition="{c}"', 1)[1].split("</section>", 1)[0]
             for c in CONDITIONS}
