@@ -38,6 +38,7 @@ from medpanel.experiments.run.storage import (
     resource_failure,
     results,
     transcripts,
+    widen_keys,
 )
 
 
@@ -80,6 +81,7 @@ class Store:
         try:
             self.engine = make_engine(url)
             metadata.create_all(self.engine)
+            widen_keys(self.engine)
         except (sa.exc.OperationalError, sa.exc.DatabaseError, sa.exc.ArgumentError, ImportError) as exc:
             # Unreachable server, refused login, a SQLite file in a missing folder, a missing driver.
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
