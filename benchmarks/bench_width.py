@@ -114,8 +114,9 @@ def run_width(run_once: Any, widths: list[int], design: str, threads: int, laten
         (d0, m0), (d1, m1) = samples[1], samples[-1]
         growth = (m1 - m0) / max(d1 - d0, 1) * 100
         peak = max(m for _, m in samples)
+        shown = ", ".join(f"{d}:{m:.0f}" for d, m in samples[:: max(1, len(samples) // 8)])
         print(f"peak RSS at {widths[-1]} in flight: {peak:.0f} MB; growth {growth:+.2f} MB per 100 finished "
-              f"questions (target ~0; samples {', '.join(f'{d}:{m:.0f}' for d, m in samples[:: max(1, len(samples) // 8)])})")
+              f"questions (target ~0; samples {shown})")
     print(f"'database is locked' errors over every width: {locked} (target 0; "
           f"{'met' if locked == 0 else 'MISSED'})")
     return results
