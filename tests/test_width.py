@@ -132,3 +132,42 @@ def test_questions_per_worker_is_bounded(tmp_path: Path) -> None:
 
         updated(RunSpec(), {"questions_per_worker": 0}, block="run")
     assert "questions_per_worker" in str(err.value) or "run" in str(err.value)
+
+
+def _render(progress: Any) -> str:
+    from rich.console import Console
+
+    console = Console(width=400, record=True, color_system=None)
+    console.print(progress.make_tasks_table(progress.tasks))
+    return console.export_text()
+
+
+def test_progress_shows_calls_per_second_tokens_per_minute_and_eta() -> None:
+    from rich.console import Console
+
+    from medpanel.experiments.cli.progress import make_progress, progress_hook
+    from medpanel.experiments.run.state import Tally
+
+    now = [1000.0]
+    progress = make_progress(Console(width=400, color_system=None), quiet=True)
+    hook = progress_hook(progress, 100, priced=False, tpm_limit=None, clock=lambda: now[0])
+    # A resumed run: 10 pairs, 50 calls, 5,000 tokens from earlier sessions count in neither rate.
+    hook(Tally(done=10, calls=50, tokens=5000), 100)
+    assert "ETA -:--:--" in _render(progress)
+    now[0] += 30
+    hook(Tally(done=40, calls=110, tokens=8000), 100)
+    text = _render(progress)
+    # 60 calls in 30 s = 2.0 calls/s; 3,000 tokens in half a minute = 6,000 tok/min; 30 pairs in 30 s,
+    # 60 left -> 60 s.
+    assert "2.0 calls/s" in text and "6,000 tok/min (no limit)" in text and "ETA 0:01:00" in text, text
+    assert "40/100" in text
+
+    limited = make_progress(Console(width=400, color_system=None), quiet=True)
+    hook = progress_hook(limited, 100, priced=False, tpm_limit=90000, clock=lambda: now[0])
+    hook(Tally(done=0, calls=0, tokens=0), 100)
+    now[0] += 120  # older samples leave the 60 s window: the rate is the last minute's
+    hook(Tally(done=1, calls=10, tokens=1000), 100)
+    now[0] += 60
+    hook(Tally(done=2, calls=70, tokens=31000), 100)
+    text = _render(limited)
+    assert "1.0 calls/s" in text and "30,000 tok/min / 90,000" in text, text
