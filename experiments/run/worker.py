@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import itertools
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +36,8 @@ from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair
 from medpanel.experiments.run.store import Row, Store
+
+LANES_PER_CLIENT = 8
 
 
 @dataclass
@@ -150,15 +153,20 @@ class Worker:
     async def work(self, shard: list[Pair]) -> tuple[int, int]:
         """(pairs committed, of them correct)."""
         s = self.shared
-        clients = ClientPool()
+        n = s.plan.scenario.run.questions_per_worker
+        # One HTTP client per LANES_PER_CLIENT lanes: httpx's pool checks every connection it holds
+        # on each request, so one client for all of a loop's lanes costs O(width) per call.
+        pools = [ClientPool() for _ in range(math.ceil(n / LANES_PER_CLIENT))]
         # Own shard first, then help: the other shards' pairs from the far end, where their own
         # workers will arrive last. One iterator for every lane: next() runs on the loop's thread.
         pairs = itertools.chain(shard, reversed(s.pending))
-        lanes = [_Lane(self) for _ in range(s.plan.scenario.run.questions_per_worker)]
+        lanes = [_Lane(self) for _ in range(n)]
         try:
-            outcomes = await asyncio.gather(*(lane.run(pairs, clients) for lane in lanes), return_exceptions=True)
+            outcomes = await asyncio.gather(*(lane.run(pairs, pools[i // LANES_PER_CLIENT])
+                                              for i, lane in enumerate(lanes)), return_exceptions=True)
         finally:
-            await clients.close()
+            for pool in pools:
+                await pool.close()
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
