@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import cProfile
 import math
+import os
 import pstats
 import threading
 import time
@@ -85,8 +86,10 @@ def ratio_line(name: str, figure: float, target: float, *, higher: bool, unit: s
 def run_width(run_once: Any, widths: list[int], design: str, threads: int, latency_ms: float,
               per_slot: int, profile: str | None = None) -> dict[str, Any]:
     L = latency_ms / 1000
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"width: design {design!r}, fake server L = {latency_ms:.0f} ms, concurrency = width, "
-          f"{per_slot} questions per slot, 1 call each")
+          f"{per_slot} questions per slot, 1 call each; {os.cpu_count()} cores, load average {load} "
+          "(wall-time figures need idle cores: CPU per call does not)")
     locked = 0
     results: dict[int, dict[str, Any]] = {}
     for i, width in enumerate(widths):

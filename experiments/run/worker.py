@@ -17,6 +17,7 @@ is committed, then the first failure is raised.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import itertools
 import math
@@ -38,6 +39,7 @@ from medpanel.experiments.run.storage import Pair
 from medpanel.experiments.run.store import Row, Store
 
 LANES_PER_CLIENT = 8
+THREADS_PER_WORKER = 8
 
 
 @dataclass
@@ -161,6 +163,12 @@ class Worker:
         # workers will arrive last. One iterator for every lane: next() runs on the loop's thread.
         pairs = itertools.chain(shard, reversed(s.pending))
         lanes = [_Lane(self) for _ in range(n)]
+        if n > 1:
+            # Claims and commits run in the loop's default executor, one store connection each:
+            # bounded, so a process holds at most THREADS_PER_WORKER connections per worker
+            # (PostgreSQL's pool and max_connections; see the README).
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(THREADS_PER_WORKER, thread_name_prefix="medpanel-store"))
         try:
             outcomes = await asyncio.gather(*(lane.run(pairs, pools[i // LANES_PER_CLIENT])
                                               for i, lane in enumerate(lanes)), return_exceptions=True)
