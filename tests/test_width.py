@@ -171,3 +171,25 @@ def test_progress_shows_calls_per_second_tokens_per_minute_and_eta() -> None:
     hook(Tally(done=2, calls=70, tokens=31000), 100)
     text = _render(limited)
     assert "1.0 calls/s" in text and "30,000 tok/min / 90,000" in text, text
+
+
+def test_a_budget_halts_many_lanes_and_resume_finishes_the_rest(tmp_path: Path) -> None:
+    with FakeOpenAI(_Meter(), latency_ms=100) as srv:
+        runner = _run(tmp_path, srv.base_url, 60, 2, 8, max_calls=20)
+        first = runner.run(install_signals=False)
+        assert first["state"] == "stopped" and "max_calls" in (first["reason"] or ""), first
+        store = Store(runner.storage_url, runner.run_dir)
+        halted = len(store.rows())
+        store.close()
+        assert 0 < halted < 60
+        again = Runner.open(runner.run_dir)
+        again.override(max_calls=1000)
+        second = again.run(install_signals=False)
+    assert second["state"] == "complete", second
+    store = Store(runner.storage_url, runner.run_dir)
+    rows = store.rows()
+    with store.engine.connect() as conn:
+        claims = conn.exec_driver_sql("select count(*) from mp_claims").scalar_one()
+    store.close()
+    assert sorted(r.qid for r in rows) == sorted(f"w{i}" for i in range(60)) and claims == 0
+    assert all(r.answer == _expected(int(r.qid[1:])) for r in rows)
