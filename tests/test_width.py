@@ -193,3 +193,15 @@ def test_a_budget_halts_many_lanes_and_resume_finishes_the_rest(tmp_path: Path) 
     store.close()
     assert sorted(r.qid for r in rows) == sorted(f"w{i}" for i in range(60)) and claims == 0
     assert all(r.answer == _expected(int(r.qid[1:])) for r in rows)
+
+
+def test_redaction_cache_sees_a_secret_set_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`redact` caches the secrets it found (a millisecond a commit); a key set afterwards still counts."""
+    from medpanel.agents.redact import MASK, redact
+
+    secret = "zq-width-cache-secret-0123456789"
+    assert redact(f"echo {secret}") == f"echo {secret}"
+    monkeypatch.setenv("MY_SERVICE_TOKEN", secret)
+    assert redact(f"echo {secret}") == f"echo {MASK}"
+    monkeypatch.delenv("MY_SERVICE_TOKEN")
+    assert redact(f"echo {secret}") == f"echo {secret}"
