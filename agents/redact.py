@@ -46,8 +46,20 @@ def register_secret(value: str | None) -> None:
             _registered.add(value)
 
 
+_cache: tuple[Any, list[str]] | None = None
+"""(what the list was computed from, the list): `redact` runs several times per question, and
+scanning the environment with a regex each time cost about 0.5 ms (a millisecond a commit)."""
+
+
 def _secrets() -> list[str]:
+    global _cache
+    # CPython keeps the environment as a plain dict of bytes: copying its items is a C-speed
+    # snapshot that any change (monkeypatch.setenv, os.environ[...] = ...) alters.
+    env = getattr(os.environ, "_data", None)
     with _lock:
+        key = (tuple(env.items()) if isinstance(env, dict) else tuple(os.environ.items()), frozenset(_registered))
+        if _cache is not None and _cache[0] == key:
+            return _cache[1]
         values = set(_registered)
     values.update(v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_SECRET)
     # Longest first, so a key that contains another is masked whole; JSON-escaped forms too, since
@@ -56,7 +68,10 @@ def _secrets() -> list[str]:
     for v in values:
         out.add(v)
         out.add(json.dumps(v)[1:-1])
-    return sorted(out, key=len, reverse=True)
+    result = sorted(out, key=len, reverse=True)
+    with _lock:
+        _cache = (key, result)
+    return result
 
 
 def redact(text: str) -> str:

@@ -1,6 +1,7 @@
 """Performance benchmark against a fixed-latency OpenAI-compatible server on 127.0.0.1.
 
     python -m benchmarks.bench_perf [--latency-ms 200] [--quick] [--sdk] [--embedded]
+    python -m benchmarks.bench_perf --width [--design loop|threads]   (benchmarks/bench_width.py)
 
 Every figure goes through the real path: scenario -> Optuna runner -> AutoGen agents -> openai
 client -> HTTP -> store. The model is a local server that answers a valid structured reply after
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import resource
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,7 @@ from typing import Any
 
 import optuna
 
+from benchmarks.bench_width import profiled_workers, run_width
 from medpanel.agents.model.client import strict_response_format
 from medpanel.agents.model.structured import answer_model
 from medpanel.experiments.run.plan import make_plan
@@ -66,6 +69,12 @@ def _rss_mb() -> float:
     return float("nan")
 
 
+def _cpu_s() -> float:
+    """This process's CPU time, every thread (the fake server runs in its own process)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _questions(path: Path, n: int) -> Path:
     path.write_text("".join(json.dumps({"realidx": f"q{i}", "question": f"Benchmark question {i}?",
                                         "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "A"})
@@ -74,14 +83,14 @@ def _questions(path: Path, n: int) -> Path:
 
 
 def run_once(n_questions: int, workers: int, latency_ms: float, concurrency: int,
-             sample_rss: bool = False) -> dict[str, Any]:
+             sample_rss: bool = False, per_worker: int = 1, profile: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, _server(latency_ms, concurrency) as base_url:
         data = _questions(Path(tmp) / "q.jsonl", n_questions)
         scenario = Scenario.model_validate({
             "name": "perf", "pipeline": "generalist", "flags": {"c": [0]},
             "dataset": {"source": "jsonl", "path": str(data)},
             "model": {"backend": "openai", "name": "fake-model", "base_url": base_url, "cache": "off"},
-            "run": {"workers": workers},
+            "run": {"workers": workers, "questions_per_worker": per_worker},
         })
         plan = make_plan(scenario, base_dir=Path(tmp))
         runner = Runner.create(plan, run_dir=Path(tmp) / "run")
@@ -91,9 +100,13 @@ def run_once(n_questions: int, workers: int, latency_ms: float, concurrency: int
             if sample_rss and t.done % 25 == 0:
                 samples.append((t.done, _rss_mb()))
 
-        t0 = time.perf_counter()
-        status = runner.run(progress=progress, install_signals=False)
-        wall = time.perf_counter() - t0
+        t0, cpu0 = time.perf_counter(), _cpu_s()
+        if profile:
+            with profiled_workers(profile):
+                status = runner.run(progress=progress, install_signals=False)
+        else:
+            status = runner.run(progress=progress, install_signals=False)
+        wall, cpu = time.perf_counter() - t0, _cpu_s() - cpu0
         store = Store(runner.storage_url, runner.run_dir)
         rows = store.rows()
         store.close()
@@ -106,7 +119,7 @@ def run_once(n_questions: int, workers: int, latency_ms: float, concurrency: int
     if status["state"] != "complete" or len(rows) != n_questions:
         raise SystemExit(f"benchmark run incomplete: {status} ({len(rows)} of {n_questions} rows)")
     return {"wall": wall, "first": runner.timings.get("first_question_s", 0.0), "calls": calls, "rows": len(rows),
-            "locked": locked, "samples": samples}
+            "locked": locked, "samples": samples, "cpu": cpu}
 
 
 def sdk_costs(n_messages: int, requests: int = 60) -> dict[str, float]:
@@ -148,7 +161,18 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller runs (noisier figures)")
     ap.add_argument("--embedded", action="store_true", help="also time the quickstart on the embedded model")
     ap.add_argument("--sdk", action="store_true", help="also time the openai SDK's create against post")
+    ap.add_argument("--width", action="store_true", help="only the width figures (benchmarks/bench_width.py)")
+    ap.add_argument("--widths", type=int, nargs="+", default=[16, 32, 64, 128, 256])
+    ap.add_argument("--design", choices=("loop", "threads"), default="loop")
+    ap.add_argument("--threads", type=int, default=4, help="--width, design loop: worker threads")
+    ap.add_argument("--per-slot", type=int, default=10, help="--width: questions per slot of width")
+    ap.add_argument("--profile", default=None, help="--width: cProfile the widest run into this file")
     args = ap.parse_args()
+    if args.width:
+        run_once(5, 1, 0.0, 1)  # the process's one-off imports
+        latency = args.latency_ms if "--latency-ms" in sys.argv else 1000.0
+        run_width(run_once, args.widths, args.design, args.threads, latency, args.per_slot, args.profile)
+        return
     L = args.latency_ms / 1000
     print(f"fixed-latency server: L = {args.latency_ms:.0f} ms per call")
 

@@ -6,14 +6,13 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from medpanel.experiments.cli.output import console, error_line, summarise
+from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
-from medpanel.experiments.run.state import Tally
 from medpanel.experiments.run.storage import is_shared
 
 
@@ -91,22 +90,12 @@ def run(
     console.print(f"run directory: {runner.run_dir}")
     console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
                   f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
-                  f"{runner.plan.scenario.run.workers} workers, model {runner.plan.scenario.model.backend}")
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("acc {task.fields[acc]}  invalid {task.fields[invalid]}  errors {task.fields[errors]}  "
-                          "calls {task.fields[calls]} (+{task.fields[hits]} cached)  tokens {task.fields[tokens]}"
-                          "{task.fields[cost]}"),
-               TimeElapsedColumn(), TimeRemainingColumn()]
-    with Progress(*columns, console=console, disable=quiet, transient=False) as progress:
-        task = progress.add_task("questions", total=total, acc="-", invalid=0, errors=0, calls=0, hits=0, tokens=0,
-                                 cost="")
-        priced = bool(runner.plan.scenario.run.prices)
-
-        def hook(t: Tally, _total: int) -> None:
-            progress.update(task, completed=t.done, acc=f"{100 * t.correct / max(t.done, 1):.1f}%",
-                            invalid=t.invalid, errors=t.errors, calls=t.calls, hits=t.cache_hits, tokens=t.tokens,
-                            cost=f"  ${t.cost_usd:.4f}" if priced else "")
-
+                  f"{runner.plan.scenario.run.workers} workers x {runner.plan.scenario.run.questions_per_worker} "
+                  f"questions in flight, model {runner.plan.scenario.model.backend}")
+    with make_progress(console, quiet=quiet) as progress:
+        # The tokens-per-minute limit, once the run has one (issue 16's rate limits).
+        tpm_limit = getattr(runner.plan.scenario.run, "tokens_per_minute", None)
+        hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
         hook(runner.tally, total)
         status = runner.run(progress=hook)
     summarise(runner.run_dir)

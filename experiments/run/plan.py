@@ -159,8 +159,25 @@ class Plan:
     def pairs(self) -> list[Pair]:
         # Question-major: a shard holds every condition of a few questions, so conditions that
         # share their first turn hit the response cache one after another instead of racing.
-        return [(c.slug, q.dataset, q.qid, r) for r in range(self.repeats) for q in self.questions
-                for c in self.conditions]
+        # Built once per grid: the workers read its length on every committed pair, and rebuilding
+        # a 34,480-pair list each time made the runner's cost per pair grow with the grid.
+        key = (id(self.questions), len(self.questions), id(self.conditions), len(self.conditions), self.repeats)
+        cached = self.__dict__.get("_pairs")
+        if cached is None or cached[0] != key:
+            cached = (key, [(c.slug, q.dataset, q.qid, r) for r in range(self.repeats) for q in self.questions
+                            for c in self.conditions])
+            self.__dict__["_pairs"] = cached
+        return cached[1]
+
+    @property
+    def question_index(self) -> dict[tuple[str, str], Question]:
+        """(dataset, qid) -> question, built once per question list."""
+        key = (id(self.questions), len(self.questions))
+        cached = self.__dict__.get("_question_index")
+        if cached is None or cached[0] != key:
+            cached = (key, {(q.dataset, q.qid): q for q in self.questions})
+            self.__dict__["_question_index"] = cached
+        return cached[1]
 
     def shards(self) -> list[list[Pair]]:
         pairs = self.pairs

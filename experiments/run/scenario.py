@@ -78,7 +78,9 @@ class DatasetSpec(_Strict):
 
 class RunSpec(_Strict):
     workers: int = Field(default=4, ge=1, le=256)
-    """Questions worked on in parallel (Optuna `n_jobs` threads)."""
+    """Worker threads (Optuna `n_jobs`), each with its own event loop."""
+    questions_per_worker: int = Field(default=1, ge=1, le=256)
+    """Questions each worker keeps in flight on its event loop: the width is workers x this."""
     storage: str | None = None
     """SQLAlchemy URL of the study; default `sqlite:///<run_dir>/study.db`."""
     max_errors: int | None = Field(default=10, ge=0)

@@ -20,11 +20,16 @@ from medpanel.experiments.errors import UserError
 
 metadata = sa.MetaData()
 
+Key = sa.Text
+"""Keys, owners and paths are unbounded text: a dataset's question ids can be long (300 characters
+and more), and VARCHAR(128) refused them on PostgreSQL (SQLite never enforced a length). Databases
+made before issue 16 are widened when a store opens them (`widen_keys`)."""
+
 results = sa.Table(
     "mp_results", metadata,
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("condition", Key, primary_key=True),
+    sa.Column("dataset", Key, primary_key=True),
+    sa.Column("qid", Key, primary_key=True),
     sa.Column("repeat", sa.Integer, primary_key=True),
     sa.Column("answer", sa.String(64), nullable=False),
     sa.Column("gold", sa.String(64), nullable=False),
@@ -38,18 +43,18 @@ results = sa.Table(
     sa.Column("latency_s", sa.Float, nullable=False),
     sa.Column("cost_usd", sa.Float, nullable=False, default=0.0),
     sa.Column("summary", sa.Text, nullable=False),
-    sa.Column("transcript", sa.String(512), nullable=False),
-    sa.Column("worker", sa.String(128), nullable=False),
+    sa.Column("transcript", Key, nullable=False),
+    sa.Column("worker", Key, nullable=False),
     sa.Column("finished_at", sa.Float, nullable=False),
 )
 
 claims = sa.Table(
     "mp_claims", metadata,
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("condition", Key, primary_key=True),
+    sa.Column("dataset", Key, primary_key=True),
+    sa.Column("qid", Key, primary_key=True),
     sa.Column("repeat", sa.Integer, primary_key=True),
-    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("owner", Key, nullable=False),
     sa.Column("claimed_at", sa.Float, nullable=False),
 )
 
@@ -57,11 +62,11 @@ executions = sa.Table(
     "mp_executions", metadata,
     # One row per time a pair's pipeline actually started: the duplicate-execution audit.
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("condition", sa.String(128), nullable=False),
-    sa.Column("dataset", sa.String(128), nullable=False),
-    sa.Column("qid", sa.String(128), nullable=False),
+    sa.Column("condition", Key, nullable=False),
+    sa.Column("dataset", Key, nullable=False),
+    sa.Column("qid", Key, nullable=False),
     sa.Column("repeat", sa.Integer, nullable=False),
-    sa.Column("owner", sa.String(128), nullable=False),
+    sa.Column("owner", Key, nullable=False),
     sa.Column("started_at", sa.Float, nullable=False),
 )
 
@@ -69,9 +74,9 @@ transcripts = sa.Table(
     "mp_transcripts", metadata,
     # Shared storage only (PostgreSQL): workers on other machines commit transcripts here, in the
     # same transaction as the row; `Store.sync_transcripts` writes them out as files.
-    sa.Column("condition", sa.String(128), primary_key=True),
-    sa.Column("dataset", sa.String(128), primary_key=True),
-    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("condition", Key, primary_key=True),
+    sa.Column("dataset", Key, primary_key=True),
+    sa.Column("qid", Key, primary_key=True),
     sa.Column("repeat", sa.Integer, primary_key=True),
     sa.Column("body", sa.Text, nullable=False),
 )
@@ -82,6 +87,27 @@ meta = sa.Table(
     sa.Column("key", sa.String(64), primary_key=True),
     sa.Column("value", sa.Text, nullable=False),
 )
+
+_WIDENED = {"mp_results": ("condition", "dataset", "qid", "worker", "transcript"),
+            "mp_claims": ("condition", "dataset", "qid", "owner"),
+            "mp_executions": ("condition", "dataset", "qid", "owner"),
+            "mp_transcripts": ("condition", "dataset", "qid")}
+
+
+def widen_keys(engine: sa.Engine) -> int:
+    """PostgreSQL: turn the VARCHAR(n) key columns of a study made before issue 16 into TEXT, in
+    place (a metadata change for PostgreSQL: VARCHAR and TEXT share their storage). Returns how
+    many columns changed; 0 on SQLite and on a current schema."""
+    if engine.dialect.name != "postgresql":
+        return 0
+    query = sa.text("select table_name, column_name from information_schema.columns where table_schema = "
+                    "current_schema() and data_type = 'character varying' and table_name = any(:tables)")
+    with engine.begin() as conn:
+        narrow = [(t, c) for t, c in conn.execute(query, {"tables": list(_WIDENED)}) if c in _WIDENED.get(t, ())]
+        for table, column in narrow:
+            conn.execute(sa.text(f'alter table {table} alter column "{column}" type text'))
+    return len(narrow)
+
 
 Pair = tuple[str, str, str, int]
 """(condition slug, dataset, qid, repeat)."""
@@ -94,6 +120,10 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=NORMAL")
     cur.execute("PRAGMA busy_timeout=60000")
+    # Hundreds of questions in flight leave SQLite's automatic checkpoints no quiet moment to reset
+    # the WAL, which grew to 55 MB beside a 1 MB database over 3,448 pairs; a checkpoint that does
+    # reset it now truncates it to this size (see also `Store.close`).
+    cur.execute("PRAGMA journal_size_limit=4194304")
     cur.close()
 
 

@@ -38,6 +38,7 @@ from medpanel.experiments.run.storage import (
     resource_failure,
     results,
     transcripts,
+    widen_keys,
 )
 
 
@@ -80,6 +81,7 @@ class Store:
         try:
             self.engine = make_engine(url)
             metadata.create_all(self.engine)
+            widen_keys(self.engine)
         except (sa.exc.OperationalError, sa.exc.DatabaseError, sa.exc.ArgumentError, ImportError) as exc:
             # Unreachable server, refused login, a SQLite file in a missing folder, a missing driver.
             reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
@@ -232,6 +234,14 @@ class Store:
             yield json.loads((self.run_dir / row.transcript).read_text(encoding="utf-8"))
 
     def close(self) -> None:
+        if not self.shared:
+            # The run is at rest: fold the WAL into the database and truncate it, so the study
+            # file's size is its data's (a busy run's WAL otherwise stays at its peak).
+            try:
+                with self.engine.connect() as conn:
+                    conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sa.exc.DBAPIError:
+                pass  # a full or read-only disk: the WAL stays, and SQLite still reads it
         self.engine.dispose()
 
 

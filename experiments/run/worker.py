@@ -6,16 +6,24 @@ pairs nobody has claimed, from the far end of the grid, so large shards never le
 the end of a run. A finished question's commit runs in a thread while the worker claims and starts
 the next question: at most one commit per worker is in flight, awaited before the next is queued
 and before the worker returns; a failed commit releases its pair and raises.
+
+Width: a worker keeps `run.questions_per_worker` questions in flight on its one event loop (lanes
+that draw from one iterator of pairs), so hundreds of questions wait on the network without a
+thread each (`benchmarks/bench_perf.py --width` measured both designs; see the README). A lane
+that fails stops its siblings from starting new questions; what they have in flight finishes and
+is committed, then the first failure is raised.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import itertools
+import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +38,9 @@ from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair
 from medpanel.experiments.run.store import Row, Store
+
+LANES_PER_CLIENT = 8
+THREADS_PER_WORKER = 8
 
 
 @dataclass
@@ -139,25 +150,62 @@ class _Commit:
 
 
 class Worker:
-    """One worker thread's event loop over its shard, then over the pairs nobody has claimed."""
+    """One worker thread's event loop over its shard, then over the pairs nobody has claimed, with
+    `run.questions_per_worker` lanes (questions in flight) on that loop."""
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
         self.committed = 0
         self.correct = 0
-        self.in_flight: _Commit | None = None
+        self.failed = False
+        """A lane raised: the others start no new question."""
 
     async def work(self, shard: list[Pair]) -> tuple[int, int]:
         """(pairs committed, of them correct)."""
-        clients = ClientPool()
+        s = self.shared
+        n = s.plan.scenario.run.questions_per_worker
+        # One HTTP client per LANES_PER_CLIENT lanes: httpx's pool checks every connection it holds
+        # on each request, so one client for all of a loop's lanes costs O(width) per call.
+        pools = [ClientPool() for _ in range(math.ceil(n / LANES_PER_CLIENT))]
+        # Own shard first, then help: the other shards' pairs from the far end, where their own
+        # workers will arrive last. One iterator for every lane: next() runs on the loop's thread.
+        pairs = itertools.chain(shard, reversed(s.pending))
+        lanes = [_Lane(self) for _ in range(n)]
+        if n > 1:
+            # Claims and commits run in the loop's default executor, one store connection each:
+            # bounded, so a process holds at most THREADS_PER_WORKER connections per worker
+            # (PostgreSQL's pool and max_connections; see the README).
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(THREADS_PER_WORKER, thread_name_prefix="medpanel-store"))
+        try:
+            outcomes = await asyncio.gather(*(lane.run(pairs, pools[i // LANES_PER_CLIENT])
+                                              for i, lane in enumerate(lanes)), return_exceptions=True)
+        finally:
+            for pool in pools:
+                await pool.close()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return self.committed, self.correct
+
+
+class _Lane:
+    """One question at a time of a worker's event loop: claim, run, commit in a thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.shared = worker.shared
+        self.in_flight: _Commit | None = None
+
+    async def run(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
         try:
             try:
-                await self._pairs(shard, clients)
+                await self._pairs(pairs, clients)
             finally:
                 await self._settle()
-        finally:
-            await clients.close()
-        return self.committed, self.correct
+        except BaseException:
+            self.worker.failed = True
+            raise
 
     def _count(self, commit: _Commit) -> None:
         """Tally a finished commit once: from its done-callback (live progress) or from `_settle`."""
@@ -167,8 +215,8 @@ class Worker:
             return  # raised where the commit is awaited
         commit.counted = True
         row = commit.future.result()
-        self.committed += 1
-        self.correct += row.correct
+        self.worker.committed += 1
+        self.worker.correct += row.correct
         self.shared.count(row, commit.result)
 
     def _count_landed(self, commit: _Commit, _future: Any) -> None:
@@ -202,21 +250,32 @@ class Worker:
                 raise
             s.count(row, held.result)
 
-    async def _pairs(self, shard: list[Pair], clients: ClientPool) -> None:
+    async def _claim(self, pair: Pair) -> bool:
+        s = self.shared
+        if s.plan.scenario.run.questions_per_worker == 1:
+            return s.store.claim(pair, s.owner, retry_errors=s.retry_errors)  # nothing else on this loop
+        try:
+            return await asyncio.to_thread(s.store.claim, pair, s.owner, retry_errors=s.retry_errors)
+        except BaseException:
+            # Cancelled while the thread may have claimed: release, so a resume does not wait on it.
+            s.release_quietly(pair)
+            raise
+
+    async def _pairs(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
         s = self.shared
         scenario = s.plan.scenario
         resolved = s.plan.resolved
-        questions = {(q.dataset, q.qid): q for q in s.plan.questions}
-        # Own shard first, then help: the other shards' pairs from the far end, where their own
-        # workers will arrive last.
-        for pair in itertools.chain(shard, reversed(s.pending)):
+        questions = s.plan.question_index
+        for pair in pairs:
             await self._commit_held()
             s.budget.check()
-            if s.stop.is_set:
+            if s.stop.is_set or self.worker.failed:
                 break
             if not s.take(pair):
                 continue
-            if not s.store.claim(pair, s.owner, retry_errors=s.retry_errors):
+            # In a thread: a claim waits for SQLite's one writer, and on the loop's thread that wait
+            # would stall every other question in flight on it.
+            if not await self._claim(pair):
                 continue  # finished already, or another process holds it
             s.timings.setdefault("first_question_s", time.time() - s.started)
             condition = resolved.condition(pair[0])
