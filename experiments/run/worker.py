@@ -223,7 +223,8 @@ class Worker:
                                                 cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
                                                 client_factory=s.client_factory,
                                                 hooks=[s.budget.on_event, s.health.on_event],
-                                                before_call=s.budget.before_call, clients=clients)
+                                                before_call=s.budget.before_call, clients=clients,
+                                                limits=s.budget.limiter)
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:
