@@ -23,7 +23,7 @@ from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.run import ClientPool, run_resolved
 from medpanel.agents.types import QuestionResult
-from medpanel.experiments.run.budget import Budget, event_cost
+from medpanel.experiments.run.budget import Budget, cache_saving, event_cost
 from medpanel.experiments.run.health import EndpointHealth, Held
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
@@ -85,7 +85,8 @@ class Shared:
 
     def commit(self, held: Held) -> Row:
         return self.store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
-                                 replace_error=held.pair in self.error_pairs)
+                                 replace_error=held.pair in self.error_pairs,
+                                 cache_saved_usd=sum(cache_saving(e, self.budget.prices) for e in held.result.events))
 
     def settle_held(self) -> None:
         """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
@@ -241,6 +242,7 @@ class Worker:
                 continue
             commit = _Commit(asyncio.ensure_future(asyncio.to_thread(
                 s.store.commit, result, question, s.owner, cost_usd=cost,
-                replace_error=pair in s.error_pairs)), pair, result)
+                replace_error=pair in s.error_pairs,
+                cache_saved_usd=sum(cache_saving(e, s.budget.prices) for e in result.events))), pair, result)
             self.in_flight = commit
             commit.future.add_done_callback(functools.partial(self._count_landed, commit))
