@@ -33,8 +33,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
-from medpanel.agents.model.context import estimate_tokens
-from medpanel.agents.model.limits import RateLimits, retry_after
+from medpanel.agents.model.limits import RateLimits, request_tokens, retry_after
 from medpanel.agents.model.probe import probing
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import schema_of
@@ -119,12 +118,6 @@ class BackoffWait:
         if asked is not None:
             return min(asked, self.cap)
         return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
-
-
-def request_tokens(messages: list[dict[str, Any]], max_tokens: int) -> int:
-    """What a request may count against a TPM limit before its usage is known: the prompt's estimate
-    plus `max_tokens` (OpenAI reserves the reply's room when it admits a request)."""
-    return sum(estimate_tokens(str(m.get("content", ""))) for m in messages) + max_tokens
 
 
 @functools.lru_cache(maxsize=512)

@@ -22,6 +22,9 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from medpanel.agents.model.context import estimate_tokens
 
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
@@ -70,6 +73,12 @@ def _int(value: str | None) -> int | None:
         return int(float(value)) if value is not None else None
     except ValueError:
         return None
+
+
+def request_tokens(messages: list[dict[str, Any]], max_tokens: int) -> int:
+    """What a request may count against a TPM limit before its usage is known: the prompt's estimate
+    plus `max_tokens` (OpenAI reserves the reply's room when it admits a request)."""
+    return sum(estimate_tokens(str(m.get("content", ""))) for m in messages) + max_tokens
 
 
 @dataclass
