@@ -117,6 +117,8 @@ def test_challenger_requests_put_the_growing_discussion_before_the_changing_inst
     for a, b in itertools.pairwise(critiques):
         last_a, last_b = a[-1]["content"], b[-1]["content"]
         instruction = last_a.rindex("Review the reasoning")
+        # The changing instruction comes after the question and the discussion, not before them.
+        assert last_a.index(Q4.options["D"]) < last_a.index("-- Turn 1 --") < instruction
         # Everything before a's instruction (question, options, the discussion so far) is b's prefix.
         assert last_b.startswith(last_a[:instruction].rstrip())
 

@@ -172,3 +172,29 @@ def test_headers_alone_slow_the_run_down_before_the_limit(tmp_path: Path) -> Non
     assert with_headers.refused / attempts < 0.05
     # Blind, every window's edge is found by a 429 (the 429 then holds all workers till the reset).
     assert blind.refused >= with_headers.refused + 2
+
+
+@pytest.mark.parametrize("command", ["run", "worker"])
+def test_tpm_of_zero_is_refused_naming_the_option(tmp_path: Path, command: str,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    from medpanel.experiments.cli.main import main
+
+    target = str(write(tmp_path / "s.yaml", "name: x\npipeline: generalist\n")) if command == "run" \
+        else "postgresql://nobody@127.0.0.1:1/none"
+    with pytest.raises(SystemExit) as exc:
+        main([command, target, "--tpm", "0"])
+    assert exc.value.code == 2
+    assert "--tpm" in capsys.readouterr().err
+
+
+def test_the_runner_shares_one_limiter_with_the_scenario_rates(tmp_path: Path) -> None:
+    f = write(tmp_path / "s.yaml", """name: x
+pipeline: generalist
+model: {backend: scripted}
+run: {requests_per_minute: 600, tokens_per_minute: 90000}
+""")
+    runner = Runner.create(make_plan(load_scenario(f), base_dir=tmp_path), run_dir=tmp_path / "run")
+    limits = runner.budget.limiter
+    assert limits is not None and (limits.rpm, limits.tpm) == (600, 90000)
+    runner.override(tokens_per_minute=1000)  # a worker's share, --tpm
+    assert runner.budget.limiter is not None and runner.budget.limiter.tpm == 1000
