@@ -69,6 +69,9 @@ def flag_on(flags: Flags, name: str) -> bool:
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint served from its prompt cache (`usage.prompt_tokens_details`); part of
+    `prompt_tokens`, priced at the model's `cached_input` rate."""
 
     @property
     def total(self) -> int:
@@ -148,6 +151,11 @@ class QuestionResult(BaseModel):
     @property
     def latency_s(self) -> float:
         return sum(e.latency_s for e in self.events if e.kind == "call")
+
+    @property
+    def cached_tokens(self) -> int:
+        """Prompt tokens of the calls sent that the endpoint's prompt cache served."""
+        return sum(e.usage.cached_tokens for e in self.events if e.kind == "call" and not e.cache_hit)
 
 
 def score(answer: tuple[str, ...] | list[str], gold: tuple[str, ...] | list[str], mode: str = "exact_set") -> bool:

@@ -19,6 +19,7 @@ from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
+from medpanel.agents.model.probe import note_usage, on_response
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
 from medpanel.agents.redact import register_secret
@@ -33,7 +34,9 @@ def _ssl_context() -> ssl.SSLContext:
 
 
 def _http_client(spec: ModelSpec) -> Any:
-    return openai.DefaultAsyncHttpxClient(verify=_ssl_context(), timeout=spec.timeout_s)
+    # The response hook reads every answer's rate-limit headers (see agents/model/probe.py).
+    return openai.DefaultAsyncHttpxClient(verify=_ssl_context(), timeout=spec.timeout_s,
+                                          event_hooks={"response": [on_response]})
 
 
 def preload(spec: ModelSpec) -> None:
@@ -125,8 +128,10 @@ class PostedChat:
         if extra_headers:
             options["headers"] = dict(extra_headers)
         # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
-        return await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                   options=cast(Any, options))
+        completion = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                                         options=cast(Any, options))
+        note_usage(completion.usage)  # cached prompt tokens, which AutoGen's CreateResult drops
+        return completion
 
     async def close(self) -> None:
         await self.sdk.close()

@@ -7,7 +7,6 @@ It wraps the raw backend client of one trial and turns each `create` into a tran
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -34,6 +33,8 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
+from medpanel.agents.model.limits import RateLimits, request_tokens, retry_after
+from medpanel.agents.model.probe import probing
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import capped_schema, schema_of, strict_response_format
 from medpanel.agents.redact import redact
@@ -102,16 +103,9 @@ def _is_retryable(exc: BaseException) -> bool:
 
 
 def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait (429/503 `Retry-After`), if it said."""
+    """Seconds the server asked us to wait (429/503 `Retry-After`, `retry-after-ms`), if it said."""
     response = getattr(exc, "response", None)
-    value = response.headers.get("retry-after") if response is not None else None
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    return retry_after(response.headers) if response is not None else None
 
 
 @dataclass
@@ -176,6 +170,8 @@ class QuestionSession:
     before_call: Any = None
     """An async callable awaited before every request that goes to the model (not cache hits):
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
+    limits: RateLimits | None = None
+    """The process's shared RPM/TPM limits; every attempt (retries included) waits for a slot."""
     namespace: str | None = None
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
@@ -288,7 +284,8 @@ class RecordingClient(ChatCompletionClient):
             hit = cache.get(key) if cache is not None else None
             if hit is not None:
                 event.content = hit["content"]
-                event.usage = Usage(prompt_tokens=hit["prompt_tokens"], completion_tokens=hit["completion_tokens"])
+                event.usage = Usage(prompt_tokens=hit["prompt_tokens"], completion_tokens=hit["completion_tokens"],
+                                    cached_tokens=hit.get("cached_tokens", 0))
                 event.cache_hit = True
                 event.attempts = 1
                 self._finish(event)
@@ -298,13 +295,24 @@ class RecordingClient(ChatCompletionClient):
                 await self.session.before_call()
             start = time.perf_counter()
             attempts = 0
+            limits = self.session.limits
+            cached = 0
             try:
                 retrying = AsyncRetrying(stop=stop_after_attempt(spec.max_retries + 1), wait=BackoffWait(),
                                          retry=retry_if_exception(_is_retryable), reraise=True)
                 async for attempt in retrying:
                     with attempt:
                         attempts += 1
-                        result = await self._call_inner(messages)
+                        ticket = await limits.acquire(request_tokens(oai, spec.max_tokens)) if limits else None
+                        used: int | None = None
+                        try:
+                            with probing(limits) as probe:
+                                result = await self._call_inner(messages)
+                            used, cached = result.usage.prompt_tokens + result.usage.completion_tokens, \
+                                probe.cached_tokens
+                        finally:
+                            if limits is not None and ticket is not None:
+                                limits.settle(ticket, used)
             except Exception as exc:
                 event.latency_s = time.perf_counter() - start
                 event.attempts = attempts
@@ -319,10 +327,10 @@ class RecordingClient(ChatCompletionClient):
             assert isinstance(result.content, str)
             event.content = result.content
             event.usage = Usage(prompt_tokens=result.usage.prompt_tokens,
-                                completion_tokens=result.usage.completion_tokens)
+                                completion_tokens=result.usage.completion_tokens, cached_tokens=cached)
             if cache is not None:
                 cache.put(key, {"content": result.content, "prompt_tokens": result.usage.prompt_tokens,
-                                "completion_tokens": result.usage.completion_tokens})
+                                "completion_tokens": result.usage.completion_tokens, "cached_tokens": cached})
             self._finish(event)
             return result
         finally:

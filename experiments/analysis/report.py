@@ -45,18 +45,32 @@ def accuracy_table(rows: list[Row], conditions: list[str]) -> Table:
 
 
 def cost_table(rows: list[Row], conditions: list[str]) -> Table:
+    # Dollars and the endpoint's prompt cache get columns once a run has either (priced, or an
+    # endpoint that reports cached tokens); runs without them keep the table they always had.
+    money = any(r.cost_usd or r.cached_tokens for r in rows)
     out = []
     for cond in conditions:
         sel = [r for r in rows if r.condition == cond]
         n = len(sel)
         calls = sum(r.calls for r in sel)
         logical = sum(r.logical_calls for r in sel)
-        out.append([cond, n, round(calls / n, 2), round(logical / n, 2), logical - calls,
-                    round(sum(r.tokens for r in sel) / n, 1), round(sum(r.latency_s for r in sel) / n, 2)])
-    return Table("Cost per question", ["condition", "n", "calls_per_q", "requested_calls_per_q", "calls_saved_by_cache",
-                                       "tokens_per_q", "model_s_per_q"], out,
-                 note="calls = requests sent to the model; requested = what the pipeline asked for, cache hits "
-                      "included. The difference is what the shared response cache saved.")
+        line: list[Any] = [cond, n, round(calls / n, 2), round(logical / n, 2), logical - calls,
+                           round(sum(r.tokens for r in sel) / n, 1), round(sum(r.latency_s for r in sel) / n, 2)]
+        if money:
+            line += [round(sum(r.cached_tokens for r in sel) / n, 1), round(sum(r.cost_usd for r in sel), 6),
+                     round(sum(r.cache_saved_usd for r in sel), 6)]
+        out.append(line)
+    columns = ["condition", "n", "calls_per_q", "requested_calls_per_q", "calls_saved_by_cache", "tokens_per_q",
+               "model_s_per_q"]
+    note = ("calls = requests sent to the model; requested = what the pipeline asked for, cache hits "
+            "included. The difference is what the shared response cache saved.")
+    if money:
+        columns += ["prompt_cached_tokens_per_q", "cost_usd", "prompt_cache_saved_usd"]
+        note += (" prompt_cached_tokens = prompt tokens the endpoint served from its own prompt cache "
+                 "(usage.prompt_tokens_details.cached_tokens), part of tokens; cost_usd prices them at "
+                 "run.prices' cached_input, and prompt_cache_saved_usd is what they would have cost more at "
+                 "the input price.")
+    return Table("Cost per question", columns, out, note=note)
 
 
 def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:

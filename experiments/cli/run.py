@@ -51,6 +51,7 @@ def run(
     max_errors: Annotated[int | None, typer.Option(help="Halt when more questions than this errored.")] = None,
     max_wall_s: Annotated[float | None, typer.Option(help="Halt this session after this many seconds.")] = None,
     rpm: Annotated[float | None, typer.Option(help="Requests per minute, shared by all workers.")] = None,
+    tpm: Annotated[float | None, typer.Option(help="Tokens per minute, shared by all workers.")] = None,
     storage: Annotated[str | None, typer.Option(help="Study storage URL, e.g. postgresql://user@host/db.")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="Override a scenario key, e.g. "
                                                    "settings.rounds=1 (repeatable).")] = None,
@@ -62,7 +63,8 @@ def run(
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
     session = {"workers": workers, "max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost_usd,
-               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm}
+               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm,
+               "tokens_per_minute": tpm}
     # Every override meets the bounds of the scenario key it replaces before anything is read or made.
     updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
     updated(DatasetSpec(), {"limit": limit}, block="dataset")
@@ -116,9 +118,13 @@ def worker(
     workers: Annotated[int | None, typer.Option(help="Parallel workers in this process.")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Local folder for this worker's files.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    rpm: Annotated[float | None, typer.Option(help="This process's share of the requests per minute.")] = None,
+    tpm: Annotated[float | None, typer.Option(help="This process's share of the tokens per minute.")] = None,
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
-    updated(RunSpec(), {"workers": workers}, block="run")  # before connecting anywhere
+    # Limits hold per process: N workers of one key each take a share (README, "Rate limits").
+    limits = {"workers": workers, "requests_per_minute": rpm, "tokens_per_minute": tpm}
+    updated(RunSpec(), limits, block="run")  # before connecting anywhere
     if "://" in target:
         if not is_shared(target):
             raise UserError("a worker needs shared storage (postgresql://...); for SQLite runs use "
@@ -130,7 +136,7 @@ def worker(
             raise UserError(f"{target} keeps its study in SQLite, which one machine owns. Resume it with "
                             f"medpanel run --resume {target}, or start runs with run.storage: postgresql://...",
                             field="RUN_DIR_OR_URL")
-    runner.override(workers=workers)
+    runner.override(**limits)
     console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")
     status = runner.run(progress=None if quiet else _print_progress, install_signals=True)
     console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")

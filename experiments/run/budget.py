@@ -8,7 +8,6 @@ call without being recorded, so `medpanel run --resume RUN_DIR --max-calls <high
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from dataclasses import dataclass, field
@@ -16,8 +15,11 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, ConfigDict, Field
 
 from medpanel.agents.model.client import RunHalted
+from medpanel.agents.model.limits import RateLimiter, RateLimits
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.state import Stop
+
+__all__ = ["Budget", "Price", "RateLimiter", "RateLimits", "Spend", "cache_saving", "event_cost"]
 
 
 class Price(BaseModel):
@@ -27,30 +29,31 @@ class Price(BaseModel):
 
     input: float = Field(ge=0)
     output: float = Field(ge=0)
+    cached_input: float | None = Field(default=None, ge=0)
+    """Prompt tokens the endpoint's prompt cache served (`usage.prompt_tokens_details.cached_tokens`);
+    unset prices them as ordinary input."""
+
+    @property
+    def cached_rate(self) -> float:
+        return self.input if self.cached_input is None else self.cached_input
 
 
 def event_cost(event: TranscriptEvent, prices: dict[str, Price]) -> float:
     price = prices.get(event.model)
     if price is None or event.cache_hit:
         return 0.0
-    return (event.usage.prompt_tokens * price.input + event.usage.completion_tokens * price.output) / 1e6
+    u = event.usage
+    cached = min(u.cached_tokens, u.prompt_tokens)
+    return ((u.prompt_tokens - cached) * price.input + cached * price.cached_rate
+            + u.completion_tokens * price.output) / 1e6
 
 
-class RateLimiter:
-    """Requests per minute shared by every worker thread: each request reserves the next free slot."""
-
-    def __init__(self, per_minute: float) -> None:
-        self.interval = 60.0 / per_minute
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    async def acquire(self) -> None:
-        with self._lock:
-            now = time.monotonic()
-            slot = max(now, self._next)
-            self._next = slot + self.interval
-        if slot > now:
-            await asyncio.sleep(slot - now)
+def cache_saving(event: TranscriptEvent, prices: dict[str, Price]) -> float:
+    """Dollars the endpoint's prompt cache saved on this call: its cached tokens at input less cached rate."""
+    price = prices.get(event.model)
+    if price is None or event.cache_hit:
+        return 0.0
+    return min(event.usage.cached_tokens, event.usage.prompt_tokens) * (price.input - price.cached_rate) / 1e6
 
 
 @dataclass
@@ -70,7 +73,8 @@ class Budget:
     max_cost_usd: float | None = None
     max_wall_s: float | None = None
     prices: dict[str, Price] = field(default_factory=dict)
-    limiter: RateLimiter | None = None
+    limiter: RateLimits | None = None
+    """The process's RPM/TPM limits: `RecordingClient` waits on them before every attempt."""
     spend: Spend = field(default_factory=Spend)
     started: float = field(default_factory=time.monotonic)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -110,5 +114,3 @@ class Budget:
         self.check()
         if self.stop.halted:  # a drain (Ctrl-C) lets questions in flight finish
             raise RunHalted(self.stop.reason or "run halted")
-        if self.limiter is not None:
-            await self.limiter.acquire()

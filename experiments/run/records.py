@@ -97,6 +97,9 @@ class TranscriptRecord(BaseModel):
     tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint's prompt cache served, over the calls sent (issue 16)."""
+    cache_saved_usd: float = 0.0
     summary: dict[str, Any] = Field(default_factory=dict)
     """The pipeline's summary, with its own `format_version` since format 1."""
     events: list[TranscriptEvent] = Field(default_factory=list)

@@ -40,7 +40,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
-from medpanel.experiments.run.budget import Budget, RateLimiter
+from medpanel.experiments.run.budget import Budget, RateLimits
 from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
 from medpanel.experiments.run.plan import Plan
@@ -92,7 +92,8 @@ class Runner:
         self.model_budgets = self.plan.axes.budgets(self.stop, prices)
         return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
                       max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
-                      limiter=RateLimiter(run.requests_per_minute) if run.requests_per_minute else None)
+                      # Always present: with no rpm/tpm set it still reads the endpoint's headers and 429s.
+                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute))
 
     def override(self, **values: Any) -> None:
         """Change run settings for this session (a higher budget on resume, more workers)."""

@@ -46,7 +46,8 @@ MAX_CONDITIONS = 1_024
 # validated by the same model as the key, and its error names the option the user typed.
 CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls",
                "max_tokens": "--max-tokens", "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors",
-               "max_wall_s": "--max-wall-s", "requests_per_minute": "--rpm", "storage": "--storage",
+               "max_wall_s": "--max-wall-s", "requests_per_minute": "--rpm",
+               "tokens_per_minute": "--tpm", "storage": "--storage",
                "limit": "--limit"}
 
 
@@ -109,7 +110,9 @@ class RunSpec(_Strict):
     """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
     saved; then they stop at their next model call, unrecorded, and a resume redoes them."""
     requests_per_minute: float | None = Field(default=None, gt=0)
-    """A request rate shared by all workers of this process."""
+    """A request rate shared by all workers of this process (see the README's "Rate limits")."""
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    """A token rate (prompt + completion) shared by all workers of this process."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
 

@@ -81,6 +81,19 @@ transcripts = sa.Table(
     sa.Column("body", sa.Text, nullable=False),
 )
 
+prompt_cache = sa.Table(
+    "mp_prompt_cache", metadata,
+    # Per finished pair: prompt tokens the endpoint's prompt cache served and what that saved at
+    # the model's `cached_input` price. A table of its own (not columns of mp_results), so studies
+    # made before it open unchanged; a pair without a row here had none.
+    sa.Column("condition", sa.String(128), primary_key=True),
+    sa.Column("dataset", sa.String(128), primary_key=True),
+    sa.Column("qid", sa.String(128), primary_key=True),
+    sa.Column("repeat", sa.Integer, primary_key=True),
+    sa.Column("cached_tokens", sa.Integer, nullable=False),
+    sa.Column("saved_usd", sa.Float, nullable=False),
+)
+
 meta = sa.Table(
     "mp_meta", metadata,
     # run.json and the questions, so `medpanel worker <url>` can join from another machine.

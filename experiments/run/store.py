@@ -34,6 +34,7 @@ from medpanel.experiments.run.storage import (
     make_engine,
     meta,
     metadata,
+    prompt_cache,
     redact_url,
     resource_failure,
     results,
@@ -61,6 +62,10 @@ class Row:
     summary: dict[str, Any]
     transcript: str
     cost_usd: float = 0.0
+    cached_tokens: int = 0
+    """Prompt tokens the endpoint's prompt cache served (calls sent, cache hits excluded)."""
+    cache_saved_usd: float = 0.0
+    """What those cost less than ordinary input, at the model's `cached_input` price."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -180,13 +185,15 @@ class Store:
             conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
 
     def commit(self, result: QuestionResult, question: Question, owner: str,
-               extra: dict[str, Any] | None = None, cost_usd: float = 0.0, *, replace_error: bool = False) -> Row:
+               extra: dict[str, Any] | None = None, cost_usd: float = 0.0, *, replace_error: bool = False,
+               cache_saved_usd: float = 0.0) -> Row:
         """Record a finished pair. `replace_error`: the pair has an error row (`--retry-errors`),
         which this result replaces in the same transaction; its transcript is written under a new
         name first, so until the row changes the error row's own transcript stays as it was."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
         path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
         record = TranscriptRecord.of(result, question, cost_usd)
+        record.cached_tokens, record.cache_saved_usd = result.cached_tokens, cache_saved_usd
         doc = record.model_dump(mode="json") | (extra or {})
         # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
@@ -210,7 +217,11 @@ class Store:
                     conn.execute(_DROP_ERROR_ROW, _key_params(pair))
                     if self.shared:
                         conn.execute(_DROP_TRANSCRIPT, _key_params(pair))
+                    conn.execute(_DROP_PROMPT_CACHE, _key_params(pair))
             conn.execute(_INSERT_RESULT, values)
+            if result.cached_tokens or cache_saved_usd:
+                conn.execute(_INSERT_PROMPT_CACHE, {**_key_params(pair), "cached": result.cached_tokens,
+                                                    "saved": cache_saved_usd})
             if self.shared:
                 conn.execute(_INSERT_TRANSCRIPT, {**_key_params(pair), "body": body})
             conn.execute(_DROP_CLAIM, _key_params(pair))
@@ -218,11 +229,11 @@ class Store:
             old_path = inside(self.run_dir, replaced)
             if old_path is not None and old_path != path.resolve():
                 old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
-        return _row(values)
+        return _row(values | {"cached_tokens": result.cached_tokens, "saved_usd": cache_saved_usd})
 
     def rows(self) -> list[Row]:
         with self.engine.connect() as conn:
-            return [_row(dict(r._mapping)) for r in conn.execute(sa.select(results))]
+            return [_row(dict(r._mapping)) for r in conn.execute(_ROWS)]
 
     def executions(self) -> list[Pair]:
         with self.engine.connect() as conn:
@@ -274,6 +285,12 @@ _INSERT_EXECUTION = executions.insert().values(_key_values(owner=sa.bindparam("o
 _RELEASE_CLAIM = claims.delete().where(*_key_match(claims), claims.c.owner == sa.bindparam("owner"))
 _DROP_CLAIM = claims.delete().where(*_key_match(claims))
 _INSERT_RESULT = results.insert()
+_INSERT_PROMPT_CACHE = prompt_cache.insert().values(_key_values(cached_tokens=sa.bindparam("cached"),
+                                                                saved_usd=sa.bindparam("saved")))
+_DROP_PROMPT_CACHE = prompt_cache.delete().where(*_key_match(prompt_cache))
+_ROWS = sa.select(results, prompt_cache.c.cached_tokens, prompt_cache.c.saved_usd).select_from(
+    results.outerjoin(prompt_cache, sa.and_(*(results.c[k] == prompt_cache.c[k]
+                                              for k in ("condition", "dataset", "qid", "repeat")))))
 _INSERT_TRANSCRIPT = transcripts.insert().values(_key_values(body=sa.bindparam("body")))
 
 
@@ -284,4 +301,5 @@ def _row(v: dict[str, Any]) -> Row:
                error=v["error"], error_kind=v["error_kind"], calls=int(v["calls"]),
                logical_calls=int(v["logical_calls"]), tokens=int(v["tokens"]), latency_s=float(v["latency_s"]),
                summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"],
-               cost_usd=float(v.get("cost_usd") or 0.0))
+               cost_usd=float(v.get("cost_usd") or 0.0), cached_tokens=int(v.get("cached_tokens") or 0),
+               cache_saved_usd=float(v.get("saved_usd") or 0.0))

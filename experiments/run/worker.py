@@ -32,7 +32,7 @@ from medpanel.agents.model.client import RunHalted
 from medpanel.agents.run import ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run import axes
-from medpanel.experiments.run.budget import Budget, event_cost
+from medpanel.experiments.run.budget import Budget, cache_saving, event_cost
 from medpanel.experiments.run.health import EndpointHealth, Held
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
@@ -99,7 +99,8 @@ class Shared:
 
     def commit(self, held: Held) -> Row:
         return self.store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
-                                 replace_error=held.pair in self.error_pairs)
+                                 replace_error=held.pair in self.error_pairs,
+                                 cache_saved_usd=sum(cache_saving(e, self.budget.prices) for e in held.result.events))
 
     def settle_held(self) -> None:
         """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
@@ -296,7 +297,7 @@ class _Lane:
                                                 hooks=[s.budget.on_event, s.health.on_event,
                                                        *(b.on_event for b in s.model_budgets.values())],
                                                 clients=clients, label=label, routes=routes,
-                                                prompts=ax.cond_prompts.get(pair[0]))
+                                                prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter)
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:
@@ -313,6 +314,7 @@ class _Lane:
                 continue
             commit = _Commit(asyncio.ensure_future(asyncio.to_thread(
                 s.store.commit, result, question, s.owner, cost_usd=cost,
-                replace_error=pair in s.error_pairs)), pair, result)
+                replace_error=pair in s.error_pairs,
+                cache_saved_usd=sum(cache_saving(e, s.budget.prices) for e in result.events))), pair, result)
             self.in_flight = commit
             commit.future.add_done_callback(functools.partial(self._count_landed, commit))

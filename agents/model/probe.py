@@ -1,0 +1,59 @@
+"""What one HTTP attempt tells the caller besides its reply: rate-limit headers, cached prompt tokens.
+
+AutoGen's OpenAI client turns a completion into a `CreateResult` that keeps neither the response
+headers nor `usage.prompt_tokens_details`. `RecordingClient` opens a `CallProbe` around each
+attempt (a context variable, so concurrent calls on one event loop and calls on other threads'
+loops never see each other's); the HTTP client's response hook and `PostedChat` fill it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from medpanel.agents.model.limits import RateLimits
+
+
+@dataclass
+class CallProbe:
+    limits: RateLimits | None = None
+    status: int | None = None
+    cached_tokens: int = 0
+    """`usage.prompt_tokens_details.cached_tokens` of the reply (0 when the endpoint does not say)."""
+
+
+_current: ContextVar[CallProbe | None] = ContextVar("medpanel_call_probe", default=None)
+
+
+@contextmanager
+def probing(limits: RateLimits | None) -> Iterator[CallProbe]:
+    probe = CallProbe(limits)
+    token = _current.set(probe)
+    try:
+        yield probe
+    finally:
+        _current.reset(token)
+
+
+async def on_response(response: httpx.Response) -> None:
+    """httpx response hook: every answer's headers (429s included) go to the process's limits."""
+    probe = _current.get()
+    if probe is None:
+        return
+    probe.status = response.status_code
+    if probe.limits is not None:
+        probe.limits.observe(response.status_code, response.headers)
+
+
+def note_usage(usage: Any) -> None:
+    """Record the cached prompt tokens of a parsed completion's `usage`."""
+    probe = _current.get()
+    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    if probe is not None and isinstance(cached, int):
+        probe.cached_tokens = cached
