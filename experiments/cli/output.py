@@ -20,6 +20,7 @@ from rich.text import Text
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables, write_report
+from medpanel.experiments.analysis.study import transcript_events
 from medpanel.experiments.run.rundir import load_meta, open_store
 
 # Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
@@ -54,7 +55,7 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     console.print(Text(f"protocol: {protocol_line(sc)}"))
     for line in header_lines(meta):
         console.print(line, markup=False, highlight=False)
-    tables = build_tables(rows, meta)
+    tables = build_tables(rows, meta, events=transcript_events(run_dir))
     for t in tables:
         print_table(t)
     errors = sum(1 for r in rows if r.error)

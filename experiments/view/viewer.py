@@ -30,6 +30,7 @@ from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_t
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.study import transcript_events
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
@@ -160,7 +161,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
-    tables = build_tables(data.rows, data.meta, n_boot=n_boot) if data.rows else []
+    tables = (build_tables(data.rows, data.meta, n_boot=n_boot, events=transcript_events(run_dir))
+              if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []

@@ -24,10 +24,13 @@ Correctness = Mapping[str, Mapping[Hashable, Sequence[bool] | bool]]
 class RowLike(Protocol):
     """What the store's `Row` offers; invalid answers and errors arrive as `correct=False`."""
 
-    condition: str
-    repeat: int
-    correct: bool
-
+    # Read-only members, so a frozen dataclass (the store's Row) satisfies the protocol.
+    @property
+    def condition(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def correct(self) -> bool: ...
     @property
     def key(self) -> Hashable: ...
 
