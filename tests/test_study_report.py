@@ -121,3 +121,17 @@ def test_ledger_and_usd_per_extra_correct_in_build_tables() -> None:
     # c1 spends 0.006 - 0.002 = $0.004 for 2 - 1 = 1 extra correct answer.
     assert usd[:8] == ["c0", "c1", 2, 0.002, 0.006, 1, 2, 1]
     assert usd[8] == pytest.approx(0.004)
+
+
+def test_study_plots_forest_and_interaction(tmp_path: Any) -> None:
+    from medpanel.experiments.analysis.study_plots import forest_data, write_study_plots
+
+    rows = grid_rows()
+    meta = {"conditions": [{"slug": s, "flags": f} for s, f in FLAGS.items()]}
+    pairs = [("c0r0", "c1r0"), ("c1r0", "c1r1")]
+    paths = write_study_plots(rows, meta, pairs, tmp_path, n_boot=200)
+    assert sorted(p.name for p in paths) == ["forest.png", "forest.svg", "interaction_cxr.png", "interaction_cxr.svg"]
+    # One dataset: the pooled row only, one per pair, with the hand-computed differences.
+    items = forest_data(rows, pairs, n_boot=200)
+    assert [(g, e.contrast.name, e.contrast.estimate) for g, e in items] == [
+        ("pooled", "c1r0 - c0r0", 37.5), ("pooled", "c1r1 - c1r0", -12.5)]

@@ -31,6 +31,7 @@ from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.analysis.study import transcript_events
+from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
@@ -168,6 +169,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     plot_files: list[Path] = []
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
+        plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
+                                        n_boot=n_boot)
         written += plot_files
     nonce = secrets.token_urlsafe(16)
     env = environment()
