@@ -12,7 +12,7 @@ import typer
 
 from medpanel.agents.model.backends import BackendError
 from medpanel.agents.model.local_server import LocalModelError
-from medpanel.experiments.cli import inspect, run
+from medpanel.experiments.cli import inspect, plan, run
 from medpanel.experiments.cli.corpus import corpus_app
 from medpanel.experiments.cli.output import error_line
 from medpanel.experiments.errors import UserError
@@ -21,6 +21,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=N
                   help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
 run.register(app)
 inspect.register(app)
+plan.register(app)
 app.add_typer(corpus_app, name="corpus", help="Ingest, list and search retrieval corpora.")
 
 

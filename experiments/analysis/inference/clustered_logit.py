@@ -23,10 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from statsmodels.discrete.conditional_models import ConditionalLogit
-from statsmodels.genmod.cov_struct import Exchangeable
-from statsmodels.genmod.families import Binomial
-from statsmodels.genmod.generalized_estimating_equations import GEE
 
 from medpanel.experiments.analysis.inference.paired_data import Aligned
 
@@ -122,6 +118,11 @@ def factorial_logit(
     if problem:
         out += _missing(terms, GEE_MODEL, problem)
     else:
+        # Imported here: statsmodels takes seconds to import (see _weighted_clogit).
+        from statsmodels.genmod.cov_struct import Exchangeable
+        from statsmodels.genmod.families import Binomial
+        from statsmodels.genmod.generalized_estimating_equations import GEE
+
         xc = np.column_stack([np.ones(len(y)), x])
         gee = GEE(y, xc, groups=g, family=Binomial(), cov_struct=Exchangeable())
         out += _fit(lambda: gee.fit(maxiter=100), terms, GEE_MODEL, alpha)
@@ -133,24 +134,31 @@ def factorial_logit(
     return out
 
 
-class _WeightedConditionalLogit(ConditionalLogit):
-    """statsmodels' conditional logit over distinct groups, each counted as often as it occurs.
+def _weighted_clogit() -> type:
+    """The weighted conditional logit class, built on first use: statsmodels takes seconds to import,
+    and every `medpanel` command imports the report (most never fit a model)."""
+    from statsmodels.discrete.conditional_models import ConditionalLogit
 
-    Questions with the same answers in the four cells contribute identical conditional likelihood
-    terms, so fitting the <= 14 distinct informative patterns with weights is the same fit as
-    fitting all questions, and avoids statsmodels' per-group Python recursion over 862 groups.
-    """
+    class _WeightedConditionalLogit(ConditionalLogit):
+        """statsmodels' conditional logit over distinct groups, each counted as often as it occurs.
 
-    def __init__(self, endog: np.ndarray, exog: np.ndarray, groups: np.ndarray, weights: np.ndarray) -> None:
-        super().__init__(endog, exog, groups=groups)
-        self._weights = weights  # in group order: groups are numbered in order of first appearance
+        Questions with the same answers in the four cells contribute identical conditional likelihood
+        terms, so fitting the <= 14 distinct informative patterns with weights is the same fit as
+        fitting all questions, and avoids statsmodels' per-group Python recursion over 862 groups.
+        """
 
-    def loglike(self, params: np.ndarray) -> float:
-        return float(sum(w * self.loglike_grp(g, params) for g, w in enumerate(self._weights)))
+        def __init__(self, endog: np.ndarray, exog: np.ndarray, groups: np.ndarray, weights: np.ndarray) -> None:
+            super().__init__(endog, exog, groups=groups)
+            self._weights = weights  # in group order: groups are numbered in order of first appearance
 
-    def score(self, params: np.ndarray) -> np.ndarray:
-        return sum((w * self.score_grp(g, params) for g, w in enumerate(self._weights)),
-                   np.zeros(self.k_params))
+        def loglike(self, params: np.ndarray) -> float:
+            return float(sum(w * self.loglike_grp(g, params) for g, w in enumerate(self._weights)))
+
+        def score(self, params: np.ndarray) -> np.ndarray:
+            return sum((w * self.score_grp(g, params) for g, w in enumerate(self._weights)),
+                       np.zeros(self.k_params))
+
+    return _WeightedConditionalLogit
 
 
 def _clogit(aligned: Aligned, cells: dict[tuple[int, int], str], terms: list[str], alpha: float) -> list[OddsRatio]:
@@ -170,6 +178,6 @@ def _clogit(aligned: Aligned, cells: dict[tuple[int, int], str], terms: list[str
     y = patterns.reshape(-1).astype(float)
     x = np.tile(xcell, (len(patterns), 1))
     g = np.repeat(np.arange(len(patterns)), len(order))
-    model = _WeightedConditionalLogit(y, x, g, counts.astype(float))
+    model = _weighted_clogit()(y, x, g, counts.astype(float))
     # Newton (numerical Hessian from the score) stops at a tighter optimum than the default BFGS.
     return _fit(lambda: model.fit(method="newton", disp=0), terms, LOGIT_MODEL, alpha)

@@ -19,7 +19,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from statsmodels.stats.multitest import multipletests
 
 from medpanel.experiments.analysis.inference.paired_data import Aligned, Correctness, align
 from medpanel.experiments.analysis.inference.resample import (
@@ -156,6 +155,9 @@ def compute_contrasts(
 
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm step-down adjusted p-values (statsmodels); nan entries stay nan and are not counted."""
+    # Imported here: statsmodels takes seconds to import and most commands never adjust a p-value.
+    from statsmodels.stats.multitest import multipletests
+
     p = np.asarray(p_values, dtype=float)
     ok = ~np.isnan(p)
     out = np.full(p.shape, np.nan)
