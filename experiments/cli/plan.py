@@ -26,6 +26,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.rundir import load_run
 from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.store import Row
 
 
 def _pair_rows(pairs: list[tuple[str, str]], n: int, effect: float, rate: float, power: float,
@@ -75,7 +76,7 @@ def plan(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     flags = {c.slug: dict(c.flags) for c in p.conditions}
     pairs = [tuple(x) for x in (sc.compare or default_comparisons(slugs, flags))]
     data: dict[str, Any] | None = None
-    rows = []
+    rows: list[Row] = []
     if pilot is not None:
         run = load_run(pilot, arg="--pilot")
         rows = run.rows
@@ -101,8 +102,8 @@ def plan(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
         if data is not None:
             for a, b in rest:
                 al = align(data, [a, b])
-                r = float((al.y[0, :, 0] != al.y[1, :, 0]).mean()) if al.n else rate
-                plans += _pair_rows([(a, b)], n, effect, r, power, alpha / len(rest))
+                d = float((al.y[0, :, 0] != al.y[1, :, 0]).mean()) if al.n else rate
+                plans += _pair_rows([(a, b)], n, effect, d, power, alpha / len(rest))
         else:
             plans += _pair_rows(rest, n, effect, rate, power, alpha)
     console.print(f"  {'comparison':30s} {'kind':8s} {'rate':>6s} {'alpha':>7s} {'n needed':>9s} {'power@n':>8s} "
