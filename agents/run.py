@@ -14,6 +14,7 @@ from typing import Any
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
@@ -87,6 +88,7 @@ async def run_resolved(
     client_factory: Callable[[ModelSpec], Any] | None = None,
     before_call: Callable[[], Any] | None = None,
     clients: ClientPool | None = None,
+    replay: Replay | None = None,
 ) -> QuestionResult:
     """Raises `RunHalted` when the run is halted mid-question and `StorageFailure` when the run's
     cache cannot be written; anything else becomes an error result."""
@@ -97,7 +99,7 @@ async def run_resolved(
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
-                              before_call=before_call,
+                              before_call=before_call, replay=replay,
                               namespace=plan.slug if spec.cache == "condition" else None)
     result = QuestionResult(condition=plan.slug, dataset=question.dataset, qid=question.qid,
                             gold=question.gold, repeat=repeat)

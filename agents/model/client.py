@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.replay import Replay, ReplayMiss
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import schema_of
 from medpanel.agents.redact import redact
@@ -204,6 +205,8 @@ class QuestionSession:
     before_call: Any = None
     """An async callable awaited before every request that goes to the model (not cache hits):
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
+    replay: Replay | None = None
+    """`--replay RUN_DIR`: that run's stored responses answer the requests it answered."""
     namespace: str | None = None
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
@@ -292,7 +295,8 @@ class RecordingClient(ChatCompletionClient):
         oai = [to_openai(m) for m in messages]
         request = self._request(oai)
         cache = self.session.cache if spec.cache != "off" else None
-        key = cache_key(request) if cache is not None else ""
+        replay = self.session.replay
+        key = cache_key(request) if cache is not None or replay is not None else ""
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
         if self.overrides:
@@ -311,6 +315,18 @@ class RecordingClient(ChatCompletionClient):
                 self._finish(event)
                 return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
                                     usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
+            stored = self._replayed(replay, key) if replay is not None else None
+            if stored is not None:
+                # The source run's reply and usage, recorded as the call it was there (not a cache hit).
+                event.content = stored["content"]
+                event.usage = Usage(prompt_tokens=stored["prompt_tokens"],
+                                    completion_tokens=stored["completion_tokens"])
+                if cache is not None:
+                    cache.put(key, dict(stored))
+                self._finish(event)
+                return CreateResult(finish_reason="stop", content=stored["content"], cached=False,
+                                    usage=RequestUsage(prompt_tokens=stored["prompt_tokens"],
+                                                       completion_tokens=stored["completion_tokens"]))
             if self.session.before_call is not None:
                 await self.session.before_call()
             start = time.perf_counter()
@@ -345,6 +361,14 @@ class RecordingClient(ChatCompletionClient):
         finally:
             if lock is not None:
                 lock.release()
+
+    def _replayed(self, replay: Replay, key: str) -> dict[str, Any] | None:
+        try:
+            return replay.answer(key, f"the {self.tag.role} call at step {self.tag.step!r}")
+        except ReplayMiss as exc:
+            if replay.on_strict_miss is not None:
+                replay.on_strict_miss(str(exc))
+            raise RunHalted(str(exc)) from exc
 
     def _finish(self, event: TranscriptEvent) -> None:
         self.last_event = event

@@ -35,6 +35,7 @@ from optuna.trial import TrialState
 from medpanel.agents.model.backends import LOCAL_ACCOMMODATIONS, preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.local_server import LocalServer
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
@@ -75,6 +76,8 @@ class Runner:
         self.tally = Tally()
         self.client_factory: Callable[[Any], Any] | None = None
         """Tests and benchmarks inject a scripted client factory here."""
+        self.replay: Replay | None = None
+        """`--replay RUN_DIR`: answer from that run's stored responses (agents/model/replay.py)."""
         self.timings: dict[str, float] = {}
         self.budget = self._budget()
         self.created_with: dict[str, str] = {}
@@ -201,7 +204,10 @@ class Runner:
         started = time.time()
         shared = Shared(plan=self.plan, store=store, owner=self.owner, stop=self.stop, budget=self.budget,
                         health=self.health, tally=self.tally, timings=self.timings, started=started,
-                        progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors)
+                        progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors,
+                        replay=self.replay)
+        if self.replay is not None and self.replay.strict:
+            self.replay.on_strict_miss = self.stop.set
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
         with self._runner_lock():

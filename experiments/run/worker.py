@@ -21,6 +21,7 @@ from typing import Any
 
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.run import ClientPool, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run.budget import Budget, event_cost
@@ -46,6 +47,7 @@ class Shared:
     started: float
     progress: ProgressHook | None = None
     cache: ResponseCache | None = None
+    replay: Replay | None = None
     base_url: str | None = None
     client_factory: Callable[[Any], Any] | None = None
     retry_errors: bool = False
@@ -223,7 +225,8 @@ class Worker:
                                                 cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
                                                 client_factory=s.client_factory,
                                                 hooks=[s.budget.on_event, s.health.on_event],
-                                                before_call=s.budget.before_call, clients=clients)
+                                                before_call=s.budget.before_call, clients=clients,
+                                                replay=s.replay)
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:
