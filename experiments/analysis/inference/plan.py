@@ -1,6 +1,6 @@
 """The planner for a 2x2 study: questions needed, what n can resolve, cost and wall time.
 
-Pure functions; `medpanel plan` prints them at integration.
+Pure functions; `medpanel plan` (experiments/cli/plan.py) prints them.
 
 Every comparison of a 2x2 report, with the rates it needs:
 - the four simple effects (plain pairs): the discordance rate p_d of the pair; exact McNemar power;
