@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
-from medpanel.agents.model.replay import Replay, ReplayMiss
+from medpanel.agents.model.replay import Replay, replayed
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import schema_of
 from medpanel.agents.redact import redact
@@ -205,8 +205,7 @@ class QuestionSession:
     before_call: Any = None
     """An async callable awaited before every request that goes to the model (not cache hits):
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
-    replay: Replay | None = None
-    """`--replay RUN_DIR`: that run's stored responses answer the requests it answered."""
+    replay: Replay | None = None  # `--replay RUN_DIR` (agents/model/replay.py)
     namespace: str | None = None
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
@@ -315,18 +314,11 @@ class RecordingClient(ChatCompletionClient):
                 self._finish(event)
                 return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
                                     usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
-            stored = self._replayed(replay, key) if replay is not None else None
-            if stored is not None:
-                # The source run's reply and usage, recorded as the call it was there (not a cache hit).
-                event.content = stored["content"]
-                event.usage = Usage(prompt_tokens=stored["prompt_tokens"],
-                                    completion_tokens=stored["completion_tokens"])
+            stored = replay.answer(key, self.tag, RunHalted) if replay is not None else None
+            if stored is not None:  # the source run's reply, recorded as the call it was there (not a cache hit)
                 if cache is not None:
                     cache.put(key, dict(stored))
-                self._finish(event)
-                return CreateResult(finish_reason="stop", content=stored["content"], cached=False,
-                                    usage=RequestUsage(prompt_tokens=stored["prompt_tokens"],
-                                                       completion_tokens=stored["completion_tokens"]))
+                return replayed(event, stored, self._finish)
             if self.session.before_call is not None:
                 await self.session.before_call()
             start = time.perf_counter()
@@ -361,14 +353,6 @@ class RecordingClient(ChatCompletionClient):
         finally:
             if lock is not None:
                 lock.release()
-
-    def _replayed(self, replay: Replay, key: str) -> dict[str, Any] | None:
-        try:
-            return replay.answer(key, f"the {self.tag.role} call at step {self.tag.step!r}")
-        except ReplayMiss as exc:
-            if replay.on_strict_miss is not None:
-                replay.on_strict_miss(str(exc))
-            raise RunHalted(str(exc)) from exc
 
     def _finish(self, event: TranscriptEvent) -> None:
         self.last_event = event

@@ -15,11 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from autogen_core.models import CreateResult, RequestUsage
+
 from medpanel.agents.model.cache import ResponseCache
-
-
-class ReplayMiss(RuntimeError):
-    """A strict replay met a request the source run never answered."""
+from medpanel.agents.types import TranscriptEvent, Usage
 
 
 class Replay:
@@ -33,8 +32,10 @@ class Replay:
         self.hits = 0
         self.misses = 0
 
-    def answer(self, key: str, where: str) -> dict[str, Any] | None:
-        """The stored reply for `key`, or None (a miss; strict: `ReplayMiss` naming `where`)."""
+    def answer(self, key: str, tag: Any, halt: type[Exception] = RuntimeError) -> dict[str, Any] | None:
+        """The stored reply for `key`, or None (a miss). Strict, a miss stops the run (`on_strict_miss`)
+        and raises `halt` (the client's RunHalted: the question in flight is not recorded). `tag`: the
+        call's CallTag (role, step), named in the message."""
         stored = self._cache.get(key)
         with self._lock:
             if stored is None:
@@ -42,7 +43,21 @@ class Replay:
             else:
                 self.hits += 1
         if stored is None and self.strict:
-            raise ReplayMiss(f"--replay-strict: {where} was never answered in {self.source} (its stored responses "
-                             "hold no reply for this exact request: a changed prompt, setting or model); drop "
-                             "--replay-strict to send the misses to the model")
+            why = (f"--replay-strict: the {tag.role} call at step {tag.step!r} was never answered in {self.source} "
+                   "(its stored responses hold no reply for this exact request: a changed prompt, setting or "
+                   "model); drop --replay-strict to send the misses to the model")
+            if self.on_strict_miss is not None:
+                self.on_strict_miss(why)
+            raise halt(why)
         return stored
+
+
+def replayed(event: TranscriptEvent, stored: dict[str, Any],
+             finish: Callable[[TranscriptEvent], None]) -> CreateResult:
+    """Fill `event` with the stored reply and its original usage, record it (`finish`), and return the
+    result the model gave the source run."""
+    pt, ct = stored["prompt_tokens"], stored["completion_tokens"]
+    event.content, event.usage = stored["content"], Usage(prompt_tokens=pt, completion_tokens=ct)
+    finish(event)
+    return CreateResult(finish_reason="stop", content=stored["content"], cached=False,
+                        usage=RequestUsage(prompt_tokens=pt, completion_tokens=ct))
