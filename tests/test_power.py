@@ -151,3 +151,12 @@ def test_cost_and_wall_time_by_hand() -> None:
     asked = profiles_from_ledger(pilot, {"c0r0": 4}, "m", with_cache=False)[0]
     assert (sent.calls_per_q, sent.prompt_tokens_per_q, sent.completion_tokens_per_q) == (10, 2000, 200)
     assert (asked.calls_per_q, asked.prompt_tokens_per_q, asked.completion_tokens_per_q) == (12.5, 2500, 250)
+
+
+def test_sample_size_of_a_rate_too_small_for_the_effect_is_refused_at_once() -> None:
+    """A pilot whose two cells never disagree (rate 0) cannot carry a 3-point effect; planning it
+    must say so, not walk to n_max one question at a time (it hung `medpanel plan --pilot`)."""
+    from medpanel.experiments.analysis.inference.power import contrast_sample_size
+
+    with pytest.raises(ValueError, match="E\\[d\\^2\\]"):
+        contrast_sample_size(0.03, 0.0)

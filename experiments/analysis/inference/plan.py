@@ -60,6 +60,9 @@ class PlanRow:
         if self.n_needed <= self.n_available:
             return ""
         reach = f"{self.detectable_pts:.1f}" if not math.isnan(self.detectable_pts) else "no"
+        if self.n_needed >= 2**60:
+            return (f"no number of questions resolves {self.effect_pts:g} points at rate {self.rate:.3f} (the cells "
+                    f"disagree too rarely to differ by that much); {self.n_available} resolve {reach} points")
         return (f"{self.n_available} questions cannot resolve {self.effect_pts:g} points "
                 f"(needs {self.n_needed:,}); they resolve {reach} points at this power")
 

@@ -161,6 +161,7 @@ def _smallest_n(power_at: Callable[[int], float], n0: int, target: float, n_max:
     step = max(1, n0 // 100)
     while power_at(n) < target:
         n += step
+        step += max(1, step // 10)  # n0 is an approximation: widen the stride if it was far off
         if n > n_max:
             raise ValueError(f"more than {n_max:,} questions needed")
     while n - 1 >= 2 and power_at(n - 1) >= target:
@@ -174,6 +175,10 @@ def contrast_sample_size(
     """Questions for the sign-flip/z test of a contrast to reach `power` (see `contrast_power`)."""
     if effect == 0:
         raise ValueError("an effect of 0 cannot be detected")
+    if second_moment < effect**2:
+        # E[d^2] >= (E d)^2: a rate this small (say two cells that never disagree in the pilot) cannot
+        # carry this effect; the stepping search below would otherwise walk towards n_max one by one.
+        raise ValueError(f"an effect of {effect:g} needs E[d^2] >= {effect**2:g}, the rate is {second_moment:g}")
     za, zb = stats.norm.ppf(1 - alpha / 2), stats.norm.ppf(power)
     n0 = (za * math.sqrt(second_moment) + zb * math.sqrt(max(second_moment - effect**2, 0.0))) ** 2 / effect**2
     return _smallest_n(lambda n: contrast_power(n, effect, second_moment, alpha=alpha, scale=scale),
