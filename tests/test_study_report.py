@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -135,3 +136,14 @@ def test_study_plots_forest_and_interaction(tmp_path: Any) -> None:
     items = forest_data(rows, pairs, n_boot=200)
     assert [(g, e.contrast.name, e.contrast.estimate) for g, e in items] == [
         ("pooled", "c1r0 - c0r0", 37.5), ("pooled", "c1r1 - c1r0", -12.5)]
+
+
+def test_odds_ratio_of_a_flag_that_never_changes_an_answer_is_not_a_number() -> None:
+    """r changes no answer (c0r1 = c0r0, c1r1 = c1r0 on every question): GEE's sandwich SE collapses
+    to 0 and it printed OR 1.00 [1.00, 1.00] with p ~ 1e-18; the table must say why there is none."""
+    right = {"c0r0": 2, "c0r1": 2, "c1r0": 5, "c1r1": 5}
+    rows = [row(c, str(i), i <= k) for c, k in right.items() for i in range(1, 9)]
+    (f,) = study.factorials(rows, FLAGS, n_boot=200)
+    gee = {o.term: o for o in f.odds_ratios if o.model.startswith("GEE")}
+    assert math.isnan(gee["r (main)"].odds_ratio) and "standard error 0" in gee["r (main)"].note
+    assert not math.isnan(gee["c (main)"].odds_ratio)

@@ -79,8 +79,16 @@ def _rows(res: Any, terms: list[str], model: str, alpha: float) -> list[OddsRati
     params, ci, p = params[off:], ci[off:], p[off:]
     if not (np.all(np.isfinite(params)) and np.all(np.isfinite(ci))) or np.any(np.abs(params) > _MAX_LOG_OR):
         return _missing(terms, model, "did not converge to finite odds ratios (quasi-separation)")
-    return [OddsRatio(t, model, float(np.exp(b)), float(np.exp(lo)), float(np.exp(hi)), float(pv))
-            for t, b, (lo, hi), pv in zip(terms, params, ci, p, strict=True)]
+    out = []
+    for t, b, (lo, hi), pv in zip(terms, params, ci, p, strict=True):
+        if hi - lo < 1e-6:
+            # A zero-width interval (and a p near 0 for an OR of 1) is the sandwich SE collapsing where
+            # no question's answer ever changes with this term, not evidence.
+            out.append(OddsRatio(t, model, math.nan, math.nan, math.nan, math.nan,
+                                 "no question where this term changes an answer: standard error 0"))
+        else:
+            out.append(OddsRatio(t, model, float(np.exp(b)), float(np.exp(lo)), float(np.exp(hi)), float(pv)))
+    return out
 
 
 def _fit(fit: Callable[[], Any], terms: list[str], model: str, alpha: float) -> list[OddsRatio]:
