@@ -51,8 +51,9 @@ def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *,
     ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_yticks(ys, [f"{g}: {e.contrast.name}  (p={e.contrast.p_value:.3g}, Holm {e.p_holm:.3g})"
                        for g, e in items], fontsize=8)
-    ax.set_xlabel("difference b - a (accuracy points): 95% CI thick, Holm-family CI thin; red = Holm p < 0.05")
-    ax.set_title("Paired differences, per dataset and pooled")
+    ax.set_xlabel("difference b - a (accuracy points)")
+    ax.set_title("Paired differences, pooled and per dataset\n95% CI thick, Holm-family CI thin; red: Holm p < 0.05",
+                 fontsize=10)
     return _save(fig, out_dir, "forest")
 
 
