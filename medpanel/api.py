@@ -28,6 +28,7 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.export import records
 from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.study import transcript_events
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
@@ -90,7 +91,8 @@ class Run:
 
     def tables(self) -> list[Table]:
         """The report's tables (what `medpanel report` prints)."""
-        return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True))
+        return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True),
+                            events=transcript_events(self.run_dir))
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per row (what `medpanel export` writes)."""
