@@ -8,7 +8,6 @@ which test gives each p. Invalid answers and errors are rows scored wrong: count
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,7 @@ from medpanel.experiments.analysis.inference.ledger import (
 )
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
+from medpanel.experiments.errors import UserError, read_json
 from medpanel.experiments.run.budget import Price
 from medpanel.experiments.run.store import Row
 
@@ -208,6 +208,12 @@ def transcript_events(run_dir: Path) -> Events:
         path = run_dir / row.transcript
         if not row.transcript or not path.is_file():
             return []
-        return [e for e in json.loads(path.read_text(encoding="utf-8")).get("events", []) if e.get("kind") == "call"]
+        # read_json: a damaged file is one UserError naming it; events are read raw (no model
+        # validation) because the ledger needs five fields of each and a report reads thousands.
+        doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
+        events = doc.get("events") if isinstance(doc, dict) else None
+        if not isinstance(events, list):
+            raise UserError("not a medpanel transcript (no events list). Restore it from a backup", file=str(path))
+        return [e for e in events if isinstance(e, dict) and e.get("kind") == "call"]
 
     return events
