@@ -15,6 +15,7 @@ from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.model.limits import RateLimits
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.route import RoleRoute
 from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import get_pipeline
@@ -104,6 +105,7 @@ async def run_resolved(
     routes: dict[str, Route] | None = None,
     prompts: dict[str, str] | None = None,
     limits: RateLimits | None = None,
+    replay: Replay | None = None,
 ) -> QuestionResult:
     """Raises `RunHalted` when the run is halted mid-question and `StorageFailure` when the run's
     cache cannot be written; anything else becomes an error result."""
@@ -123,7 +125,7 @@ async def run_resolved(
             own.append(rinner)
         role_routes[role] = RoleRoute(route.label, rspec, rinner, route.before_call)
     session = QuestionSession(spec=spec, inner=inner, base_url=base_url, cache=cache, hooks=list(hooks or []),
-                              before_call=before_call, limits=limits,
+                              before_call=before_call, limits=limits, replay=replay,
                               namespace=plan.slug if spec.cache == "condition" else None,
                               label=label, routes=role_routes)
     result = QuestionResult(condition=plan.slug, dataset=question.dataset, qid=question.qid,

@@ -28,7 +28,7 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.export import records
 from medpanel.experiments.analysis.report import build_tables
-from medpanel.experiments.analysis.transitions import run_docs
+from medpanel.experiments.analysis.transitions import call_events, run_docs
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
@@ -91,8 +91,9 @@ class Run:
 
     def tables(self) -> list[Table]:
         """The report's tables (what `medpanel report` prints)."""
+        docs = run_docs(self.run_dir, self.rows)
         return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True),
-                            docs=run_docs(self.run_dir, self.rows))
+                            docs=docs, events=call_events(self.rows, docs))
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per row (what `medpanel export` writes)."""

@@ -55,9 +55,10 @@ def test_paired_table_matches_hand_computation() -> None:
     rows = [row("c1r0", str(i), str(i) in a_right) for i in range(1, 11)]
     rows += [row("c1r1", str(i), str(i) in b_right) for i in range(1, 11)]
     t = paired_table(rows, [("c1r0", "c1r1")], n_boot=2000)
-    _, _, _, n, acc_a, acc_b, diff, _, b_only, a_only, p, verdict = t.rows[0]
+    _, _, _, n, acc_a, acc_b, diff, _, b_only, a_only, p, p_holm, verdict = t.rows[0]
     assert (n, acc_a, acc_b, diff, b_only, a_only) == (10, 40.0, 70.0, 30.0, 3, 0)
     assert p == pytest.approx(0.25)
+    assert p_holm == pytest.approx(0.25)  # a family of one
     assert verdict == "no detectable difference"
 
 

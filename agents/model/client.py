@@ -35,6 +35,7 @@ from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
 from medpanel.agents.model.limits import RateLimits, request_tokens, retry_after
 from medpanel.agents.model.probe import probing
+from medpanel.agents.model.replay import Replay, replayed
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import capped_schema, schema_of, strict_response_format
 from medpanel.agents.redact import redact
@@ -172,6 +173,7 @@ class QuestionSession:
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
     limits: RateLimits | None = None
     """The process's shared RPM/TPM limits; every attempt (retries included) waits for a slot."""
+    replay: Replay | None = None  # `--replay RUN_DIR` (agents/model/replay.py)
     namespace: str | None = None
     """`model.cache: condition`: the condition's slug, part of every cache key, so conditions never
     answer each other's requests (a repeat's seed already keeps repeats apart)."""
@@ -269,7 +271,8 @@ class RecordingClient(ChatCompletionClient):
         oai = [to_openai(m) for m in messages]
         request = self._request(oai)
         cache = self.session.cache if spec.cache != "off" else None
-        key = cache_key(request) if cache is not None else ""
+        replay = self.session.replay
+        key = cache_key(request) if cache is not None or replay is not None else ""
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
         if self.overrides:
@@ -291,6 +294,11 @@ class RecordingClient(ChatCompletionClient):
                 self._finish(event)
                 return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
                                     usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
+            stored = replay.answer(key, self.tag, RunHalted) if replay is not None else None
+            if stored is not None:  # the source run's reply, recorded as the call it was there (not a cache hit)
+                if cache is not None:
+                    cache.put(key, dict(stored))
+                return replayed(event, stored, self._finish)
             if self.session.before_call is not None:
                 await self.session.before_call()
             start = time.perf_counter()

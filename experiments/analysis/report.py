@@ -15,7 +15,8 @@ from typing import Any
 from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
 from medpanel.agents.tables import OVERALL, Table, TableSpec
-from medpanel.experiments.analysis import axes_tables
+from medpanel.experiments.analysis import axes_tables, study
+from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.analysis.transitions import transition_tables
 from medpanel.experiments.run.axes import expand_pairs
@@ -121,7 +122,8 @@ def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]])
 
 
 def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
-    out = []
+    out: list[list[Any]] = []
+    comps = []
     for a, b in pairs:
         for rep in sorted({r.repeat for r in rows}):
             ma = {r.key: r.correct for r in rows if r.condition == a and r.repeat == rep}
@@ -130,12 +132,23 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
                 continue
             c = paired_comparison(a, ma, b, mb, n_boot=n_boot, seed=seed)
             out.append([a, b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1), round(c.diff_points, 1),
-                        f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only, round(c.p_mcnemar, 4), c.verdict])
+                        f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only])
+            comps.append(c)
+    # Holm over every comparison of the table (issue 17): with m tests at 0.05 each, the chance of
+    # at least one false "better" grows towards 1 - 0.95^m; the verdict reads the adjusted p.
+    p_holm = holm([c.p_mcnemar for c in comps])
+    for line, c, ph in zip(out, comps, p_holm, strict=True):
+        excludes_zero = c.ci_low > 0 or c.ci_high < 0
+        verdict = ("no detectable difference" if not (excludes_zero and ph < 0.05)
+                   else "b better" if c.diff_points > 0 else "a better")
+        line += [round(c.p_mcnemar, 4), round(ph, 4), verdict]
     return Table("Paired comparisons (same questions)", ["a", "b", "repeat", "n", "acc_a_%", "acc_b_%", "diff_pts",
-                                                          "95%_CI_pts", "b_only", "a_only", "mcnemar_p", "verdict"],
+                                                          "95%_CI_pts", "b_only", "a_only", "mcnemar_p",
+                                                          "mcnemar_p_holm", "verdict"],
                  out, note="diff = b - a in points; CI = paired bootstrap over questions (10,000 resamples); "
-                           "p = exact McNemar test on the discordant questions. Differences whose CI spans 0 "
-                           "are reported as no detectable difference.")
+                           "p = exact McNemar test on the discordant questions; p_holm = Holm-adjusted over the "
+                           f"{len(out)} comparisons of this table. A difference is reported only when its CI "
+                           "excludes 0 and p_holm < 0.05.")
 
 
 def repeats_table(rows: list[Row], conditions: list[str]) -> Table | None:
@@ -185,10 +198,12 @@ def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
 
 
 def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
-                 docs: Sequence[Mapping[str, Any]] | None = None) -> list[Table]:
+                 docs: Sequence[Mapping[str, Any]] | None = None,
+                 events: study.Events | None = None) -> list[Table]:
     """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
     errors), the answer transitions when the transcripts (`docs`, one per row) are given, then the
-    paired comparisons."""
+    paired comparisons, the model / variant axes, the factorial of every 2x2, repeats over every
+    run, Table 3's contrast and the cost (ledger from `events`, a row -> its transcript's call events)."""
     slugs = [c["slug"] for c in meta.get("conditions", [])]
     conditions = condition_order(rows, slugs)
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
@@ -206,6 +221,13 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
     tables += axes_tables.build(rows, meta, conditions, pairs, n_boot=n_boot)
+    tables += [study.factorial_table(f) for f in study.factorials(rows, flags, n_boot=n_boot)]
+    tables += study.repeat_tables(rows, conditions, pairs, n_boot=n_boot)
+    t3 = study.table3_contrast(rows, conditions, n_boot=n_boot)
+    prices = (meta.get("scenario", {}).get("run") or {}).get("prices") or {}
+    lines = study.ledger_lines(rows, events, study.prices_of(prices)) if events is not None else []
+    tables += [t for t in (t3, study.ledger_table(lines, conditions, bool(prices)),
+                           study.usd_per_extra_table(rows, pairs)) if t is not None]
     return tables
 
 

@@ -30,7 +30,7 @@ This is association within a debate, not causation (README: "Answer transitions"
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,3 +237,13 @@ def run_docs(run_dir: Path, rows: Sequence[Row]) -> list[Mapping[str, Any]]:
         path = Path(run_dir) / row.transcript if row.transcript else None
         out.append(row_doc(row, read_transcript(path) if path is not None and path.is_file() else None))
     return out
+
+
+def call_events(rows: Sequence[Row], docs: Sequence[Mapping[str, Any]]) -> Callable[[Row], list[Any]]:
+    """Row -> the call events of its transcript, from documents already read (`run_docs`), so the
+    cost ledger and the transitions share one read of every transcript."""
+    by: dict[tuple[str, str, str, int], list[Any]] = {}
+    for row, doc in zip(rows, docs, strict=True):
+        by[(row.condition, row.dataset, row.qid, row.repeat)] = [
+            e for e in doc.get("events") or [] if isinstance(e, dict) and e.get("kind") == "call"]
+    return lambda row: by.get((row.condition, row.dataset, row.qid, row.repeat), [])

@@ -47,6 +47,8 @@ COMMANDS: dict[str, LazyCommand] = {
                           "One record per (condition, question, repeat) with every row, summary and question field."),
     "audit": LazyCommand("medpanel.experiments.cli.inspect",
                          "Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."),
+    "plan": LazyCommand("medpanel.experiments.cli.plan", "Questions each planned comparison needs, and the full "
+                        "scenario's calls, tokens, USD and wall time."),
     "corpus": LazyCommand("medpanel.experiments.cli.corpus", "Ingest, list and search retrieval corpora.",
                           app="corpus_app"),
 }

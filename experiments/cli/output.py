@@ -20,7 +20,7 @@ from rich.text import Text
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables, write_report
-from medpanel.experiments.analysis.transitions import run_docs
+from medpanel.experiments.analysis.transitions import call_events, run_docs
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.rundir import load_meta, open_store
 
@@ -56,7 +56,8 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     console.print(Text(f"protocol: {protocol_line(sc)}"))
     for line in header_lines(meta):
         console.print(line, markup=False, highlight=False)
-    tables = build_tables(rows, meta, docs=run_docs(run_dir, rows))
+    docs = run_docs(run_dir, rows)
+    tables = build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
     for t in tables:
         print_table(t)
     errors = sum(1 for r in rows if r.error)

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from medpanel.agents.model.replay import Replay
 from medpanel.experiments.cli.output import console, error_line, summarise
 from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
@@ -57,6 +58,10 @@ def run(
                                                    "settings.rounds=1 (repeatable).")] = None,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="With --resume: run the pairs that have "
                                                "error rows again; each new result replaces its error row.")] = False,
+    replay: Annotated[Path | None, typer.Option("--replay", help="Answer every request RUN_DIR answered from "
+                                                "its stored responses (free); count the misses.")] = None,
+    replay_strict: Annotated[bool, typer.Option("--replay-strict", help="With --replay: stop at the first "
+                                                "request RUN_DIR never answered.")] = False,
 ) -> None:
     """Run a scenario (or resume a run) and print the summary table."""
     if (scenario is None) == (resume is None):
@@ -87,6 +92,7 @@ def run(
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
     runner.override(**session)
+    runner.replay = open_replay(replay, replay_strict)
     check_cost_budget(runner.plan.scenario.run, field="--max-cost-usd" if max_cost_usd else "run.max_cost_usd")
     total = len(runner.plan.pairs)
     console.print(f"run directory: {runner.run_dir}")
@@ -101,6 +107,10 @@ def run(
         hook(runner.tally, total)
         status = runner.run(progress=hook)
     summarise(runner.run_dir)
+    if runner.replay is not None:
+        console.print(f"replay: {runner.replay.hits} requests answered from {replay}, {runner.replay.misses} "
+                      f"miss(es){' sent to the model' if runner.replay.misses and not replay_strict else ''}",
+                      markup=False, highlight=False)
     if status.get("status_error"):
         error_line(str(status["status_error"]))
     if status["state"] != "complete":
@@ -111,6 +121,21 @@ def run(
         raise typer.Exit(3)
     console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
                   f"Read one with: medpanel show {runner.run_dir} <QID>")
+
+
+def open_replay(source: Path | None, strict: bool) -> Replay | None:
+    """The source run's stored responses, checked before anything runs."""
+    if source is None:
+        if strict:
+            raise UserError("--replay-strict needs --replay RUN_DIR", field="--replay-strict")
+        return None
+    if not (source / "run.json").is_file():
+        raise UserError(f"{source} is not a run directory (no run.json); give the run whose answers to replay",
+                        field="--replay")
+    if not (source / "cache").is_dir():
+        raise UserError(f"{source} kept no stored responses ({source / 'cache'} is missing: it ran with "
+                        "model.cache: off); replay needs a run made with the response cache on", field="--replay")
+    return Replay(source, strict=strict)
 
 
 def worker(

@@ -35,6 +35,7 @@ from optuna.trial import TrialState
 from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
@@ -77,6 +78,8 @@ class Runner:
         self.tally = Tally()
         self.client_factory: Callable[[Any], Any] | None = None
         """Tests and benchmarks inject a scripted client factory here."""
+        self.replay: Replay | None = None
+        """`--replay RUN_DIR`: answer from that run's stored responses (agents/model/replay.py)."""
         self.timings: dict[str, float] = {}
         self.model_budgets: dict[str, ModelBudget] = {}
         self.budget = self._budget()
@@ -208,7 +211,9 @@ class Runner:
         shared = Shared(plan=self.plan, store=store, owner=self.owner, stop=self.stop, budget=self.budget,
                         health=self.health, tally=self.tally, timings=self.timings, started=started,
                         progress=progress, client_factory=self.client_factory, retry_errors=self.retry_errors,
-                        model_budgets=self.model_budgets)
+                        model_budgets=self.model_budgets, replay=self.replay)
+        if self.replay is not None and self.replay.strict:
+            self.replay.on_strict_miss = self.stop.set
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
         with self._runner_lock():

@@ -29,6 +29,7 @@ from typing import Any
 
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
+from medpanel.agents.model.replay import Replay
 from medpanel.agents.run import ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run import axes
@@ -58,6 +59,7 @@ class Shared:
     started: float
     progress: ProgressHook | None = None
     cache: ResponseCache | None = None
+    replay: Replay | None = None
     base_url: str | None = None
     client_factory: Callable[[Any], Any] | None = None
     model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
@@ -297,7 +299,8 @@ class _Lane:
                                                 hooks=[s.budget.on_event, s.health.on_event,
                                                        *(b.on_event for b in s.model_budgets.values())],
                                                 clients=clients, label=label, routes=routes,
-                                                prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter)
+                                                prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter,
+                                                replay=s.replay)
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:

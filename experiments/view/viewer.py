@@ -30,9 +30,10 @@ from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_t
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory import trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
-from medpanel.experiments.analysis.transitions import row_doc, run_docs, trajectories
+from medpanel.experiments.analysis.transitions import call_events, row_doc, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
@@ -164,7 +165,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
     docs = run_docs(data.run_dir, data.rows)
-    tables = build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs) if data.rows else []
+    tables = (build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
+              if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
@@ -172,6 +174,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
+        plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
+                                        n_boot=n_boot)
         written += plot_files
         transition_files = write_transition_plots(trajectories(docs, scoring=scoring), out / "plots", conditions)
         written += transition_files
