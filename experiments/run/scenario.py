@@ -56,7 +56,7 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 class DatasetSpec(_Strict):
-    source: Literal["medagentsbench", "jsonl", "sample", "freetext"] = "sample"
+    source: Literal["medagentsbench", "jsonl", "sample", "freetext", "hf"] = "sample"
     """Where questions come from. `sample` is the built-in set shipped with the package."""
     path: str | None = None
     """A MedAgentsBench folder (`<subset>/test_hard.jsonl`), a clone of its repo, or a JSONL file."""
@@ -72,6 +72,13 @@ class DatasetSpec(_Strict):
     """Declares the items' type: `true` every item is select-all, `false` every item is single-best,
     unset each record's own `multi_answer` field decides (absent: single-best). Never read from the
     gold letters, which would tell the agents about the answer."""
+    split: str = "test"
+    """`source: hf`: the split of a saved DatasetDict folder."""
+    preset: Literal["medqa", "medmcqa", "pubmedqa", "mmlu"] | None = None
+    """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
+    fields: dict[str, Any] | None = None
+    """`source: hf`: which columns hold question, options (or fixed choices), answer, id, context,
+    dataset (see experiments/run/hf_datasets.py: HFFields)."""
 
 
 class RunSpec(_Strict):
