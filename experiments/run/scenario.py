@@ -115,6 +115,8 @@ class RunSpec(_Strict):
     """A request rate shared by all workers of this process."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
+    tracker: Literal["mlflow", "wandb"] | None = None
+    """Log config, live per-condition metrics and the report to MLflow or W&B (experiments/run/tracker.py)."""
 
     @field_validator("storage")
     @classmethod
