@@ -12,15 +12,17 @@ import typer
 
 from medpanel.agents.model.backends import BackendError
 from medpanel.agents.model.local_server import LocalModelError
-from medpanel.experiments.cli import inspect, run
+from medpanel.experiments.cli import catalogue, inspect, run
 from medpanel.experiments.cli.corpus import corpus_app
 from medpanel.experiments.cli.output import error_line
 from medpanel.experiments.errors import UserError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+# Shell completion is typer's own: `medpanel --install-completion` / `--show-completion`.
+app = typer.Typer(add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
 run.register(app)
 inspect.register(app)
+catalogue.register(app)
 app.add_typer(corpus_app, name="corpus", help="Ingest, list and search retrieval corpora.")
 
 

@@ -147,9 +147,20 @@ class BudgetMatch(_Strict):
     """Budgets measured with another model (backend or name) are refused unless this is true."""
 
 
+class About(_Strict):
+    """`about:`, read only by `medpanel scenarios`: what a shipped scenario reproduces."""
+
+    table: str | None = None
+    """The paper table it reproduces, e.g. `seed paper Table 2A`."""
+    calls_per_question: str | None = None
+    """Measured model calls per question and where the figure comes from."""
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
+    about: About | None = None
+    """Catalogue facts (`medpanel scenarios`); no effect on the run."""
     pipeline: str = "generalist"
     flags: dict[str, list[int | str]] = Field(default_factory=dict)
     """A grid: every combination of values is one condition, e.g. `{c: [0, 1], r: [0, 1]}`."""
