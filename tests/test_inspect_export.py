@@ -142,8 +142,12 @@ def test_inspect_view_serves_the_logs_and_a_sample_shows_the_challenger(exported
         pixels = imread(png)
         assert pixels.shape[:2] == (1000, 1280) and float(pixels[..., :3].std()) > 0.02, "blank screenshot"
         dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=60).stdout
-        # The viewer's app ran and routed to the sample's Messages tab.
-        assert 'id="messages-contents"' in dom and "Inspect View" in dom
+        # The viewer's app ran and routed to this log's sample medqa:t1 and its Messages tab. Headless
+        # Chromium's app does not fetch the sample's body within the budget here (its server sees only
+        # /api/logs and /api/app-config), so the pane reads "No messages": the Challenger message
+        # is checked above in the JSON the same server serves to the app.
+        assert 'id="messages-contents"' in dom and "Sample medqa:t1 (Epoch 1)" in dom
+        assert c1r1.name.split("+")[-1].split("_", 1)[1] in dom  # the breadcrumb names the exported file
     finally:
         server.terminate()
         server.wait(timeout=10)
