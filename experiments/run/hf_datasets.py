@@ -89,7 +89,7 @@ def _library() -> Any:
     return datasets
 
 
-def _rows(path: Path, split: str, raw: str) -> list[dict[str, Any]]:
+def _rows(path: Path, split: str) -> list[dict[str, Any]]:
     lib = _library()
     where = str(path)
     with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache:
@@ -181,7 +181,7 @@ def load_hf(path: str, split: str, fields: HFFields, *, name: str, base_dir: Pat
                         "JSONL file (relative paths are resolved against the scenario's folder)",
                         file=str(file), field="dataset.path")
     out = []
-    for n, row in enumerate(_rows(file, split, path)):
+    for n, row in enumerate(_rows(file, split)):
         where = f"{file} (row {n})"
         options = _options(row, fields, where)
         if len(options) < 2:
