@@ -150,7 +150,7 @@ def test_export_csv_flattens_to_scalars(runs: tuple[Path, Path], tmp_path: Path)
     assert json.loads(first["options"]) == {q.qid: q for q in [*GRID_QUESTIONS, EXTRA]}[first["qid"]].options
     assert first["correct"] in ("True", "False")
     res = CliRunner().invoke(_app(), ["export", str(b), "--format", "xml"])
-    assert isinstance(res.exception, UserError) and "--format jsonl or --format csv" in str(res.exception)
+    assert isinstance(res.exception, UserError) and "--format jsonl, csv or inspect" in str(res.exception)
     default = CliRunner().invoke(_app(), ["export", str(b)])
     assert default.exit_code == 0 and (b / "report" / "results.jsonl").is_file()
 

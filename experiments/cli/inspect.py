@@ -21,6 +21,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
 from medpanel.experiments.analysis.compare import align, compare_tables
 from medpanel.experiments.analysis.export import FORMATS, write_export
+from medpanel.experiments.analysis.inspect_export import write_inspect_logs
 from medpanel.experiments.analysis.report import write_tables
 from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
 from medpanel.experiments.errors import UserError
@@ -109,13 +110,23 @@ def compare(
 
 def export(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
-    fmt: Annotated[str, typer.Option("--format", help="jsonl or csv.")] = "jsonl",
+    fmt: Annotated[str, typer.Option("--format", help="jsonl, csv, or inspect (Inspect AI eval logs).")] = "jsonl",
     out: Annotated[Path | None, typer.Option(
-        "--out", help="Output file ('-' for stdout); default report/results.<format>.")] = None,
+        "--out", help="Output file ('-' for stdout); default report/results.<format>. For inspect: a folder, "
+                      "default report/inspect/.")] = None,
 ) -> None:
-    """One record per (condition, question, repeat) with every row, summary and question field."""
+    """One record per (condition, question, repeat) with every row, summary and question field; or
+    (--format inspect) one Inspect AI eval log per condition and repeat, for `inspect view`."""
+    if fmt == "inspect":
+        load_meta(run_dir)
+        folder = out or run_dir / "report" / "inspect"
+        if folder.exists() and not folder.is_dir():
+            raise UserError(f"{folder} is a file. Give a folder for the Inspect logs", field="--out")
+        paths = write_inspect_logs(run_dir, folder)
+        _echo(f"{len(paths)} Inspect logs written to {folder}/ (inspect view --log-dir {folder})")
+        return
     if fmt not in FORMATS:
-        raise UserError(f"unknown format {fmt!r}. Use --format jsonl or --format csv", field="--format")
+        raise UserError(f"unknown format {fmt!r}. Use --format jsonl, csv or inspect", field="--format")
 
     load_meta(run_dir)
     if out is not None and str(out) == "-":

@@ -49,6 +49,10 @@ COMMANDS: dict[str, LazyCommand] = {
                          "Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."),
     "plan": LazyCommand("medpanel.experiments.cli.plan", "Questions each planned comparison needs, and the full "
                         "scenario's calls, tokens, USD and wall time."),
+    "scenarios": LazyCommand("medpanel.experiments.cli.catalogue",
+                             "List the shipped scenarios: description, paper table, conditions, calls per question."),
+    "init": LazyCommand("medpanel.experiments.cli.catalogue",
+                        "Write a new scenario file with comments, ready to edit (never overwrites)."),
     "corpus": LazyCommand("medpanel.experiments.cli.corpus", "Ingest, list and search retrieval corpora.",
                           app="corpus_app"),
 }

@@ -16,7 +16,8 @@ from medpanel.experiments.errors import UserError, error_line
 
 # The commands are loaded when one is resolved (cli/lazy.py: `medpanel --help` and completion stay
 # fast); `register(app)` in each command module is what adds them.
-app = typer.Typer(cls=LazyGroup, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+# Shell completion is typer's own: `medpanel --install-completion` / `--show-completion`.
+app = typer.Typer(cls=LazyGroup, add_completion=True, no_args_is_help=True, rich_markup_mode=None,
                   help="LLM specialist panels with a Challenger, recruitment and evidence adjudication.")
 
 

@@ -23,10 +23,11 @@ from typing import Any
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run.freetext import load_freetext
+from medpanel.experiments.run.hf_datasets import PRESETS, HFFields, load_hf
 
 log = logging.getLogger("medpanel.datasets")
 
-SOURCES = ("medagentsbench", "jsonl", "sample", "freetext")
+SOURCES = ("medagentsbench", "jsonl", "sample", "freetext", "hf")
 """Valid values of `load_dataset(source=...)`."""
 
 HARD_FILE = "test_hard.jsonl"
@@ -50,6 +51,9 @@ def load_dataset(
     *,
     base_dir: Path | None = None,
     multi_answer: bool | None = None,
+    split: str = "test",
+    fields: dict[str, Any] | None = None,
+    preset: str | None = None,
 ) -> list[Question]:
     """Load questions for a run, in subset order then file order.
 
@@ -77,7 +81,10 @@ def load_dataset(
     if source == "freetext":
         # Free-text tasks with rubric items (CLEAR's adapter); they live in their own loader.
         return load_freetext(path, subsets, limit, seed, base_dir=base_dir)
-    if source == "sample" or path is None:
+    if source == "hf":
+        groups = _group_by_dataset(_load_hf_source(path, split, fields, preset, base_dir))
+        groups = _select(groups, subsets, where=str(path))
+    elif source == "sample" or path is None:
         if source == "sample" and path is not None:
             raise UserError(
                 f"source 'sample' is the built-in set and takes no path (got {str(path)!r}). Drop "
@@ -123,6 +130,23 @@ def load_dataset(
 
 
 # -- sources -------------------------------------------------------------------------------------
+
+
+def _load_hf_source(path: str | Path | None, split: str, fields: dict[str, Any] | None, preset: str | None,
+                    base_dir: Path | None) -> list[Question]:
+    if path is None:
+        raise UserError("source 'hf' needs path: a save_to_disk folder, a parquet or a JSONL file",
+                        field="dataset.path")
+    if preset is not None and preset not in PRESETS:
+        raise UserError(f"unknown preset {preset!r}. Use one of: {', '.join(PRESETS)}", field="dataset.preset")
+    base = PRESETS[preset].model_dump() if preset else {}
+    try:
+        mapping = HFFields.model_validate({**base, **(fields or {})})
+    except ValueError as exc:
+        raise UserError(f"bad field mapping ({str(exc).splitlines()[1:3]}). Keys: {', '.join(HFFields.model_fields)}",
+                        field="dataset.fields") from None
+    name = preset or Path(str(path)).stem
+    return load_hf(str(path), split, mapping, name=name, base_dir=base_dir)
 
 
 def _load_sample() -> list[Question]:

@@ -221,7 +221,7 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     resolved = resolve_run(scenario.pipeline, scenario.settings, conditions, file=file)
     ds = scenario.dataset
     questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir,
-                             multi_answer=ds.multi_answer)
+                             multi_answer=ds.multi_answer, split=ds.split, fields=ds.fields, preset=ds.preset)
     if not questions:
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")

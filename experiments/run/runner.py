@@ -51,6 +51,7 @@ from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.tracker import open_tracker
 from medpanel.experiments.run.worker import Shared, Worker
 from medpanel.retrieval.errors import RetrievalError, SourceConfigError
 
@@ -216,6 +217,12 @@ class Runner:
             self.replay.on_strict_miss = self.stop.set
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
+        run_json = self.run_dir / "run.json"
+        meta = json.loads(run_json.read_text(encoding="utf-8")) if run_json.is_file() else {}
+        tracker = open_tracker(self.plan.scenario.run.tracker, self.run_dir, meta)
+        if tracker is not None:
+            tracker.seed(store.rows())
+            shared.on_row = tracker.row
         with self._runner_lock():
             with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
                 write_status(status_path, {"state": "running", "pid": os.getpid(),
@@ -246,6 +253,8 @@ class Runner:
                 write_status(status_path, status)
             except OSError as exc:
                 status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
+            if tracker is not None:
+                tracker.finish(self.run_dir, meta, status["state"])
         store.close()
         return status
 

@@ -59,7 +59,7 @@ _M = TypeVar("_M", bound=BaseModel)
 
 
 class DatasetSpec(_Strict):
-    source: Literal["medagentsbench", "jsonl", "sample", "freetext"] = "sample"
+    source: Literal["medagentsbench", "jsonl", "sample", "freetext", "hf"] = "sample"
     """Where questions come from. `sample` is the built-in set shipped with the package."""
     path: str | None = None
     """A MedAgentsBench folder (`<subset>/test_hard.jsonl`), a clone of its repo, or a JSONL file."""
@@ -75,6 +75,13 @@ class DatasetSpec(_Strict):
     """Declares the items' type: `true` every item is select-all, `false` every item is single-best,
     unset each record's own `multi_answer` field decides (absent: single-best). Never read from the
     gold letters, which would tell the agents about the answer."""
+    split: str = "test"
+    """`source: hf`: the split of a saved DatasetDict folder."""
+    preset: Literal["medqa", "medmcqa", "pubmedqa", "mmlu"] | None = None
+    """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
+    fields: dict[str, Any] | None = None
+    """`source: hf`: which columns hold question, options (or fixed choices), answer, id, context,
+    dataset (see experiments/run/hf_datasets.py: HFFields)."""
 
 
 class RunSpec(_Strict):
@@ -115,6 +122,8 @@ class RunSpec(_Strict):
     """A token rate (prompt + completion) shared by all workers of this process."""
     prices: dict[str, Price] = Field(default_factory=dict)
     """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
+    tracker: Literal["mlflow", "wandb"] | None = None
+    """Log config, live per-condition metrics and the report to MLflow or W&B (experiments/run/tracker.py)."""
 
     @field_validator("storage")
     @classmethod
@@ -145,9 +154,20 @@ class BudgetMatch(_Strict):
     """Budgets measured with another model (backend or name) are refused unless this is true."""
 
 
+class About(_Strict):
+    """`about:`, read only by `medpanel scenarios`: what a shipped scenario reproduces."""
+
+    table: str | None = None
+    """The paper table it reproduces, e.g. `seed paper Table 2A`."""
+    calls_per_question: str | None = None
+    """Measured model calls per question and where the figure comes from."""
+
+
 class Scenario(_Strict):
     name: str
     description: str = ""
+    about: About | None = None
+    """Catalogue facts (`medpanel scenarios`); no effect on the run."""
     pipeline: str = "generalist"
     flags: dict[str, list[int | str]] = Field(default_factory=dict)
     """A grid: every combination of values is one condition, e.g. `{c: [0, 1], r: [0, 1]}`."""

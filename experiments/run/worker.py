@@ -58,6 +58,8 @@ class Shared:
     timings: dict[str, float]
     started: float
     progress: ProgressHook | None = None
+    on_row: Callable[[Row], None] | None = None
+    """Called with every committed row (run.tracker's live metrics)."""
     cache: ResponseCache | None = None
     replay: Replay | None = None
     base_url: str | None = None
@@ -85,6 +87,8 @@ class Shared:
             self.retried.add(pair)
         if self.progress is not None:
             self.progress(self.tally, self.total)
+        if self.on_row is not None:
+            self.on_row(row)
         max_errors = self.plan.scenario.run.max_errors
         if row.error and max_errors is not None and self.tally.errors > max_errors:
             self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions have error rows); "

@@ -1,0 +1,184 @@
+"""A run as Inspect AI eval logs: one `.eval` file per condition and repeat, for `inspect view`.
+
+The logs are built with inspect_ai's own models (`EvalLog`, `EvalSample`, `ChatMessage*`,
+`ModelUsage`, `Score`) and written by its own writer (`inspect_ai.log.write_eval_log`), so any
+tool that reads Inspect logs (`read_eval_log`, the viewer, inspect_evals' analyses) reads these.
+inspect_ai is the optional extra `medpanel[inspect]`; it is imported only here, when asked for.
+
+What maps where:
+- a (condition, repeat) -> one `EvalLog`; its task is `<run name>/<condition>`, its epoch the repeat;
+- a question -> an `EvalSample`: input (the question as the agents saw it), choices (option texts),
+  target (the gold letters), output (the final letters), and one score `choice`: `C` correct,
+  `I` wrong, `N` invalid or errored (Inspect's NOANSWER; its metadata names which);
+- every transcript event, in order -> one message: the question first (user), then each model
+  reply and each pipeline note or vote (assistant). Inspect messages have no agent field, so the
+  medpanel role, agent, step, round, turn and parsed fields ride in `message.metadata`;
+- tokens per model -> `model_usage` of the sample and of the log (`EvalStats`);
+- run.json (scenario, plan, model, accommodations) and the git commit -> the log's metadata and
+  `EvalSpec.revision`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from medpanel.agents.prompting import format_question
+from medpanel.agents.types import Question
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.files import safe_stem
+from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.store import Row
+
+SCORER = "choice"
+INSTALL = "pip install 'medpanel[inspect]'"
+
+
+def _inspect() -> Any:
+    # inspect_ai is an optional extra (about 160 MB installed): only this export needs it.
+    try:
+        import inspect_ai.log as log
+    except ImportError:
+        raise UserError(f"--format inspect needs inspect_ai: {INSTALL}", field="--format") from None
+    return log
+
+
+def _value(row: Row) -> str:
+    return "C" if row.status == "correct" else "I" if row.status == "wrong" else "N"
+
+
+def _model_name(meta: dict[str, Any]) -> str:
+    model = meta.get("model") or {}
+    return f"{model.get('backend') or 'unknown'}/{model.get('name') or 'default'}"
+
+
+def _messages(doc: dict[str, Any], question_text: str) -> tuple[list[Any], dict[str, Any]]:
+    """The debate's messages in order, and the tokens each model used (`ModelUsage` by model)."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelUsage
+
+    messages: list[Any] = [ChatMessageUser(content=question_text, source="input")]
+    usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
+    for n, ev in enumerate(doc.get("events", [])):
+        u = ev.get("usage") or {}
+        meta = {"medpanel_role": ev.get("role", ""), "agent": ev.get("agent", ""), "kind": ev.get("kind", ""),
+                "step": ev.get("step", ""), "round": ev.get("round", 0), "turn": ev.get("turn", 0), "event": n,
+                "invalid": bool(ev.get("invalid", False)), "cache_hit": bool(ev.get("cache_hit", False)),
+                "prompt_tokens": int(u.get("prompt_tokens", 0)),
+                "completion_tokens": int(u.get("completion_tokens", 0))}
+        for key in ("parsed", "error", "data"):
+            if ev.get(key):
+                meta[key] = ev[key]
+        content = ev.get("content") or ev.get("error") or json.dumps(ev.get("data") or {}, ensure_ascii=False)
+        is_call = ev.get("kind") == "call"
+        messages.append(ChatMessageAssistant(content=content, model=ev.get("model") or None,
+                                             source="generate" if is_call else None, metadata=meta))
+        if is_call and ev.get("model"):
+            mu = usage[ev["model"]]
+            mu.input_tokens += meta["prompt_tokens"]
+            mu.output_tokens += meta["completion_tokens"]
+            mu.total_tokens += meta["prompt_tokens"] + meta["completion_tokens"]
+    return messages, dict(usage)
+
+
+def _sample(data: RunData, row: Row, model: str) -> Any:
+    from inspect_ai.log import EvalSample
+    from inspect_ai.model import ModelOutput
+    from inspect_ai.scorer import Score
+
+    doc = data.transcript(row) or {}
+    qd = data.questions.get(row.key) or doc.get("question") or {}
+    question = Question.model_validate(qd) if qd else None
+    text = format_question(question) if question and question.options else (question.text if question else "")
+    messages, usage = _messages(doc, text)
+    answer = row.answer or ""
+    output = ModelOutput.from_content(model, answer, error=row.error)
+    gold = list(row.gold.split(",")) if row.gold else []
+    score = Score(value=_value(row), answer=answer or None,
+                  explanation=row.error or ("no valid answer" if row.invalid else None),
+                  metadata={"status": row.status, "gold": row.gold})
+    error = None
+    if row.error:
+        from inspect_ai._util.error import EvalError  # Inspect exports it only under its private path
+
+        error = EvalError(message=row.error, traceback=row.error_kind or "", traceback_ansi=row.error_kind or "")
+    return EvalSample(
+        id=f"{row.dataset}:{row.qid}", epoch=row.repeat + 1, input=text,
+        choices=list(question.options.values()) if question and question.options else None,
+        target=gold if len(gold) != 1 else gold[0], messages=messages, output=output, scores={SCORER: score},
+        model_usage=usage, error=error, total_time=row.latency_s, working_time=row.latency_s,
+        metadata={"dataset": row.dataset, "qid": row.qid, "condition": row.condition, "repeat": row.repeat,
+                  "status": row.status, "calls": row.calls, "logical_calls": row.logical_calls,
+                  "tokens": row.tokens, "cost_usd": row.cost_usd, "summary": row.summary,
+                  "transcript": row.transcript, "multi_answer": bool(question.multi_answer) if question else False})
+
+
+def _log(data: RunData, condition: str, repeat: int, rows: list[Row]) -> Any:
+    log = _inspect()
+    from inspect_ai.model import ModelUsage
+
+    meta = data.meta
+    model = _model_name(meta)
+    samples = [_sample(data, r, model) for r in rows]
+    usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
+    for s in samples:
+        for name, u in s.model_usage.items():
+            usage[name] = usage[name] + u
+    n = len(rows)
+    counts = {k: sum(r.status == k for r in rows) for k in ("correct", "wrong", "invalid", "error")}
+    git = meta.get("git") or {}
+    revision = log.EvalRevision(type="git", origin="", commit=git["commit"], dirty=git.get("dirty")) \
+        if git.get("commit") else None
+    created = meta.get("created") or ""
+    run_id = safe_stem(data.run_dir.name, data.run_dir.name)
+    spec = log.EvalSpec(
+        eval_id=safe_stem(f"{condition}-r{repeat}", run_id, condition, repeat), run_id=run_id, created=created,
+        task=f"{meta.get('name', data.run_dir.name)}/{condition}", task_id=condition,
+        task_description=f"medpanel condition {condition} of run {data.run_dir.name}",
+        solver=str(meta.get("scenario", {}).get("pipeline", "")),
+        dataset=log.EvalDataset(name=",".join(sorted({r.dataset for r in rows})), samples=n,
+                                sample_ids=[f"{r.dataset}:{r.qid}" for r in rows]),
+        model=model, model_base_url=(meta.get("model") or {}).get("base_url"),
+        config=log.EvalConfig(epochs=int(meta.get("repeats") or 1)), revision=revision,
+        packages={k: str(v) for k, v in (meta.get("versions") or {}).items()},
+        metadata={"medpanel_run": data.run_dir.name, "condition": condition, "repeat": repeat,
+                  "commit": git.get("commit"), "dirty": git.get("dirty"), "config": meta})
+    accuracy = counts["correct"] / n if n else 0.0
+    results = log.EvalResults(total_samples=n, completed_samples=n - counts["error"], scores=[log.EvalScore(
+        name=SCORER, scorer=SCORER, scored_samples=n, unscored_samples=0,
+        metrics={"accuracy": log.EvalMetric(name="accuracy", value=accuracy)},
+        metadata={"counts": counts, "invalid_and_errors_count_as_wrong": True})])
+    stats = log.EvalStats(started_at=created, completed_at=created, model_usage=dict(usage))
+    status = "success" if (data.status or {}).get("state", "complete") == "complete" else "started"
+    return log.EvalLog(eval=spec, status=status, results=results, stats=stats, samples=samples,
+                       metadata={"medpanel_run": str(data.run_dir)})
+
+
+def write_inspect_logs(run_dir: Path, out_dir: Path) -> list[Path]:
+    """Write one Inspect log per (condition, repeat) of the run under `out_dir`; returns their paths."""
+    log = _inspect()
+    data = load_run(run_dir)
+    groups: dict[tuple[str, int], list[Row]] = defaultdict(list)
+    for r in data.rows:
+        groups[(r.condition, r.repeat)].append(r)
+    order = {c: i for i, c in enumerate(data.conditions)}
+    # Inspect names logs `<created>_<task>_<id>.eval` and its viewer lists them by that name.
+    stamp = re.sub(r"[^0-9A-Za-z+-]", "-", data.meta.get("created") or "") or "run"
+    run = data.run_dir.name
+    built = []
+    for (cond, rep), rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):
+        rows.sort(key=lambda r: (r.dataset, r.qid))
+        # no "_" inside the task part: the viewer splits the name on it
+        task = re.sub(r"[^0-9A-Za-z.+-]", "-", f"{run}-{cond}-r{rep}")[:80]
+        built.append((out_dir / f"{stamp}_{task}_{safe_stem('', run, cond, rep).lstrip('-_')}.eval",
+                      _log(data, cond, rep, rows)))
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {out_dir} ({exc.strerror or exc}). Choose another --out", field="--out") \
+            from None
+    for path, eval_log in built:  # every log is built before the first is written
+        log.write_eval_log(eval_log, str(path))
+    return [p for p, _ in built]

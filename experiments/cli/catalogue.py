@@ -1,0 +1,139 @@
+"""`medpanel scenarios` (the shipped scenarios, one line each) and `medpanel init NAME` (a new,
+commented scenario file to edit).
+
+The shipped scenarios are the checkout's `scenarios/` folder (or `./scenarios`, or `--dir`). Each
+row: the file, its one-line description, the paper table it reproduces (`about.table`, else the
+"Table N" its description or header comment names), its condition count (the scenario expanded as
+a run would), and its calls per question (`about.calls_per_question`, a measured figure with its
+source; `-` where none was measured: nothing is guessed).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table as RichTable
+
+from medpanel.experiments.cli.output import console
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.scenario import load_scenario
+
+_TABLE = re.compile(r"\bTables?\s+\d+[A-Z]?(?:\s*(?:and|,|/)\s*\d+[A-Z]?)*")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+
+HEADER = """\
+# {name}: a medpanel scenario. Edit it, check it, run it:
+#   medpanel validate {file}
+#   medpanel run {file} --limit 5
+# Blocks (README "Scenario files" lists every key):
+#   name / description   the run's name (a slug: runs/<name>-<stamp>/) and one line for the catalogue
+#   pipeline             generalist | panel | calibrated | clear | baselines (or module:Class)
+#   flags / variants     the condition grid: {{c: [0, 1]}} -> conditions c0 and c1
+#   settings             the pipeline's own settings (rounds, turns, limits ...)
+#   compare              condition pairs for the paired statistics
+#   dataset              source sample | jsonl | medagentsbench | freetext | hf, path, subsets, limit
+#   model                backend scripted | local | openai ..., name, base_url, temperature, seed
+#   run                  workers, repeats, max_errors, budgets, tracker (mlflow | wandb)
+"""
+
+DEFAULT = """\
+name: {name}
+description: Generalist with and without the Challenger on the built-in sample questions.
+pipeline: generalist
+flags: {{c: [0, 1]}}            # c: the meta-level Challenger off / on
+compare:
+  - [c0, c1]                  # paired on the same questions
+dataset:
+  source: sample              # the built-in questions; jsonl / medagentsbench / hf for your own
+  limit: 5                    # questions per subset (a seeded sample)
+model:
+  backend: scripted           # scripted: no model at all; local: the embedded SmolLM2; openai: an endpoint
+run:
+  workers: 2
+  max_errors: 10
+"""
+
+
+def scenario_dir(given: Path | None = None) -> Path:
+    if given is not None:
+        return given
+    here = Path.cwd() / "scenarios"
+    return here if here.is_dir() else Path(__file__).resolve().parents[2] / "scenarios"
+
+
+def _paper_table(text: str, about: str | None) -> str:
+    if about:
+        return about
+    m = _TABLE.search(text)
+    return m.group(0) if m else "-"
+
+
+def scenarios(
+    folder: Annotated[Path | None, typer.Option("--dir", help="A folder of scenario files (default: scenarios/).")]
+    = None,
+) -> None:
+    """List the shipped scenarios: description, paper table, conditions, calls per question."""
+    root = scenario_dir(folder)
+    files = sorted(root.glob("*.yaml")) if root.is_dir() else []
+    if not files:
+        raise UserError(f"no scenario files (*.yaml) in {root}. Pass --dir FOLDER", field="--dir")
+    table = RichTable(title=f"Scenarios in {root}", show_lines=False)
+    for col in ("file", "description", "paper table", "conditions", "calls/question"):
+        table.add_column(col, overflow="fold")
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        try:
+            sc = load_scenario(f)
+        except UserError as exc:
+            table.add_row(f.name, f"(does not load: {exc})", "-", "-", "-")
+            continue
+        about = sc.about
+        table.add_row(f.name, " ".join(sc.description.split()) or "-",
+                      _paper_table(f"{sc.description}\n{head}", about.table if about else None),
+                      str(len(sc.conditions())), (about.calls_per_question if about else None) or "-")
+    console.print(table)
+
+
+def init(
+    name: Annotated[str, typer.Argument(help="The new scenario's name (a slug); writes NAME.yaml.")],
+    template: Annotated[str | None, typer.Option("--from", help="Start from a shipped scenario, e.g. ablation_2x2.")]
+    = None,
+    out: Annotated[Path | None, typer.Option("--out", help="The file to write (default ./NAME.yaml).")] = None,
+) -> None:
+    """Write a new scenario file with comments, ready to edit (never overwrites)."""
+    stem = name[:-5] if name.endswith(".yaml") else name
+    if not _NAME.match(stem):
+        raise UserError(f"{name!r} is not a scenario name: use lower-case letters, digits, '-' and '_'", field="NAME")
+    path = out or Path(f"{stem}.yaml")
+    if path.exists():
+        raise UserError(f"{path} exists: medpanel init never overwrites. Pick another NAME or --out", field="NAME")
+    if template is None:
+        body = DEFAULT.format(name=stem)
+    else:
+        src = scenario_dir() / f"{template.removesuffix('.yaml')}.yaml"
+        if not src.is_file():
+            known = ", ".join(p.stem for p in sorted(scenario_dir().glob("*.yaml")))
+            raise UserError(f"no shipped scenario {template!r}. Use one of: {known}", field="--from")
+        body, n = re.subn(r"(?m)^name:.*$", f"name: {stem}", src.read_text(encoding="utf-8"), count=1)
+        if not n:
+            body = f"name: {stem}\n{body}"
+        body = f"# Made from {src.name} (medpanel init --from {template}).\n{body}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "x", encoding="utf-8") as fh:  # "x": a file that appeared meanwhile is kept
+            fh.write(HEADER.format(name=stem, file=path) + body)
+    except FileExistsError:
+        raise UserError(f"{path} exists: medpanel init never overwrites", field="NAME") from None
+    except OSError as exc:
+        raise UserError(f"cannot write {path} ({exc.strerror or exc}). Choose another --out", field="--out") from None
+    load_scenario(path)  # what was written loads as a scenario
+    console.print(f"wrote {path}. Check it with: medpanel validate {path}", markup=False, highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(scenarios)
+    app.command()(init)
