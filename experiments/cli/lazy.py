@@ -44,7 +44,9 @@ COMMANDS: dict[str, LazyCommand] = {
     "compare": LazyCommand("medpanel.experiments.cli.inspect",
                            "Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."),
     "export": LazyCommand("medpanel.experiments.cli.inspect",
-                          "One record per (condition, question, repeat) with every row, summary and question field."),
+                          "One record per (condition, question, repeat) with every row, summary and question "
+                          "field; or (--format inspect) one Inspect AI eval log per condition and repeat, for "
+                          "`inspect view`."),
     "audit": LazyCommand("medpanel.experiments.cli.inspect",
                          "Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."),
     "plan": LazyCommand("medpanel.experiments.cli.plan", "Questions each planned comparison needs, and the full "
