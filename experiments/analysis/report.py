@@ -14,6 +14,7 @@ from typing import Any
 from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
 from medpanel.agents.tables import OVERALL, Table, TableSpec
+from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
@@ -178,6 +179,7 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) 
     extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
     extra += [repeats_table(rows, conditions), errors_table(rows)]
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
+    extra += benchmark_tables(rows, conditions, meta, n_boot=n_boot)  # Table 7 shape: benchmark runs only
     tables += [x for x in extra if x is not None]
     pairs = [(a, b) for a, b in compare if a in conditions and b in conditions]
     if pairs:
