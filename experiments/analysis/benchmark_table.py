@@ -81,8 +81,8 @@ def context_table(rows: Sequence[Row], conditions: list[str]) -> Table:
         anchor = GPT4O_ANCHOR.get(cond)
         out.append([cond, *per, mean, _pct(sum(r.correct for r in sel), n), n,
                     sum(r.invalid and not r.error for r in sel), sum(bool(r.error) for r in sel),
-                    round(sum(r.tokens for r in sel) / n, 1), round(sum(r.cost_usd for r in sel) / n, 6),
-                    anchor[0] if anchor else "-", anchor[1] if anchor else "-"])
+                    round(sum(r.tokens for r in sel) / n, 1), f"{sum(r.cost_usd for r in sel) / n:.5f}",
+                    anchor[0] if anchor else "-", f"{anchor[1]:.5f}" if anchor else "-"])
     return Table("Benchmark context (the seed's Table 7 shape)",
                  ["method", *datasets, "mean_%", "pooled_%", "n", "invalid", "errors", "tokens/q", "usd/q",
                   "gpt-4o_tokens/q", "gpt-4o_usd/q"], out,
