@@ -151,11 +151,13 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         if method == "cot-sc" and settings.n_samples > 1 and settings.temperature <= 0:
             raise PlanError("cot-sc samples at temperature 0 are one chain repeated; set settings.temperature > 0",
                             field="settings.temperature")
+        if method in ("few-shot", "medprompt"):
+            self.pool(settings.exemplars)  # a missing, malformed or test-split pool fails in planning
         return BenchmarkPlan(slug=condition.slug, flags=condition.flags, variant=variant_s, method=str(method))
 
     def prepare(self, plans: Sequence[BenchmarkPlan], settings: BenchmarkSettings) -> None:
         if any(p.method in ("few-shot", "medprompt") for p in plans):
-            self._pools[settings.exemplars] = ExemplarPool(settings.exemplars)
+            self.pool(settings.exemplars)
         for name in ("panel", "generalist"):
             inner_plans = [p for p in plans if p.inner is not None and SEED_CONDITIONS[p.method][0] == name]
             if inner_plans:
