@@ -49,6 +49,8 @@ def test_zero_shot_is_directs_request_and_shares_its_cache(tmp_path: Path) -> No
     zero, c2 = run(method("zero-shot"), Q4, lambda r: {"answer": "B"}, cache=cache)
     assert len(c1.requests) == 1 and len(c2.requests) == 0  # the same request: answered from the cache
     assert zero.answer == direct.answer == ("A",)
+    # Served from the cache, the request still counts in what zero-shot costs alone.
+    assert zero.summary["requested_calls"] == 1 and zero.summary["requested_tokens"] == direct.tokens > 0
     cot, c3 = run(method("cot"), Q4, lambda r: {"reasoning": "r", "answer": "C"}, cache=cache)
     assert len(c3.requests) == 1 and cot.answer == ("C",)  # cot is another request
 
@@ -262,10 +264,19 @@ def test_table7_counts_mean_pooled_invalid_errors_and_cost() -> None:
     assert cols[:3] == ["method", "medqa", "pubmedqa"]  # MedAgentsBench's column order
     z, p = (dict(zip(cols, r, strict=True)) for r in table.rows)
     assert (z["medqa"], z["pubmedqa"], z["mean_%"], z["pooled_%"], z["n"]) == (33.3, 100.0, 66.7, 50.0, 4)
-    assert (z["invalid"], z["errors"], z["tokens/q"], z["usd/q"]) == (1, 0, 250.0, "0.00100")
+    assert (z["invalid"], z["errors"], z["tokens/q"], z["sent_tokens/q"], z["sent_usd/q"]) == (1, 0, 250.0, 250.0,
+                                                                                          "0.00100")
     assert (z["gpt-4o_tokens/q"], z["gpt-4o_usd/q"]) == (284, "0.00073")
     assert (p["medqa"], p["pubmedqa"], p["mean_%"], p["pooled_%"]) == (100.0, 0.0, 50.0, 75.0)
-    assert (p["invalid"], p["errors"], p["usd/q"], p["gpt-4o_tokens/q"]) == (0, 1, "0.01000", "-")
+    assert (p["invalid"], p["errors"], p["sent_usd/q"], p["gpt-4o_tokens/q"]) == (0, 1, "0.01000", "-")
+
+
+def test_table7_tokens_are_requested_tokens_when_the_summary_has_them() -> None:
+    rows = [row("cot", "medqa", "1", True, tokens=0), row("cot", "medqa", "2", True, tokens=40)]
+    rows[0].summary["requested_tokens"] = 300  # a cache hit: nothing sent, 300 requested
+    rows[1].summary["requested_tokens"] = 40
+    r = dict(zip(context_table(rows, ["cot"]).columns, context_table(rows, ["cot"]).rows[0], strict=True))
+    assert (r["tokens/q"], r["sent_tokens/q"]) == (170.0, 20.0)
 
 
 def test_table7_pairs_each_method_with_the_seeds_best_condition() -> None:

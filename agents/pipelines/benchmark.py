@@ -37,7 +37,14 @@ from pydantic import Field
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PlanError
-from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSettings, BaselineSummary, vote
+from medpanel.agents.pipelines.baselines import (
+    SEED_STRIDE,
+    BaselinePipeline,
+    BaselineSettings,
+    BaselineSummary,
+    _spent,
+    vote,
+)
 from medpanel.agents.pipelines.exemplars import BUILTIN, ExemplarPool
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
@@ -148,9 +155,6 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         if method not in METHODS:
             raise PlanError(f"pipeline benchmark needs a variant, one of {', '.join((*METHODS, *SEED_CONDITIONS))}; "
                             f"got {variant!r}", field="variants")
-        if method == "cot-sc" and settings.n_samples > 1 and settings.temperature <= 0:
-            raise PlanError("cot-sc samples at temperature 0 are one chain repeated; set settings.temperature > 0",
-                            field="settings.temperature")
         if method in ("few-shot", "medprompt"):
             self.pool(settings.exemplars)  # a missing, malformed or test-split pool fails in planning
         return BenchmarkPlan(slug=condition.slug, flags=condition.flags, variant=variant_s, method=str(method))
@@ -179,6 +183,15 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
 
     async def __call__(self, question: Question, plan: BenchmarkPlan, session: QuestionSession,
                        settings: BenchmarkSettings) -> Outcome:
+        out = await self._answer(question, plan, session, settings)
+        # What the method asks for, cache hits and re-asks included: its price run on its own. In a
+        # shared-cache run the tokens sent understate a method whose requests another one also makes.
+        calls, tokens = _spent(session)
+        facts = {**out.summary.data(), "requested_calls": calls, "requested_tokens": tokens}
+        return Outcome(answer=out.answer, invalid=out.invalid, summary=type(out.summary).model_validate(facts))
+
+    async def _answer(self, question: Question, plan: BenchmarkPlan, session: QuestionSession,
+                      settings: BenchmarkSettings) -> Outcome:
         method = plan.method
         if plan.inner is not None:
             name = SEED_CONDITIONS[method][0]

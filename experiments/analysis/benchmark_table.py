@@ -60,6 +60,12 @@ def dataset_order(rows: Sequence[Row]) -> list[str]:
     return [d for d in SUBSETS if d in present] + sorted(present - set(SUBSETS))
 
 
+def requested_tokens(r: Row) -> int:
+    """The tokens a row's method asked for (its summary's count); a row without one (an error) its sent tokens."""
+    value = r.summary.get("requested_tokens")
+    return int(value) if isinstance(value, int) else r.tokens
+
+
 def _pct(k: int, n: int) -> float | str:
     return round(100.0 * k / n, 1) if n else "-"
 
@@ -81,14 +87,18 @@ def context_table(rows: Sequence[Row], conditions: list[str]) -> Table:
         anchor = GPT4O_ANCHOR.get(cond)
         out.append([cond, *per, mean, _pct(sum(r.correct for r in sel), n), n,
                     sum(r.invalid and not r.error for r in sel), sum(bool(r.error) for r in sel),
-                    round(sum(r.tokens for r in sel) / n, 1), f"{sum(r.cost_usd for r in sel) / n:.5f}",
+                    round(sum(requested_tokens(r) for r in sel) / n, 1), round(sum(r.tokens for r in sel) / n, 1),
+                    f"{sum(r.cost_usd for r in sel) / n:.5f}",
                     anchor[0] if anchor else "-", f"{anchor[1]:.5f}" if anchor else "-"])
     return Table("Benchmark context (the seed's Table 7 shape)",
-                 ["method", *datasets, "mean_%", "pooled_%", "n", "invalid", "errors", "tokens/q", "usd/q",
+                 ["method", *datasets, "mean_%", "pooled_%", "n", "invalid", "errors", "tokens/q", "sent_tokens/q",
+                  "sent_usd/q",
                   "gpt-4o_tokens/q", "gpt-4o_usd/q"], out,
                  note="Per-dataset accuracy in %; mean_% = the unweighted mean of the dataset accuracies (Table 7's "
                       "Mean); pooled_% = correct / all questions (the main paper's figure). Invalid answers and "
-                      "errors count as wrong, never dropped. gpt-4o_* = the benchmark authors' single gpt-4o run "
+                      "errors count as wrong, never dropped. tokens/q = tokens the method requested, cache hits "
+                      "included (its price run alone); sent_* = after this run's shared cache (USD needs "
+                      "run.prices). gpt-4o_* = the benchmark authors' single gpt-4o run "
                       "(862 items, $2.5/$10 per M tokens), an anchor for the price, not this run's.")
 
 
@@ -154,7 +164,7 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
     points: list[tuple[str, float, float]] = []
     for c in conditions:
         sel = [r for r in rows if r.condition == c]
-        tokens = sum(r.tokens for r in sel) / len(sel)
+        tokens = sum(requested_tokens(r) for r in sel) / len(sel)
         acc, lo, hi = plots._ci(sel, n_boot) if c == ref or c not in paired else (
             100 * paired[c].acc_b, 100 * paired[c].acc_a + paired[c].ci_low, 100 * paired[c].acc_a + paired[c].ci_high)
         points.append((c, tokens, acc))
@@ -164,7 +174,7 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
     front = plots.pareto_front(points)
     ax.step([p[1] for p in front], [p[2] for p in front], where="post", color="grey", linestyle="--", linewidth=1,
             label="Pareto frontier")
-    ax.set_xlabel("tokens per question")
+    ax.set_xlabel("tokens per question (requested, cache hits included)")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)
     ax.set_xlim(left=0)
