@@ -55,6 +55,14 @@ def test_zero_shot_is_directs_request_and_shares_its_cache(tmp_path: Path) -> No
     assert len(c3.requests) == 1 and cot.answer == ("C",)  # cot is another request
 
 
+def test_self_refines_first_answer_is_cots_request_and_shares_its_cache(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "cache")
+    run(method("cot"), Q4, lambda r: {"reasoning": "zqcot", "answer": "B"}, cache=cache)
+    result, client = run(method("self-refine"), Q4, refine_responder(False, ["D"]), cache=cache)
+    assert [r.tag.step for r in client.requests] == ["feedback"]  # the first answer came from the cache
+    assert result.answer == ("B",) and any("zqcot" in str(m["content"]) for m in client.requests[0].messages)
+
+
 # -- few-shot -----------------------------------------------------------------------------------------
 
 
