@@ -302,3 +302,37 @@ def test_pareto_figure_is_written(tmp_path: Path) -> None:
     files = write_pareto(ROWS, ["zero-shot", "panel-c1r1"], tmp_path, n_boot=100)
     assert sorted(f.name for f in files) == ["accuracy_vs_cost.png", "accuracy_vs_cost.svg"]
     assert all(f.stat().st_size > 0 for f in files)
+
+
+# -- end to end on the embedded model ---------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(1800)
+def test_every_single_model_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
+    import sqlite3
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    run_dir = tmp_path / "run"
+    methods = ["zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "benchmark_context.yaml"),
+         "--run-dir", str(run_dir), "--quiet", "--set", f"variants=[{', '.join(methods)}]",
+         "--set", "compare=[]", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 2}",
+         "--set", "settings.n_samples=2", "--set", "settings.shuffles=2", "--set", "settings.refine_iterations=1",
+         "--set", "settings.persona_rounds=1", "--set", "model.max_tokens=160", "--set", "run.workers=2"],
+        capture_output=True, text=True, timeout=1700)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        rows = conn.execute("select condition, answer, invalid, error, logical_calls from mp_results").fetchall()
+    assert sorted({r[0] for r in rows}) == sorted(methods) and len(rows) == 14
+    assert all(r[3] is None for r in rows), rows
+    assert all((r[1] == "") == bool(r[2]) for r in rows)  # invalid is counted, never an empty "answer"
+    report = subprocess.run([sys.executable, "-m", "medpanel", "report", str(run_dir), "--html"],
+                            capture_output=True, text=True, timeout=600)
+    assert report.returncode == 0, report.stderr
+    assert "Table 7 shape" in report.stdout and "Paired against the seed" in report.stdout
+    assert (run_dir / "report" / "plots" / "accuracy_vs_cost.png").is_file()
