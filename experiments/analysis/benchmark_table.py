@@ -177,7 +177,10 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
     ax.set_xlabel("tokens per question (requested, cache hits included)")
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, 105)
-    ax.set_xlim(left=0)
+    if min(p[1] for p in points) > 0:
+        ax.set_xscale("log")  # methods span two to three orders of magnitude in tokens, as in MedAgentsBench's figure
+    else:
+        ax.set_xlim(left=0)
     ax.set_title("Accuracy vs cost" + (f" (bars: paired 95% CI vs {ref})" if ref else " (95% bootstrap CI)"))
     ax.legend(fontsize=6)
     return plots._save(fig, out_dir, "accuracy_vs_cost")
