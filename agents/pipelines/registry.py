@@ -8,6 +8,7 @@ from typing import Any
 
 from medpanel.agents.pipelines.base import Pipeline
 from medpanel.agents.pipelines.baselines import BaselinePipeline
+from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
 from medpanel.agents.pipelines.calibrated import CalibratedPipeline
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
@@ -27,6 +28,15 @@ PIPELINES: dict[str, Factory] = {
     "direct": lambda: BaselinePipeline("direct"),
     "cot": lambda: BaselinePipeline("cot"),
     "sc": lambda: BaselinePipeline("sc"),
+    # The benchmark context (issue 15): every single-model Table 7 method as a variant of `benchmark`,
+    # and each as a pipeline of its own. `zero-shot` sends `direct`'s request, `cot-sc` runs `sc`.
+    "benchmark": BenchmarkPipeline,
+    "zero-shot": lambda: BenchmarkPipeline("zero-shot"),
+    "few-shot": lambda: BenchmarkPipeline("few-shot"),
+    "cot-sc": lambda: BenchmarkPipeline("cot-sc"),
+    "multipersona": lambda: BenchmarkPipeline("multipersona"),
+    "self-refine": lambda: BenchmarkPipeline("self-refine"),
+    "medprompt": lambda: BenchmarkPipeline("medprompt"),
 }
 """Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
 

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
+from medpanel.experiments.analysis import benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.analysis.plots import write_plots
@@ -176,6 +177,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
                                         n_boot=n_boot)
+        if benchmark_table.applies(data.meta):  # the Table 7 run's accuracy-vs-tokens Pareto figure
+            plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
         transition_files = write_transition_plots(trajectories(docs, scoring=scoring), out / "plots", conditions)
         written += transition_files
