@@ -11,6 +11,8 @@ from medpanel.agents.pipelines.baselines import BaselinePipeline
 from medpanel.agents.pipelines.calibrated import CalibratedPipeline
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
+from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
+from medpanel.agents.pipelines.medagents import MedAgentsPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 from medpanel.retrieval import plugins
 
@@ -27,6 +29,8 @@ PIPELINES: dict[str, Factory] = {
     "direct": lambda: BaselinePipeline("direct"),
     "cot": lambda: BaselinePipeline("cot"),
     "sc": lambda: BaselinePipeline("sc"),
+    "medagents": MedAgentsPipeline,
+    "mdagents": MDAgentsPipeline,
 }
 """Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
 
