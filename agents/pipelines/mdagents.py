@@ -201,7 +201,8 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             rounds_run += 1
             r = rounds_run
             summ = await ask_once(session, role="assistant", name="assistant", system=assistant_system,
-                                  request=PROMPTS.render("summarise", question=q, opinions=opinions_block(answers, texts)),
+                                  request=PROMPTS.render("summarise", question=q,
+                                                         opinions=opinions_block(answers, texts)),
                                   model=roles.summary_model(), step="mdt.summary", round=r)
             summary = (f"Key knowledge: {summ.key_knowledge}\nTotal analysis: {summ.total_analysis}"  # type: ignore[attr-defined]
                        if summ is not None else "(no valid summary)")

@@ -11,8 +11,10 @@ from medpanel.agents.pipelines.baselines import BaselinePipeline
 from medpanel.agents.pipelines.calibrated import CalibratedPipeline
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
+from medpanel.agents.pipelines.kamac import KamacPipeline
 from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
 from medpanel.agents.pipelines.medagents import MedAgentsPipeline
+from medpanel.agents.pipelines.multiagent import MultiAgentPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 from medpanel.retrieval import plugins
 
@@ -31,6 +33,8 @@ PIPELINES: dict[str, Factory] = {
     "sc": lambda: BaselinePipeline("sc"),
     "medagents": MedAgentsPipeline,
     "mdagents": MDAgentsPipeline,
+    "kamac": KamacPipeline,
+    "multiagent": MultiAgentPipeline,
 }
 """Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
 
