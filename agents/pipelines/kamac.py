@@ -136,9 +136,9 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                         count = int(rec.count)  # type: ignore[attr-defined]
                         new = [s for s in numbered(rec, "expert", k)[:count]]
                 else:
+                    full = f"The panel is full ({len(panel)} of {settings.max_agents}); nobody recruited."
                     session.record(TranscriptEvent(kind="note", role="pipeline", agent="kamac",
-                                                   step="gap.panel_full", round=r, turn=t, content=f"The panel is full ({len(panel)} of "
-                                                                            f"{settings.max_agents}); nobody recruited."))
+                                                   step="gap.panel_full", round=r, turn=t, content=full))
                 reason = "; ".join(g.lstrip("- ") for g in gaps)
                 for specialty in new:
                     agent = seat(specialty)
