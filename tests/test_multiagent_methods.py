@@ -293,6 +293,18 @@ def test_kamac_never_recruits_past_max_agents() -> None:
     assert len(client.requests) == 1 + 1 + (1 + 1 + 2 + 3) + 2 * (3 + 3) + 1
 
 
+def test_kamac_a_multi_answer_set_is_one_position_for_the_moderator() -> None:
+    from .scripted_helpers import QMULTI
+
+    rules = {"gap.assess": NO_GAP, "assess.initial": {"reasoning": "r", "answer": ["C", "A"]},
+             "decision.moderator": {"reasoning": "r", "answer": "A,C"}}
+    result, client = run(method("kamac"), QMULTI, reply(rules))
+    moderator = next(r for r in client.requests if r.tag.step == "decision.moderator")
+    prop = moderator.model.model_json_schema()["properties"]["answer"]
+    assert prop.get("enum", [prop.get("const")]) == ["A,C"]  # a one-value Literal is a `const`
+    assert result.answer == ("A", "C") and result.correct
+
+
 # -- settings, the scenario, a scripted run -----------------------------------------------------------
 
 
