@@ -260,7 +260,7 @@ def test_kamac_a_gap_recruits_a_specialist_who_sees_why_and_joins_the_discussion
             return {"gap": True, "expert": "toxicologist", "reason": "GAP-REASON-5"}
         return NO_GAP
 
-    rules = {"gap.assess": gap, "gap.recruit": {"count": "1", "expert_1": "toxicologist", "expert_2": ""}}
+    rules = {"gap.assess": gap, "gap.recruit": {"count": 1, "expert_1": "toxicologist", "expert_2": ""}}
     result, client = run(method("kamac"), Q4, reply(rules))
     assert steps(result) == ["recruit.initial", "assess.initial", "gap.assess", "gap.recruit", "assess.recruited",
                              "discussion.comment", "discussion.comment", "gap.assess", "gap.assess",
@@ -276,7 +276,7 @@ def test_kamac_a_gap_recruits_a_specialist_who_sees_why_and_joins_the_discussion
 
 def test_kamac_a_skipped_recruitment_still_discusses_for_the_three_turns() -> None:
     rules = {"gap.assess": {"gap": True, "expert": "x", "reason": "y"},
-             "gap.recruit": {"count": "0", "expert_1": "", "expert_2": ""}}
+             "gap.recruit": {"count": 0, "expert_1": "", "expert_2": ""}}
     result, client = run(method("kamac"), Q4, reply(rules))
     assert result.summary["turns_run"] == 3 and result.summary["ended_by"] == "turns"
     assert len(client.requests) == 1 + 1 + 3 * (1 + 1 + 1) + 1
@@ -284,7 +284,7 @@ def test_kamac_a_skipped_recruitment_still_discusses_for_the_three_turns() -> No
 
 def test_kamac_never_recruits_past_max_agents() -> None:
     rules = {"gap.assess": {"gap": True, "expert": "x", "reason": "y"},
-             "gap.recruit": {"count": "2", "expert_1": "cardiologist", "expert_2": "nephrologist"}}
+             "gap.recruit": {"count": 2, "expert_1": "cardiologist", "expert_2": "nephrologist"}}
     result, client = run(method("kamac", max_agents=3), Q4, reply(rules))
     assert [x["specialty"] for x in result.summary["recruited"]] == ["cardiologist", "nephrologist"]
     assert steps(result).count("gap.recruit") == 1  # turns 2 and 3: the panel is full, no recruiter call

@@ -4,11 +4,10 @@ specialists (assessment, gap check, comment) and the moderator. Reply models and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from medpanel.agents.model.structured import letters_type
 from medpanel.agents.prompting import Prompts
 
 PROMPTS = Prompts(__name__)
@@ -21,7 +20,8 @@ class Gap(BaseModel):
 
 
 def gap_recruit_model(k: int) -> type[BaseModel]:
-    fields: dict[str, Any] = {"count": (letters_type([str(i) for i in range(k + 1)]),
+    # Integers, not digit strings: a model writes `"count": 1` in JSON.
+    fields: dict[str, Any] = {"count": (Literal[tuple(range(k + 1))],
                                         Field(description="How many specialists to recruit (0 to skip)."))}
     for i in range(1, k + 1):
         fields[f"expert_{i}"] = (str, Field(description="A specialty, or empty."))

@@ -37,7 +37,7 @@ def summary_model() -> type[BaseModel]:
 
 def recruit_model(n: int) -> type[BaseModel]:
     fields: dict[str, Any] = {f"expert_{i}": (str, Field(description="A specialty.")) for i in range(1, n + 1)}
-    fields["lead"] = (letters_type([str(i) for i in range(1, n + 1)]),
+    fields["lead"] = (Literal[tuple(range(1, n + 1))],
                       Field(description="The number of the expert who leads the team."))
     return create_model("TeamRecruit", **fields)
 
