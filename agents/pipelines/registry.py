@@ -12,6 +12,10 @@ from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
 from medpanel.agents.pipelines.calibrated import CalibratedPipeline
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
+from medpanel.agents.pipelines.kamac import KamacPipeline
+from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
+from medpanel.agents.pipelines.medagents import MedAgentsPipeline
+from medpanel.agents.pipelines.multiagent import MultiAgentPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 from medpanel.retrieval import plugins
 
@@ -37,6 +41,11 @@ PIPELINES: dict[str, Factory] = {
     "multipersona": lambda: BenchmarkPipeline("multipersona"),
     "self-refine": lambda: BenchmarkPipeline("self-refine"),
     "medprompt": lambda: BenchmarkPipeline("medprompt"),
+    # The published multi-agent methods (issue 15), and `multiagent` holding the three as variants.
+    "medagents": MedAgentsPipeline,
+    "mdagents": MDAgentsPipeline,
+    "kamac": KamacPipeline,
+    "multiagent": MultiAgentPipeline,
 }
 """Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
 

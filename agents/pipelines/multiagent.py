@@ -1,0 +1,53 @@
+"""The three published multi-agent methods as variants of one pipeline, so one run holds them side
+by side on the same questions, with one cache and paired statistics (as `baseline` holds direct,
+cot and sc). `pipeline: multiagent, variants: [medagents, mdagents, kamac]`; each method's settings
+are its own block (`settings: {mdagents: {rounds: 3}}`). Slugs are the method names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
+from medpanel.agents.pipelines.kamac import KamacPipeline, KamacSettings
+from medpanel.agents.pipelines.mdagents import MDAgentsPipeline, MDAgentsSettings
+from medpanel.agents.pipelines.medagents import MedAgentsPipeline, MedAgentsSettings
+from medpanel.agents.types import Condition, Question
+
+METHODS = ("medagents", "mdagents", "kamac")
+
+
+class MultiAgentSettings(PipelineSettings):
+    medagents: MedAgentsSettings = Field(default_factory=MedAgentsSettings)
+    mdagents: MDAgentsSettings = Field(default_factory=MDAgentsSettings)
+    kamac: KamacSettings = Field(default_factory=KamacSettings)
+
+
+class MultiAgentPlan(ConditionPlan):
+    method: str
+
+
+class MultiAgentPipeline(Pipeline[MultiAgentSettings, MultiAgentPlan]):
+    settings_model = MultiAgentSettings
+    plan_model = MultiAgentPlan
+    summary_model = Summary
+    variants = METHODS
+    requires_variant = True
+
+    def __init__(self) -> None:
+        self.methods: dict[str, Pipeline[Any, Any]] = {
+            "medagents": MedAgentsPipeline(), "mdagents": MDAgentsPipeline(), "kamac": KamacPipeline()}
+
+    def plan(self, condition: Condition, settings: MultiAgentSettings) -> MultiAgentPlan:
+        variant = condition.flags.get("variant")
+        if variant not in METHODS:
+            raise PlanError(f"pipeline multiagent needs a variant, one of {', '.join(METHODS)}; got {variant!r}",
+                            field="variants")
+        return MultiAgentPlan(slug=condition.slug, flags=condition.flags, variant=str(variant), method=str(variant))
+
+    async def __call__(self, question: Question, plan: MultiAgentPlan, session: QuestionSession,
+                       settings: MultiAgentSettings) -> Outcome:
+        inner = ConditionPlan(slug=plan.slug, flags=plan.flags, variant=plan.variant)
+        return await self.methods[plan.method](question, inner, session, getattr(settings, plan.method))

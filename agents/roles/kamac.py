@@ -1,0 +1,28 @@
+"""KAMAC's roles (knowledge-gap-driven recruitment, arXiv 2509.14998): the recruiter, the
+specialists (assessment, gap check, comment) and the moderator. Reply models and prompts
+(`kamac.<part>.md`, written for medpanel; the GPL original was read for behaviour only)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, create_model
+
+from medpanel.agents.prompting import Prompts
+
+PROMPTS = Prompts(__name__)
+
+
+class Gap(BaseModel):
+    gap: bool = Field(description="true if the panel lacks knowledge the question needs.")
+    expert: str = Field(description="The kind of specialist who would have it (empty if no gap).")
+    reason: str = Field(description="What is missing (empty if no gap).")
+
+
+def gap_recruit_model(k: int) -> type[BaseModel]:
+    # Integers, not digit strings: a model writes `"count": 1` in JSON.
+    fields: dict[str, Any] = {"count": (Literal[tuple(range(k + 1))],
+                                        Field(description="How many specialists to recruit (0 to skip)."))}
+    for i in range(1, k + 1):
+        fields[f"expert_{i}"] = (str, Field(description="A specialty, or empty."))
+    return create_model("GapRecruit", **fields)
