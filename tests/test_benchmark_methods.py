@@ -336,3 +336,19 @@ def test_every_single_model_method_runs_on_the_embedded_model(tmp_path: Path) ->
     assert report.returncode == 0, report.stderr
     assert "Table 7 shape" in report.stdout and "Paired against the seed" in report.stdout
     assert (run_dir / "report" / "plots" / "accuracy_vs_cost.png").is_file()
+
+
+@pytest.mark.parametrize(("variant", "first", "last"), [("medagents", "domains.question", "decision.answer"),
+                                                        ("kamac", "recruit.initial", "decision.moderator"),
+                                                        ("mdagents", "triage.complexity", None)])
+def test_a_multi_agent_row_runs_through_its_own_pipeline_in_the_benchmark_run(
+        variant: str, first: str, last: str | None) -> None:
+    # Table 7's multi-agent rows share the benchmark run (one cache, paired statistics) but keep
+    # their own method: the stages are those of the method's own pipeline, in its order.
+    result, _ = run(method(variant), Q4, lambda r: synthesize(r.model, r.last) if r.model else "ok")
+    calls = [e.step for e in result.events if e.kind == "call"]
+    assert calls[0] == first, calls[:3]
+    if last is not None:
+        assert calls[-1] == last, calls[-3:]
+    assert result.error is None and not result.invalid and result.answer
+    assert result.summary["requested_calls"] == len(calls)

@@ -47,6 +47,9 @@ from medpanel.agents.pipelines.baselines import (
 )
 from medpanel.agents.pipelines.exemplars import BUILTIN, ExemplarPool
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
+from medpanel.agents.pipelines.kamac import KamacPipeline
+from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
+from medpanel.agents.pipelines.medagents import MedAgentsPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 from medpanel.agents.roles import baseline, benchmark
 from medpanel.agents.types import Condition, Question, TranscriptEvent
@@ -58,8 +61,12 @@ SEED_CONDITIONS: dict[str, tuple[str, str]] = {
     "panel-c1r1": ("panel", "c1r1"),
     "panel-c1r0k1": ("panel", "c1r0k1"),
     "generalist-between-gap": ("generalist", "between-gap"),
+    # The published multi-agent rows of Table 7 run through their own pipelines (an empty slug: the
+    # method's default condition), with `settings.medagents` / `mdagents` / `kamac`.
+    "medagents": ("medagents", ""),
+    "mdagents": ("mdagents", ""),
+    "kamac": ("kamac", ""),
 }
-# medagents, mdagents and kamac (the multi-agent rows) are separate pipelines (issue 15, part b).
 
 
 class BenchmarkSettings(BaselineSettings):
@@ -79,6 +86,12 @@ class BenchmarkSettings(BaselineSettings):
     """The panel's settings for `panel-*` conditions (validated by the panel pipeline)."""
     generalist: dict[str, Any] = Field(default_factory=dict)
     """The generalist's settings for `generalist-*` conditions."""
+    medagents: dict[str, Any] = Field(default_factory=dict)
+    """MedAgents' settings (validated by its pipeline), for the `medagents` variant."""
+    mdagents: dict[str, Any] = Field(default_factory=dict)
+    """MDAgents' settings, for the `mdagents` variant."""
+    kamac: dict[str, Any] = Field(default_factory=dict)
+    """KAMAC's settings, for the `kamac` variant."""
 
 
 class BenchmarkPlan(ConditionPlan):
@@ -97,7 +110,9 @@ class BenchmarkSummary(BaselineSummary):
     members: list[dict[str, Any]] | None = None
 
 
-INNER: dict[str, type[Pipeline[Any, Any]]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline}
+INNER: dict[str, type[Pipeline[Any, Any]]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
+                                              "medagents": MedAgentsPipeline, "mdagents": MDAgentsPipeline,
+                                              "kamac": KamacPipeline}
 
 
 def _inner(name: str) -> Pipeline[Any, Any]:
@@ -105,7 +120,10 @@ def _inner(name: str) -> Pipeline[Any, Any]:
 
 
 def condition_for(slug: str, pipeline: str) -> Condition:
-    """A seed condition's slug as its own pipeline reads it: `c1r0k1` -> flags, `between-gap` -> a variant."""
+    """A seed condition's slug as its own pipeline reads it: `c1r0k1` -> flags, `between-gap` -> a variant,
+    "" -> the pipeline's one condition (a published method)."""
+    if not slug:
+        return Condition(slug=pipeline, pipeline=pipeline, flags={})
     pairs = re.fullmatch(r"(?:[a-z]\d)+", slug)
     flags: dict[str, int | str] = ({m[0]: int(m[1]) for m in re.findall(r"[a-z]\d", slug)} if pairs
                                    else {"variant": slug})
@@ -162,7 +180,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
     def prepare(self, plans: Sequence[BenchmarkPlan], settings: BenchmarkSettings) -> None:
         if any(p.method in ("few-shot", "medprompt") for p in plans):
             self.pool(settings.exemplars)
-        for name in ("panel", "generalist"):
+        for name in INNER:
             inner_plans = [p for p in plans if p.inner is not None and SEED_CONDITIONS[p.method][0] == name]
             if inner_plans:
                 inner = _inner(name)
