@@ -346,26 +346,4 @@ def test_the_scenario_runs_the_three_methods_on_the_sample_set_to_a_report(tmp_p
     assert {"medagents", "mdagents", "kamac"} <= {str(cell) for row in accuracy.rows for cell in row}
 
 
-@pytest.mark.e2e
-@pytest.mark.timeout(1500)
-def test_the_three_methods_run_on_the_embedded_model(tmp_path: Path) -> None:
-    """Two sample questions through the embedded SmolLM2 model, with smaller stages (MedAgents 2 + 1
-    domains and 2 votes, MDAgents 1 round x 2 turns, KAMAC 2 turns) so the test stays within minutes
-    on a loaded CPU; the defaults are pinned on the scripted model above."""
-    from .test_local_model import _run_embedded
-
-    run_dir, rows = _run_embedded(
-        tmp_path, "multiagent_methods.yaml", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 2}",
-        "--set", "settings.mdagents.rounds=1", "--set", "settings.mdagents.turns=2", "--set", "model.max_tokens=160",
-        "--set", "settings.medagents={question_domains: 2, option_domains: 1, max_attempts: 2}",
-        "--set", "settings.kamac.turns=2")
-    assert sorted({r[0] for r in rows}) == ["kamac", "mdagents", "medagents"] and len(rows) == 6
-    assert all(r[3] is None for r in rows), rows
-    assert all((r[1] == "") == bool(r[2]) for r in rows)  # an empty answer is always counted invalid
-    assert all(r[4] >= 2 for r in rows)
-    first = {"medagents": "domains.question", "mdagents": "triage.complexity", "kamac": "recruit.initial"}
-    for name, step in first.items():
-        doc = json.loads(next((run_dir / "transcripts" / name).glob("*.json")).read_text())
-        calls = [e for e in doc["events"] if e["kind"] == "call"]
-        assert calls[0]["step"] == step and calls[0]["model"] == "SmolLM2-135M-Instruct"
-        assert doc["events"][-1]["step"] == "final"
+# The three on the embedded model: tests/test_benchmark_methods.py::test_every_table7_method_runs_on_the_embedded_model
