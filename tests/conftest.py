@@ -22,3 +22,12 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # With pytest-xdist (`-n 2 --dist loadgroup`, pyproject's addopts), the end-to-end tests run one
+    # after another on one worker: each starts the embedded model's server, which takes a core of
+    # its own, while the other worker runs the scripted tests beside it.
+    for item in items:
+        if item.get_closest_marker("e2e") is not None:
+            item.add_marker(pytest.mark.xdist_group("embedded-model"))

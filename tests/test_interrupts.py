@@ -115,10 +115,11 @@ def test_questions_still_running_after_the_grace_period_are_stopped_and_redone(t
 
 def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    # 5 s calls: on a loaded CI machine the first signal's "stopping:" line took seconds to come back,
-    # long enough for 1 s calls to finish; the abort itself is timed below, so long calls cost nothing.
-    proc = _cli(str(_scenario(tmp_path, 5000, limit=1)), "--run-dir", str(run_dir))
-    _wait(run_dir, "mp_executions", 1)  # a question of 2-3 calls of 5 s has started
+    # 60 s calls: on a loaded machine the first signal's "stopping:" line has come back 1 to 30 s late
+    # (seen on CI and beside a parallel test worker), long enough for 1 s and 5 s calls to finish. The
+    # abort itself is timed below, so the length of the calls costs nothing.
+    proc = _cli(str(_scenario(tmp_path, 60000, limit=1)), "--run-dir", str(run_dir))
+    _wait(run_dir, "mp_executions", 1)  # a question of 2-3 calls of 60 s has started
     os.kill(proc.pid, signal.SIGINT)
     assert proc.stdout is not None
     seen = []
