@@ -127,7 +127,7 @@ def same_reply_alone_and_batched(url: str, requests: Requests) -> bool:
 
 
 def measure(name: str, rounds: int) -> dict[str, Any]:
-    server = embedded_server(ModelSpec(backend="local", local_server=name))  # type: ignore[arg-type]
+    server = embedded_server(ModelSpec(backend="local", local_server=name))
     url = server.start()
     try:
         asyncio.run(_batch(url, Requests(long=False).take(1)))  # warm-up: first-request costs are not speed

@@ -84,7 +84,7 @@ def ratio_line(name: str, figure: float, target: float, *, higher: bool, unit: s
 
 
 def run_width(run_once: Any, widths: list[int], design: str, threads: int, latency_ms: float,
-              per_slot: int, profile: str | None = None) -> dict[str, Any]:
+              per_slot: int, profile: str | None = None) -> dict[int, dict[str, Any]]:
     L = latency_ms / 1000
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"width: design {design!r}, fake server L = {latency_ms:.0f} ms, concurrency = width, "
