@@ -169,7 +169,9 @@ def test_headers_alone_slow_the_run_down_before_the_limit(tmp_path: Path) -> Non
         runner = _run(tmp_path / "b", srv, "max_errors: 0", n=20)
     blind_attempts = _nothing_lost(runner, blind, 20)
     print(f"\nheaders: {with_headers.refused}/{attempts} 429s; no headers: {blind.refused}/{blind_attempts}")
-    assert with_headers.refused / attempts < 0.05
+    # Rare, not none: on a loaded machine a late request can still meet a window's edge (1-2 of ~60
+    # here when quiet, 4 of 64 beside a parallel test worker); the comparison below is the claim.
+    assert with_headers.refused / attempts < 0.10
     # Blind, every window's edge is found by a 429 (the 429 then holds all workers till the reset).
     assert blind.refused >= with_headers.refused + 2
 

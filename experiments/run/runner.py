@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -314,8 +315,9 @@ class Runner:
                     trial.study.stop()
                 return k / n if n else 0.0
 
-            study.optimize(objective, n_trials=len(pending), n_jobs=self.plan.scenario.run.workers,
-                           catch=(Exception,), gc_after_trial=False)
+            _in_a_thread(lambda: study.optimize(objective, n_trials=len(pending),
+                                                n_jobs=self.plan.scenario.run.workers,
+                                                catch=(Exception,), gc_after_trial=False))
             if self.shared:
                 self._finish_shared(shared)
         finally:
@@ -350,3 +352,26 @@ class Runner:
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)
         return [p for p in self.plan.pairs if p not in done]
+
+
+def _in_a_thread(work: Callable[[], Any]) -> None:
+    """Run `work` in a thread while the main thread waits in short steps.
+
+    Python runs signal handlers only in the main thread, between bytecodes. Blocked in Optuna's
+    wait for a trial, the main thread did not wake for a Ctrl-C the kernel had delivered to another
+    thread; the handler ran only when a shard finished, seconds later (seen under load). Waking every
+    0.1 s makes the first Ctrl-C take effect at once."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # handed to the main thread, raised there as if run in it
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="medpanel-study", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.1)
+    if failure:
+        raise failure[0]

@@ -49,6 +49,9 @@ def install(stop: Stop, grace: float) -> Callable[[], None] | None:
         else:
             os._exit(130)  # committed pairs are safe; in-flight claims are released on resume
 
+    # A process started by one whose thread blocked these signals inherits the mask; unblocked here,
+    # the kernel can hand them to the main thread, which runs the handler.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     old_int = signal.signal(signal.SIGINT, handler)
     old_term = signal.signal(signal.SIGTERM, handler)
 
