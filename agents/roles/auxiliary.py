@@ -13,6 +13,7 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
 from medpanel.agents.prompting import Prompts, format_question
+from medpanel.agents.roles.specialist import seat
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)
@@ -20,12 +21,7 @@ PROMPTS = Prompts(__name__)
 
 def new_assessor(session: QuestionSession, *, name: str, role: str, expertise: str,
                  group_note: str | None = None) -> RoleAgent:
-    system = PROMPTS.render("system", role=role, expertise=expertise)
-    if group_note is not None:
-        system = f"{system}\n{group_note}"
-    agent = RoleAgent(session, name=name, role="specialist", system_message=system)
-    agent.label = role
-    return agent
+    return seat(PROMPTS, session, name=name, role=role, expertise=expertise, group_note=group_note)
 
 
 async def assess(agent: RoleAgent, question: Question, *, role: str, gap: str, round: int,

@@ -13,14 +13,21 @@ from medpanel.agents.prompting import Prompts
 PROMPTS = Prompts(__name__)
 
 
-def new_specialist(session: QuestionSession, *, name: str, role: str, expertise: str,
-                   group_note: str | None = None) -> RoleAgent:
-    system = PROMPTS.render("system", role=role, expertise=expertise)
+def seat(prompts: Prompts, session: QuestionSession, *, name: str, role: str, expertise: str,
+         group_note: str | None = None) -> RoleAgent:
+    """A panel member for `role` with the system prompt of `prompts` (a specialist's, or the `-ind`
+    assessor's own) and, in the calibrated multi-group level, its group's note."""
+    system = prompts.render("system", role=role, expertise=expertise)
     if group_note is not None:
         system = f"{system}\n{group_note}"
     agent = RoleAgent(session, name=name, role="specialist", system_message=system)
     agent.label = role
     return agent
+
+
+def new_specialist(session: QuestionSession, *, name: str, role: str, expertise: str,
+                   group_note: str | None = None) -> RoleAgent:
+    return seat(PROMPTS, session, name=name, role=role, expertise=expertise, group_note=group_note)
 
 
 def turn_request(posts: str, *, round: int, turn: int) -> str:
