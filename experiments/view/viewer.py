@@ -34,7 +34,7 @@ from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory import trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
-from medpanel.experiments.analysis.transitions import call_events, row_doc, run_docs, trajectories
+from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
@@ -166,6 +166,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
     docs = run_docs(data.run_dir, data.rows)
+    # Every transcript is read once, here: the tables, the figures and the question pages share them.
+    doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
     tables = (build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
               if data.rows else [])
     if leak_doc and data.rows:
@@ -199,7 +201,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         columns: list[dict[str, Any]] = []
         events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for n, row in enumerate(rows):
-            doc = data.transcript(row)
+            stored = doc_of[(row.condition, row.dataset, row.qid, row.repeat)]
+            doc = None if stored.get("missing_transcript") else dict(stored)
             if doc and not question:
                 question = doc.get("question", {})
             col = f"c{n}"
@@ -210,7 +213,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             raw_events = (doc or {}).get("events", [])
             events_by[(row.condition, row.repeat)] = raw_events
             facts = row_facts(row, doc)
-            flip, path = _flip_view(row_doc(row, doc), scoring)
+            flip, path = _flip_view(stored, scoring)
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
                             "across": _across(row.condition),
