@@ -3,8 +3,13 @@ with its own token and every choice with its own end of the enum, so a trace nam
 
 from __future__ import annotations
 
+import io
 import json
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 from typing import Any
+
+from medpanel.experiments.cli.main import main
 
 from .fake_openai import completion, schema_reply
 
@@ -41,3 +46,15 @@ def endpoint(token: str, *, last: bool = False) -> Any:
         return 200, {}, completion(json.dumps(out))
 
     return handler
+
+
+def validate(path: Path) -> tuple[int, str]:
+    """`medpanel validate PATH` in this process: its exit code and what it wrote to stderr."""
+    err = io.StringIO()
+    with redirect_stdout(io.StringIO()), redirect_stderr(err):
+        try:
+            main(["validate", str(path)])
+            rc = 0
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    return rc, err.getvalue()

@@ -5,19 +5,17 @@ token, so a request that carries a token carries that model's reply."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections import Counter
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import medpanel
-from medpanel.experiments.cli.main import main
 
 from .axes_helpers import endpoint
+from .axes_helpers import validate as _validate
 from .conftest import write
 from .fake_openai import FakeOpenAI
 
@@ -163,16 +161,6 @@ model: {backend: scripted}
     assert set(run.conditions) == {"c0", "c1"}
     assert all("model_label" not in e.data for _, e in _calls(run))
 
-
-def _validate(path: Path) -> tuple[int, str]:
-    err = io.StringIO()
-    with redirect_stdout(io.StringIO()), redirect_stderr(err):
-        try:
-            main(["validate", str(path)])
-            rc = 0
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    return rc, err.getvalue()
 
 
 BASE = """name: bad

@@ -5,18 +5,16 @@ Who was sent which prompt is traced by the variants' own words in the requests t
 from __future__ import annotations
 
 import hashlib
-import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import medpanel
-from medpanel.experiments.cli.main import main
 
 from .axes_helpers import endpoint
+from .axes_helpers import validate as _validate
 from .conftest import ROOT, write
 from .fake_openai import FakeOpenAI
 
@@ -116,16 +114,6 @@ def test_the_transfer_scenario_runs_to_a_complete_report_on_two_endpoints(tmp_pa
     assert {(r[0], r[1]) for r in inter.rows} >= {("c0r0", "c1r0"), ("c1r0", "c1r0k1"), ("c1r0k1", "c1r1k1-ind")}
     assert "Conclusions on every model" in tables
 
-
-def _validate(path: Path) -> tuple[int, str]:
-    err = io.StringIO()
-    with redirect_stdout(io.StringIO()), redirect_stderr(err):
-        try:
-            main(["validate", str(path)])
-            rc = 0
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    return rc, err.getvalue()
 
 
 @pytest.mark.parametrize(("prompts", "text", "words"), [
