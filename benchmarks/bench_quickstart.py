@@ -1,0 +1,144 @@
+"""Where the quickstart's time goes, before and after tuning the embedded server.
+
+    python -m benchmarks.bench_quickstart [--configs before,after] [--repeat 1]
+
+Each configuration runs `medpanel run scenarios/quickstart.yaml` (24 pairs, 4 workers, the
+embedded SmolLM2 on llama-server) in a fresh run directory, through the CLI as a user runs it, and
+prints:
+- wall time, and CPU time of the runner and of llama-server apart (the server's from /proc, sampled
+  until it exits; the runner's is the rest of the children's CPU);
+- server start: from launch until /health answered (llama-server's own log timestamps are not
+  used: the runner records when the session's server was ready);
+- prompt tokens the server evaluated and those it took from its cache (each request's
+  `prompt eval` line against the request's prompt size), the server's prompt-eval and decode
+  milliseconds (summed over requests; requests overlap in the slots, so these add to more than the
+  wall time when several decode at once);
+- calls, accuracy per condition and the answers' digest: tuning must change neither.
+
+`before` passes the server options medpanel used before tuning (one compute thread on 2 cores,
+no chunk reuse) through MEDPANEL_LLAMA_SERVER_ARGS, whose options come last and win; `after`
+passes nothing, so it measures the defaults. Target: <= 30 s wall on a quiet 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import resource
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_S = 30.0
+CONFIGS = {
+    "before": "--threads 1 --threads-batch 1 --cache-reuse 0 --batch-size 2048 --ubatch-size 512",
+    "after": "",
+}
+PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+EVAL = re.compile(r"^\s*eval time =\s*([\d.]+) ms /\s*(\d+) tokens", re.M)
+N_PROMPT = re.compile(r"n_prompt_tokens = (\d+)")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _server_cpu(stop: threading.Event, out: dict[str, float]) -> None:
+    """Sample the CPU seconds of every llama-server process until `stop` is set."""
+    while not stop.is_set():
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except OSError:
+                continue
+            if "(llama-server)" in stat:
+                fields = stat.rsplit(")", 1)[1].split()
+                out[pid] = (int(fields[11]) + int(fields[12])) / TICK
+        time.sleep(0.1)
+
+
+def one_run(extra: str) -> dict[str, Any]:
+    env = dict(os.environ, MEDPANEL_LLAMA_SERVER_ARGS=extra)
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "qs"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        stop, cpu = threading.Event(), {}  # type: ignore[var-annotated]
+        sampler = threading.Thread(target=_server_cpu, args=(stop, cpu), daemon=True)
+        sampler.start()
+        start = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
+                               "--run-dir", str(run_dir), "--quiet"], capture_output=True, text=True, env=env,
+                              timeout=1800)
+        wall = time.perf_counter() - start
+        stop.set()
+        sampler.join()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode != 0:
+            raise SystemExit(f"quickstart failed ({proc.returncode}): {proc.stderr[-2000:]}")
+        children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        log = (run_dir / "local_server.log").read_text(errors="replace")
+        with sqlite3.connect(run_dir / "study.db") as conn:
+            rows = conn.execute("select condition, qid, answer, correct, invalid, error from mp_results "
+                                "order by condition, qid").fetchall()
+        calls = 0
+        for doc_path in (run_dir / "transcripts").rglob("*.json"):
+            doc = json.loads(doc_path.read_text(encoding="utf-8"))
+            calls += sum(1 for e in doc["events"] if e["kind"] == "call")
+    evals = [(float(ms), int(n)) for ms, n in PROMPT_EVAL.findall(log)]
+    decodes = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
+    prompt_total = sum(int(n) for n in N_PROMPT.findall(log))
+    server_cpu = sum(cpu.values())
+    accuracy: dict[str, str] = {}
+    for cond in sorted({r[0] for r in rows}):
+        mine = [r for r in rows if r[0] == cond]
+        accuracy[cond] = f"{sum(1 for r in mine if r[3])}/{len(mine)}"
+    digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
+    return {"wall": wall, "cpu": children, "server_cpu": server_cpu, "runner_cpu": children - server_cpu,
+            "prompt_evaluated": sum(n for _, n in evals), "prompt_total": prompt_total,
+            "prompt_ms": sum(ms for ms, _ in evals), "decode_ms": sum(ms for ms, _ in decodes),
+            "decoded": sum(n for _, n in decodes), "requests": len(evals), "calls": calls,
+            "accuracy": accuracy, "digest": digest,
+            "errors": sum(1 for r in rows if r[5]), "invalid": sum(1 for r in rows if r[4])}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--configs", default="before,after", help="comma-separated, from: " + ", ".join(CONFIGS))
+    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration (the fastest is shown)")
+    args = ap.parse_args()
+    names = [c for c in args.configs.split(",") if c]
+    unknown = set(names) - set(CONFIGS)
+    if unknown:
+        raise SystemExit(f"--configs: unknown {sorted(unknown)}; use {', '.join(CONFIGS)}")
+    print(f"quickstart: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} before")
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        runs = [one_run(CONFIGS[name]) for _ in range(args.repeat)]
+        r = results[name] = min(runs, key=lambda x: x["wall"])
+        cached = r["prompt_total"] - r["prompt_evaluated"]
+        print(f"\n{name}: MEDPANEL_LLAMA_SERVER_ARGS='{CONFIGS[name]}'")
+        print(f"  wall {r['wall']:6.1f} s (target <= {TARGET_S:.0f} s: ratio {r['wall'] / TARGET_S:.2f}); CPU "
+              f"{r['cpu']:6.1f} s = llama-server {r['server_cpu']:6.1f} s + runner {r['runner_cpu']:5.1f} s")
+        print(f"  prompt tokens {r['prompt_total']} in {r['requests']} requests: {r['prompt_evaluated']} evaluated "
+              f"({r['prompt_ms'] / 1000:.1f} s), {cached} from the slots' cache; decoded {r['decoded']} tokens "
+              f"({r['decode_ms'] / 1000:.1f} s, summed over slots)")
+        print(f"  calls {r['calls']}, accuracy {r['accuracy']}, invalid {r['invalid']}, errors {r['errors']}, "
+              f"answers {r['digest']}")
+        print(f"  load average {os.getloadavg()[0]:.2f}")
+    if {"before", "after"} <= set(results):
+        b, a = results["before"], results["after"]
+        same = b["calls"] == a["calls"] and b["digest"] == a["digest"]
+        print(f"\nafter / before: wall {a['wall'] / b['wall']:.2f}x, CPU {a['cpu'] / b['cpu']:.2f}x; "
+              f"same calls and answers: {same}")
+
+
+if __name__ == "__main__":
+    main()
