@@ -73,7 +73,7 @@ def run_make(target: str, clone: Path, env: dict[str, str], into: Pass) -> int:
     label, started = f"make {target}: start", time.monotonic()
     tail: list[str] = []
     for line in proc.stdout:
-        tail = (tail + [line])[-40:]
+        tail = [*tail, line][-40:]
         # make echoes a recipe line flush left; output of the commands is indented or starts otherwise
         if line.startswith((".venv/", "test ", "rm ", "mkdir ", "tar ", "cmake ", "cp ", "printf ", "touch ",
                             "python3 ", "command ")):
