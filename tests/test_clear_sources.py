@@ -5,6 +5,7 @@ through their branches on the built-in sample questions, with a scripted backbon
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ LOCAL = [{"id": "p1", "title": "ECG in chest pain", "content": "A 12-lead ECG co
 WEB = [{"id": "w1", "title": "Chest pain page", "url": "https://clinic.example.org/chest", "content": "ECG first."}]
 
 
-def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str = "[clear-default]") -> None:
+def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str = "[clear-default]") -> Path:
     from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import load_scenario
@@ -40,6 +41,7 @@ def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str =
                                    "dataset: {source: sample, limit: 1}\nmodel: {backend: scripted}\n")
     runner = Runner.create(make_plan(load_scenario(f), base_dir=tmp_path), run_dir=tmp_path / "run")
     runner.run(install_signals=False)
+    return tmp_path / "run"
 
 
 # -- one index cannot be both ---------------------------------------------------------------------
@@ -85,7 +87,15 @@ def test_a_local_corpus_other_than_quickstart_needs_its_web_named(tmp_path: Path
 
 def test_direct_only_needs_no_web(tmp_path: Path) -> None:
     _corpus(tmp_path, "loc", LOCAL)
-    _run(tmp_path, "{corpus: loc}", variants="[direct]")  # no local or web pathway: nothing to refuse
+    # no local or web pathway: nothing to refuse, and the run answers without searching anything
+    run = _run(tmp_path, "{corpus: loc}", variants="[direct]")
+    with sqlite3.connect(run / "study.db") as conn:
+        rows = conn.execute("select condition, error from mp_results").fetchall()
+    assert rows and all(r == ("direct", None) for r in rows), rows
+    for path in (run / "transcripts").rglob("*.json"):
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        searches = [e for e in doc["events"] if e.get("role") == "retrieval"]
+        assert searches == [] and any(e["kind"] == "call" for e in doc["events"]), doc["events"]
 
 
 def test_the_panels_clear_channel_refuses_one_index_as_both(tmp_path: Path) -> None:

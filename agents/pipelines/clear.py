@@ -43,7 +43,7 @@ from medpanel.agents.roles import responder
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
-from medpanel.retrieval.sources import Source, open_source, source_class
+from medpanel.retrieval.sources import Source, SourceSpec, open_source, source_class
 
 SourceFactory = Callable[[ClearSettings, str], Any]
 """(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
@@ -137,11 +137,14 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             raise ValueError("clear-dual needs a second model: set settings.assessor_model "
                              "(e.g. {backend: openai, name: ..., base_url: ...})")
         rubric = grading.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
+        searches_web = mode.kind in ("online", "clear")
         async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
             ctx = Context(session=session, question=question, settings=s, mode=mode,
                           local=self.local_factory(s, mode.retriever or s.retriever),
-                          dynamic=self.dynamic_factory(s, s.dynamic_source), web=s.web_spec(),
+                          # direct and rag-* never search the web, so they need no offline web corpus
+                          dynamic=self.dynamic_factory(s, s.dynamic_source) if searches_web else None,
+                          web=s.web_spec() if searches_web else SourceSpec(kind=s.dynamic_source),
                           assessor=assessor if mode.dual else None)
             summary: dict[str, Any] = {"mode": mode.kind, "variant": str(variant or "clear-default")}
             if mode.kind == "clear":
