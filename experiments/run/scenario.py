@@ -22,6 +22,7 @@ from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.references import References
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.yamlfile import (
     MAX_SCENARIO_BYTES,
@@ -46,9 +47,8 @@ MAX_CONDITIONS = 1_024
 # validated by the same model as the key, and its error names the option the user typed.
 CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls",
                "max_tokens": "--max-tokens", "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors",
-               "max_wall_s": "--max-wall-s", "requests_per_minute": "--rpm",
-               "tokens_per_minute": "--tpm", "storage": "--storage",
-               "limit": "--limit"}
+               "max_wall_s": "--max-wall-s", "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm",
+               "storage": "--storage", "limit": "--limit"}
 
 
 class _Strict(BaseModel):
@@ -190,6 +190,8 @@ class Scenario(_Strict):
     """`<role>` or `<role>.<part>` -> a prompt file replacing that role's prompt in every condition."""
     prompt_variants: dict[str, dict[str, PromptRef]] = Field(default_factory=dict)
     """Named sets of prompt overrides, run as a grid axis beside the defaults (`c1r1+terse-challenger`)."""
+    references: References | None = None
+    """Published per-item runs (`file`, `runs: [{model, method}]`): reported beside the conditions, paired with each."""
 
     @model_validator(mode="after")
     def _model_of_models(self) -> Scenario:
