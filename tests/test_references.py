@@ -130,7 +130,7 @@ def test_a_scripted_run_pairs_with_each_reference_as_counted_by_hand(tmp_path: P
     assert usd[cols.index("p_holm")] == 0.5 and tok[cols.index("p_holm")] == 1.0
     assert usd[cols.index("verdict")] == "no detectable difference"
     # The Table 7-shape rows: the logged outcome, tokens and USD, labelled as not run here.
-    pub = tables["Published references (published, not run here)"]
+    pub = tables["Published references (published, not run here; the seed's Table 7 shape)"]
     pc = pub.columns
     rows_by = {line[0]: line for line in pub.rows}
     t, u = rows_by["gpt-4o/tok (published)"], rows_by["spo-like"]
@@ -224,7 +224,8 @@ def test_bad_reference_files_are_one_line_and_exit_2(tmp_path: Path, case: str) 
     ref = tmp_path / "refs" / "published.jsonl.gz"
     good = gzip.decompress(ref.read_bytes()).decode()
     expect = {"missing": "no such reference file", "folder": "is a folder", "not gzip or json": "neither gzip nor",
-              "damaged gzip": "damaged gzip", "bad line": "line 2 is not JSON", "no field": "line 1: gold: Field required",
+              "damaged gzip": "damaged gzip", "bad line": "line 2 is not JSON",
+              "no field": "line 1: gold: Field required",
               "repeated item": "line 13 repeats gpt-4o/tok medqa 1", "unknown model": "the file's models are gpt-4o",
               "unknown method": "gpt-4o's methods are tok, usd", "pinned digest": "not the 00"}[case]
     if case == "missing":
@@ -281,3 +282,8 @@ def test_the_shipped_scenario_names_published_runs_that_exist() -> None:
     assert all((r.model, r.method) in ref.runs for r in sc.references.runs)
     counts = Counter(len(ref.runs[(r.model, r.method)]) for r in sc.references.runs)
     assert counts == {862: len(sc.references.runs)}
+
+
+def test_a_reference_labelled_like_a_condition_is_refused(tmp_path: Path) -> None:
+    path = workspace(tmp_path, runs="{model: gpt-4o, method: tok, label: zero-shot}")
+    refused(tmp_path, path, "'zero-shot' is also a condition of this scenario", "references.runs[0].label")

@@ -116,7 +116,7 @@ def published_table(rows: Sequence[Row], refs: Sequence[Reference], note: str) -
             line[cols.index("sent_usd/q")] = "-"
         out.append(line)
     empty = [f"{ref.name}: none of this run's questions" for ref in refs if not ref.rows]
-    return Table(f"Published references ({PUBLISHED})", cols, out,
+    return Table(f"Published references ({PUBLISHED}; the seed's Table 7 shape)", cols, out,
                  note=note + "Each row is a published run read from its per-item log, on this run's answered "
                       "questions; nothing was run here. invalid = items it logged no letter for (scored wrong). "
                       "tokens/q = sent_tokens/q = its logged prompt + completion tokens ('-': it logged a cost "
@@ -200,4 +200,4 @@ def write_reference_forest(rows: list[Row], meta: Mapping[str, Any], conditions:
     first = [r for r in rows if r.repeat == 0]
     pairs = [(ref.name, c) for c in conditions for ref in refs]
     return forest_plot([*first, *(r for ref in refs for r in ref.rows)], pairs, out_dir, n_boot=n_boot,
-                       name="forest_references", title="Conditions minus the published references")
+                       name="forest_references", title="Minus published runs")

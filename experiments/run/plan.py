@@ -227,7 +227,8 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")
     if scenario.references is not None:  # read and matched now, before any model call; run.json keeps the path
-        refs = resolve_references(scenario.references, questions, base_dir=base_dir, file=file)
+        refs = resolve_references(scenario.references, questions, base_dir=base_dir, file=file,
+                                  slugs=[c.slug for c in conditions])
         scenario = scenario.model_copy(update={"references": refs})
     budget = None
     if scenario.budget_match is not None:

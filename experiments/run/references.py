@@ -225,9 +225,14 @@ def matched(items: dict[tuple[str, str], Item], questions: Sequence[Question]) -
     return same, other
 
 
-def resolve(spec: References, questions: Sequence[Question], *, base_dir: Path | None, file: str) -> References:
+def resolve(spec: References, questions: Sequence[Question], *, base_dir: Path | None, file: str,
+            slugs: Sequence[str] = ()) -> References:
     """Check a `references:` block against the run's questions (before any model call) and return it
     with the file's absolute path and SHA-256, which run.json records."""
+    for i, run in enumerate(spec.runs):
+        if run.name in slugs:  # its rows would merge with the condition's in every table
+            raise UserError(f"{run.name!r} is also a condition of this scenario. Give the reference another label",
+                            file=file, field=f"{FIELD}.runs[{i}].label")
     path = Path(spec.file).expanduser()
     if not path.is_absolute():
         path = (base_dir if base_dir is not None else Path.cwd()) / path
