@@ -17,7 +17,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -157,12 +156,12 @@ def _parse(data: bytes, file: str, field: str) -> Runs:
         if not line.strip():
             continue
         try:
-            item = Item.model_validate(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise UserError(f"line {n} is not JSON ({exc.msg}). Each line must be one JSON object", file=file,
-                            field=field) from None
+            item = Item.model_validate_json(line)  # parsed and checked in one pass: half the time of json.loads
         except ValidationError as exc:
             e = exc.errors()[0]
+            if e["type"] == "json_invalid":
+                raise UserError(f"line {n} is not JSON ({e['msg'].removeprefix('Invalid JSON: ')}). Each line must "
+                                "be one JSON object", file=file, field=field) from None
             where = ".".join(str(x) for x in e["loc"]) or "the line"
             raise UserError(f"line {n}: {where}: {e['msg']}. Each line needs model, method, dataset, realidx, "
                             "predicted, gold and correct", file=file, field=field) from None
