@@ -287,3 +287,13 @@ def test_the_shipped_scenario_names_published_runs_that_exist() -> None:
 def test_a_reference_labelled_like_a_condition_is_refused(tmp_path: Path) -> None:
     path = workspace(tmp_path, runs="{model: gpt-4o, method: tok, label: zero-shot}")
     refused(tmp_path, path, "'zero-shot' is also a condition of this scenario", "references.runs[0].label")
+
+
+def test_the_report_leaves_out_an_item_whose_gold_letter_differs(tmp_path: Path) -> None:
+    ref = reference_file(tmp_path / "r.jsonl.gz")  # every item's gold is A
+    rows = [Row(condition="c", dataset="medqa", qid=q, repeat=0, answer="A", gold=g, correct=g == "A", invalid=False,
+                error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.0, summary={},
+                transcript="") for q, g in (("1", "A"), ("2", "B"), ("3", "A"))]
+    meta = {"scenario": {"references": {"file": str(ref), "runs": [{"model": "gpt-4o", "method": "tok"}]}}}
+    (loaded,), _ = load(rows, meta)
+    assert sorted(r.qid for r in loaded.rows) == ["1", "3"] and loaded.missing == 1

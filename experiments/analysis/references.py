@@ -87,14 +87,14 @@ def load(rows: Sequence[Row], meta: Mapping[str, Any]) -> tuple[list[Reference],
         f"{spec.sha256[:12]}). ")
     prices = {**LIST_PRICES, **{m: Price.model_validate(p) for m, p in
                                 ((meta.get("scenario") or {}).get("run") or {}).get("prices", {}).items()}}
-    keys = {r.key for r in rows}
+    gold = {r.key: r.gold for r in rows}  # as at plan time: an item with another gold letter is another question
     out = []
     for run in spec.runs:
-        items = [i for k, i in sorted(chosen[run.name].items()) if k in keys]
+        items = [i for k, i in sorted(chosen[run.name].items()) if gold.get(k) == i.gold]
         price = prices.get(run.model)
         usd = [_usd(i, price) for i in items]
         out.append(Reference(run.name, run.model, run.method, [_row(run.name, i, price) for i in items],
-                             missing=len(keys) - len(items),
+                             missing=len(gold) - len(items),
                              tokens_logged=bool(items) and all(i.prompt_tokens is not None for i in items),
                              usd=("logged" if items and all(i.cost_usd is not None for i in items) else
                                   "priced" if items and all(u is not None for u in usd) else "")))
