@@ -18,6 +18,7 @@ from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.inference.contrasts import holm
+from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.analysis.transitions import transition_tables
 from medpanel.experiments.run.axes import expand_pairs
@@ -215,6 +216,7 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     extra += [repeats_table(rows, conditions), errors_table(rows)]
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
     extra += benchmark_tables(rows, conditions, meta, n_boot=n_boot)  # Table 7 shape: benchmark runs only
+    extra += reference_tables(rows, conditions, meta, n_boot=n_boot)  # published runs named in `references:`
     tables += [x for x in extra if x is not None]
     if docs is not None:
         scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))

@@ -35,7 +35,8 @@ def forest_data(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int) -
     return out
 
 
-def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *, n_boot: int) -> list[Path]:
+def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *, n_boot: int, name: str = "forest",
+                title: str = "Paired differences") -> list[Path]:
     items = [(g, e) for g, e in forest_data(rows, pairs, n_boot=n_boot) if e.contrast.n]
     if not items:
         return []
@@ -52,9 +53,9 @@ def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *,
     ax.set_yticks(ys, [f"{g}: {e.contrast.name}  (p={e.contrast.p_value:.3g}, Holm {e.p_holm:.3g})"
                        for g, e in items], fontsize=8)
     ax.set_xlabel("difference b - a (accuracy points)")
-    ax.set_title("Paired differences, pooled and per dataset\n95% CI thick, Holm-family CI thin; red: Holm p < 0.05",
+    ax.set_title(f"{title}, pooled and per dataset\n95% CI thick, Holm-family CI thin; red: Holm p < 0.05",
                  fontsize=10)
-    return _save(fig, out_dir, "forest")
+    return _save(fig, out_dir, name)
 
 
 def interaction_plot(f: Factorial, out_dir: Path) -> list[Path]:

@@ -35,6 +35,11 @@ def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file."
         by_ds[q.dataset] = by_ds.get(q.dataset, 0) + 1
     console.print(f"questions ({len(plan.questions)}): " + ", ".join(f"{k} {v}" for k, v in by_ds.items()))
     console.print(f"pairs: {len(plan.pairs)} (x{plan.repeats} repeats), shard size {plan.shard_size}")
+    if plan.scenario.references is not None:  # read and matched to the questions by make_plan
+        refs = plan.scenario.references
+        names = ", ".join(r.name for r in refs.runs)
+        console.print(f"references ({len(refs.runs)}, not run): {names} from {refs.file}", markup=False,
+                      highlight=False)
 
 
 def run(

@@ -26,6 +26,7 @@ from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import RunAxes
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
 from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.references import resolve as resolve_references
 from medpanel.experiments.run.scenario import Scenario, updated
 from medpanel.experiments.run.storage import Pair
 
@@ -225,6 +226,10 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     if not questions:
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")
+    if scenario.references is not None:  # read and matched now, before any model call; run.json keeps the path
+        refs = resolve_references(scenario.references, questions, base_dir=base_dir, file=file,
+                                  slugs=[c.slug for c in conditions])
+        scenario = scenario.model_copy(update={"references": refs})
     budget = None
     if scenario.budget_match is not None:
         scenario, budget = _budget_match(scenario, resolved, questions, file)

@@ -22,6 +22,8 @@ from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.references import References
+from medpanel.experiments.run.slugs import condition_from_slug, slug_for
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.yamlfile import (
     MAX_SCENARIO_BYTES,
@@ -190,6 +192,8 @@ class Scenario(_Strict):
     """`<role>` or `<role>.<part>` -> a prompt file replacing that role's prompt in every condition."""
     prompt_variants: dict[str, dict[str, PromptRef]] = Field(default_factory=dict)
     """Named sets of prompt overrides, run as a grid axis beside the defaults (`c1r1+terse-challenger`)."""
+    references: References | None = None
+    """Published per-item runs (`file`, `runs: [{model, method}]`): reported beside the conditions, paired with each."""
 
     @model_validator(mode="after")
     def _model_of_models(self) -> Scenario:
@@ -264,29 +268,6 @@ class Scenario(_Strict):
         if dupes:
             raise ValueError(f"conditions repeat: {', '.join(sorted(dupes))}")
         return out
-
-
-def slug_for(flags: dict[str, int | str], variant: str | None = None) -> str:
-    """`{c: 1, r: 0}` -> `c1r0`; string-valued flags and a variant append as `-value`."""
-    head = "".join(f"{k}{v}" for k, v in flags.items() if isinstance(v, int))
-    tail = [str(v) for v in flags.values() if not isinstance(v, int)]
-    if variant:
-        tail.append(variant)
-    return "-".join([head, *tail]) if head else "-".join(tail)
-
-
-def condition_from_slug(slug: str, pipeline: str, settings: dict[str, Any]) -> Condition:
-    """Parse `c1r1k1-ind` back into flags plus a `variant` flag."""
-    m = re.fullmatch(r"((?:[a-z]\d)+)(?:-([a-z0-9_-]+))?", slug)
-    if not m:
-        if re.fullmatch(r"[a-z][a-z0-9_-]*", slug):
-            # A named condition the pipeline defines itself (e.g. `between-gap`, `upfront`).
-            return Condition(slug=slug, pipeline=pipeline, flags={"variant": slug}, settings=settings)
-        raise ValueError(f"variant {slug!r} is not a slug like c1r1k1-ind or a name like between-gap")
-    flags: dict[str, int | str] = {p[0]: int(p[1]) for p in re.findall(r"[a-z]\d", m.group(1))}
-    if m.group(2):
-        flags["variant"] = m.group(2)
-    return Condition(slug=slug, pipeline=pipeline, flags=flags, settings=settings)
 
 
 def _hint(err_type: str, loc: tuple[Any, ...]) -> str:

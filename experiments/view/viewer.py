@@ -30,6 +30,7 @@ from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, ref
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text, cache_mode
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
+from medpanel.experiments.analysis.references import write_reference_forest
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory import trajectory
@@ -179,6 +180,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
                                         n_boot=n_boot)
+        plot_files += write_reference_forest(data.rows, data.meta, conditions, out / "plots", n_boot=n_boot)
         if benchmark_table.applies(data.meta):  # the Table 7 run's accuracy-vs-tokens Pareto figure
             plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
