@@ -160,12 +160,18 @@ class Store:
         params = {**_key_params(pair), "owner": owner, "now": now}
         try:
             with self.engine.begin() as conn:
-                if conn.execute(_IS_ANSWERED if retry_errors else _IS_DONE, params).first() is not None:
-                    return False
+                # The claim goes in before the check, never after. A commit inserts the row and
+                # deletes its claim in one transaction, so an insert that succeeds either met no
+                # claim (the pair was never taken, or its commit is visible to the next statement)
+                # or waited for that commit. Checking first let a check that ran just before
+                # another worker's commit be followed by an insert just after it: on PostgreSQL
+                # (read committed) that executed finished pairs a second time.
                 conn.execute(_INSERT_CLAIM, params)
+                if conn.execute(_IS_ANSWERED if retry_errors else _IS_DONE, params).first() is not None:
+                    raise _Finished  # leaving the block rolls the claim back
                 conn.execute(_INSERT_EXECUTION, params)
             return True
-        except IntegrityError:
+        except (IntegrityError, _Finished):
             return False
 
     def release_stale_claims(self, live_owners: Iterable[str] = (), older_than_s: float | None = None) -> int:
@@ -268,6 +274,10 @@ def _key_match(table: sa.Table) -> list[Any]:
 def _key_values(**extra: Any) -> dict[str, Any]:
     return {"condition": sa.bindparam("k_condition"), "dataset": sa.bindparam("k_dataset"),
             "qid": sa.bindparam("k_qid"), "repeat": sa.bindparam("k_repeat"), **extra}
+
+
+class _Finished(Exception):
+    """A claim met the pair's row: roll the claim back."""
 
 
 # The statements of a claim and a commit, built once: building a SQLAlchemy expression per call
