@@ -132,6 +132,20 @@ def test_holm_hand_computed_and_verdict() -> None:
     assert out[0].adj_low < out[0].contrast.ci_low and out[0].adj_high > out[0].contrast.ci_high
 
 
+def test_holm_equals_statsmodels_on_random_families_with_ties_and_nan() -> None:
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(7)
+    for m in (1, 2, 5, 18, 60):
+        p = np.round(rng.uniform(0, 0.2, m), 3)  # rounding makes ties
+        p[rng.integers(0, m)] = 1.0
+        with_nan = [*p.tolist(), math.nan]
+        expected = multipletests(p, method="holm")[1].tolist()
+        assert holm(with_nan)[:-1] == pytest.approx(expected, abs=1e-12)
+        assert math.isnan(holm(with_nan)[-1])
+    assert holm([]) == []
+
+
 def test_table3_channel_addition_hand_computed() -> None:
     n = 30
     base = [1 if q < 20 else 0 for q in range(n)]  # right on 0..19

@@ -154,15 +154,24 @@ def compute_contrasts(
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (statsmodels); nan entries stay nan and are not counted."""
-    # Imported here: statsmodels takes seconds to import and most commands never adjust a p-value.
-    from statsmodels.stats.multitest import multipletests
+    """Holm step-down adjusted p-values; nan entries stay nan and are not counted.
 
+    The i-th smallest of m p-values becomes max over j <= i of (m - j + 1) * p_(j), capped at 1.
+    Written here rather than taken from statsmodels' `multipletests`, which runs a full garbage
+    collection on every call: over a large report's heap that was seconds per family. The test
+    holds it equal to statsmodels on random families with ties."""
     p = np.asarray(p_values, dtype=float)
     ok = ~np.isnan(p)
     out = np.full(p.shape, np.nan)
-    if ok.any():
-        out[ok] = multipletests(p[ok], method="holm")[1]
+    valid = p[ok]
+    m = valid.size
+    if m:
+        order = np.argsort(valid, kind="stable")
+        steps = (m - np.arange(m)) * valid[order]
+        adjusted = np.minimum(np.maximum.accumulate(steps), 1.0)
+        back = np.empty(m)
+        back[order] = adjusted
+        out[ok] = back
     return out.tolist()
 
 
