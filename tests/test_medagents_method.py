@@ -126,3 +126,35 @@ def test_an_invalid_decision_is_counted_invalid() -> None:
              "decision.answer:reask": {"reasoning": "r", "answer": "Z"}}
     result, _ = run(method("medagents"), Q4, reply(rules))
     assert result.invalid and result.answer == () and not result.correct
+
+
+def test_the_stage_caps_reach_the_endpoint_in_each_request_body(monkeypatch: Any) -> None:
+    """Over HTTP (the OpenAI client path, the fake endpoint): the `original` variant's vote bodies
+    carry `max_tokens` 30 and its advice bodies 500; the default sends the model block's cap on
+    every call. The endpoint's schema replies vote "no" (false) every time: 56 calls each."""
+    import asyncio
+    import json
+
+    from medpanel.agents.model.spec import ModelSpec
+    from medpanel.agents.run import run_question
+
+    from .fake_openai import FakeOpenAI, completion, schema_reply
+
+    monkeypatch.setenv("MP_TEST_KEY", "sk-test")
+
+    def bodies(variant: str | None) -> list[dict[str, Any]]:
+        with FakeOpenAI(lambda body, n: (200, {}, completion(json.dumps(schema_reply(body))))) as srv:
+            spec = ModelSpec(backend="openai", name="fake-model", base_url=srv.base_url, api_key_env="MP_TEST_KEY",
+                             cache="off", max_tokens=700)
+            asyncio.run(run_question(method("medagents", variant), Q4, spec))
+            return list(srv.requests)
+
+    def fields(body: dict[str, Any]) -> set[str]:
+        return set(body["response_format"]["json_schema"]["schema"]["properties"])
+
+    original, default = bodies("original"), bodies(None)
+    assert len(original) == len(default) == 56
+    assert {b["max_tokens"] for b in original if fields(b) == {"agree"}} == {30}
+    assert {b["max_tokens"] for b in original if fields(b) == {"revisions"}} == {500}
+    assert {b["max_tokens"] for b in original} == {50, 300, 2500, 30, 500}
+    assert {b["max_tokens"] for b in default} == {700}

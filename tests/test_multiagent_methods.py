@@ -88,3 +88,17 @@ def test_the_multiagent_pipeline_names_each_original_as_a_variant() -> None:
     o, _ = run(cond("mdagents-original", **md), Q4, reply(talk))
     assert steps(b).count("mdt.final") == 5 and steps(o).count("mdt.final") == 10
     assert o.summary["variant"] == "original" and b.summary["variant"] == "benchmark"
+
+
+def test_the_protocol_line_declares_how_each_method_in_the_run_differs_from_its_code() -> None:
+    from medpanel.experiments.analysis.protocol import METHOD_DIFFERENCES, protocol_line
+    from medpanel.experiments.run.scenario import load_scenario
+
+    line = protocol_line(load_scenario(REPO / "scenarios/multiagent_methods.yaml").model_dump())
+    for m, differences in METHOD_DIFFERENCES.items():
+        assert f"{m} differs from its code in: " in line and f"docs/methods/{m}.md" in line
+        assert all(d in line for d in differences)
+        assert (REPO / "docs" / "methods" / f"{m}.md").is_file()
+    only = protocol_line({"name": "x", "pipeline": "multiagent", "variants": ["mdagents-original"]})
+    assert "mdagents differs" in only and "kamac differs" not in only and "medagents differs" not in only
+    assert "differs from its code" not in protocol_line({"name": "y", "pipeline": "baseline", "variants": ["cot"]})
