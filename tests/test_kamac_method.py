@@ -18,7 +18,7 @@ SELF_TALK = {"debate.talk": {"talk": True}, "debate.choose": {"experts": [1]}, "
 def test_a_turn_without_a_gap_but_with_talk_goes_on_for_the_three_turns() -> None:
     """`start_discuss` 539-645 and `consensus` 1044-1099: a turn ends the discussion only when
     `num_yes == 0` (619-625); with talk and no gap everyone answers again (1069-1097) and the next
-    turn starts. Per turn: talk, choose, one message (`discuss` 985-1013), gap (`ask_gap` 669-740),
+    turn starts. Per turn: talk, choose, one message (`discuss` 984-1013), gap (`ask_gap` 669-740),
     answer: 1 + 1 + 3 x 5 + 1 = 18."""
     result, client = run(method("kamac"), Q4, reply(SELF_TALK))
     assert steps(result) == (["recruit.initial", "assess.initial"]
@@ -36,14 +36,15 @@ def test_a_silent_turn_without_a_gap_ends_the_discussion() -> None:
 
 
 def test_a_gap_recruits_as_many_as_the_recruiter_names_and_they_assess_seeing_the_panel() -> None:
-    """`respond_gap` 742-941: the assistant sifts the gap reports (756-766), the recruiter names new
-    experts with no cap (767-784, 790-810), each assesses shown the opinions (836-851) and takes
-    its talk turn (879-903); nobody talks, so the discussion ends (619-625).
+    """`respond_gap` 742-941: the assistant sifts the gap reports (755-763), the recruiter names new
+    experts with no cap (764-781, 790-810), each assesses shown the opinions (848-872) and takes
+    its talk turn (886-903); nobody talks, so the discussion ends (619-625).
     1 + 1 + (talk + gap + sift + recruit + 3 assessments + 3 talks) + 1 = 13."""
     def gap(r: ScriptedRequest) -> dict[str, Any]:
         return GAP if r.tag.turn == 1 and r.tag.agent == "specialist_1" else {"gap": False, "expert": "", "reason": ""}
 
     rules = {"assess.initial": {"reasoning": "FIRST-OPINION-3", "answer": "A"}, "gap.assess": gap,
+             "assess.recruited": {"reasoning": "JOINED-OPINION", "answer": "B"},
              "gap.summary": {"recommendations": "SIFTED-TOKEN"},
              "gap.recruit": {"count": 3, **{f"expert_{i}": s for i, s in
                                             enumerate(["toxicologist", "nephrologist", "cardiologist"]
@@ -58,12 +59,15 @@ def test_a_gap_recruits_as_many_as_the_recruiter_names_and_they_assess_seeing_th
     assert "GAP-REASON-5" not in recruit.last  # it reads the sifted list, not the raw reports
     joined = sent(client, "assess.recruited")
     assert len(joined) == 3 and all("FIRST-OPINION-3" in r.last for r in joined)
+    # Their talk prompt (turn 1) shows the opinions with the recruits' own assessments in (874-884).
+    talks = [r for r in sent(client, "debate.talk") if r.tag.agent != "specialist_1"]
+    assert len(talks) == 3 and all("JOINED-OPINION" in r.last and "FIRST-OPINION-3" in r.last for r in talks)
     moderator = sent(client, "decision.moderator")[0]
-    assert moderator.last.count("answer A") == 4
+    assert moderator.last.count("answer A") == 1 and moderator.last.count("answer B") == 3
 
 
 def test_a_skipped_recruitment_adds_a_turn_and_no_new_answers_up_to_max_turns() -> None:
-    """786-788 and `update_with_discussion` 943-963: `<skip recruitment>` adds one turn to the round
+    """782-788 and `update_with_discussion` 943-963: `<skip recruitment>` adds one turn to the round
     (`num_turns += 1`) and returns before any re-answer; the code has no bound, medpanel stops at
     `max_turns`. Per turn: talk, choose, message, gap, sift, recruit (skip) = 6; 5 turns:
     1 + 1 + 5 x 6 + 1 = 33."""
@@ -75,7 +79,7 @@ def test_a_skipped_recruitment_adds_a_turn_and_no_new_answers_up_to_max_turns() 
 
 
 def test_a_message_reaches_its_addressee_only_through_a_later_talk_prompt_of_the_same_turn() -> None:
-    """`discuss` 985-990 with 567-598: the first turn's talk prompt shows the opinions; later turns
+    """`discuss` 984-990 with 560-598: the first turn's talk prompt shows the opinions; later turns
     show `all_comments`, the messages sent to that agent so far in the turn. Two agents;
     specialist_1 writes to specialist_2 in turns 1 and 2: only turn 2's note reaches it."""
     def talk(r: ScriptedRequest) -> dict[str, Any]:

@@ -181,7 +181,13 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                             keep(j, await j.agent.speak(PROMPTS.render("assess_joined", question=q, opinions=opinions),
                                                         a_type, step="assess.recruited", round=r, turn=t))
                         _note(session, "gap.recruited", ", ".join(new), r, t, recruited=new, gaps=gaps)
-                        await talk_turn(session, members, log, prompts=PROMPTS, shown=shown, method="kamac",
+                        # The recruits' first-turn prompt shows the opinions with their own assessments in.
+                        now = opinions_block(answers, texts)
+
+                        def shown_joined(m: Member, log: TurnLog = log, t: int = t, now: str = now) -> str:
+                            return now if t == 1 else log.for_(m.name, members)
+
+                        await talk_turn(session, members, log, prompts=PROMPTS, shown=shown_joined, method="kamac",
                                         round=r, turn=t, speakers=joined)
                         extend = t == turns
                 if log.talked and not skipped:

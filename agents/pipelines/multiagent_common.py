@@ -1,6 +1,6 @@
 """What the published multi-agent methods (`medagents`, `mdagents`, `kamac`) share.
 
-Each call's `step` is `<stage>.<what>` (`domains.question`, `mdt.talk`, `gap.assess` ...), so the
+Each call's `step` is `<stage>.<what>` (`domains.question`, `debate.talk`, `gap.assess` ...), so the
 viewer and the tests read every method's stage order from its transcript. The final answer of each
 method is a structured reply whose answer field is a `Literal` over the question's letters (or the
 letters the experts hold), asked through the same `RoleAgent` path as every other pipeline: an
