@@ -102,3 +102,24 @@ def test_the_protocol_line_declares_how_each_method_in_the_run_differs_from_its_
     only = protocol_line({"name": "x", "pipeline": "multiagent", "variants": ["mdagents-original"]})
     assert "mdagents differs" in only and "kamac differs" not in only and "medagents differs" not in only
     assert "differs from its code" not in protocol_line({"name": "y", "pipeline": "baseline", "variants": ["cot"]})
+
+
+@pytest.mark.parametrize("variant", ["medagents", "medagents-original", "mdagents", "mdagents-original", "kamac"])
+def test_no_request_depends_on_the_gold_answer(variant: str) -> None:
+    """The same question with its gold letter moved: every request body is byte-identical (the
+    scripted model's replies are drawn from the request, so the whole discussion is replayed)."""
+    import json
+
+    from medpanel.agents.model.scripted import synthesize
+    from medpanel.agents.types import Condition
+
+    cond = Condition(slug=variant, pipeline="multiagent", flags={"variant": variant})
+
+    def respond(r: object) -> object:
+        return synthesize(r.model, json.dumps(r.messages)) if r.model else "ok"  # type: ignore[attr-defined]
+
+    bodies = []
+    for gold in ("A", "C"):
+        _, client = run(cond, Q4.model_copy(update={"gold": (gold,)}), respond)
+        bodies.append([json.dumps(r.messages, sort_keys=True) for r in client.requests])
+    assert bodies[0] and bodies[0] == bodies[1]
