@@ -34,37 +34,38 @@ def exemplar_file(tmp_path: Path) -> Path:
 
 
 def test_unanimous_first_answers_still_discuss_and_a_silent_first_turn_ends_it() -> None:
-    """utils.py 439-504: no unanimity check anywhere. Round 1 runs its summary (450-457) and turn 1
-    asks every expert whether it wants to talk (467); nobody does, so both loops break (490-494);
-    the final answers are collected once (496-504), then the moderator (539-545).
-    1 + 1 + 5 + 1 + 5 + 5 + 1 = 19."""
+    """utils.py 406-504: no unanimity check anywhere. The recruiter writes the five exemplars'
+    rationales (415; here the builtin exemplars), round 1 runs its summary (450-457) and turn 1 asks
+    every expert whether it wants to talk (467); nobody does, so both loops break (490-494); the
+    final answers are collected once (496-504), then the moderator (539-545).
+    1 + 1 + 5 + 5 + 1 + 5 + 5 + 1 = 24."""
     result, client = run(method("mdagents"), Q4, reply(MODERATE))
-    assert steps(result) == (["triage.complexity", "mdt.recruit"] + ["mdt.initial"] * 5 + ["debate.summary"]
-                             + ["debate.talk"] * 5 + ["mdt.final"] * 5 + ["decision.moderator"])
-    assert len(client.requests) == 19
+    assert steps(result) == (["triage.complexity", "mdt.recruit"] + ["mdt.rationale"] * 5 + ["mdt.initial"] * 5
+                             + ["debate.summary"] + ["debate.talk"] * 5 + ["mdt.final"] * 5 + ["decision.moderator"])
+    assert len(client.requests) == 24
     assert result.summary["rounds_run"] == 1 and result.summary["ended_by"] == "silence"
 
 
 def test_a_silent_turn_ends_the_whole_discussion_not_only_its_round() -> None:
     """utils.py 459-494: `if num_yes == 0: break` leaves the turns, then the same test leaves the
     rounds. expert_1 talks (to expert_2) in round 1 turns 1 and 2; turn 3 is silent: no round 2.
-    1 + 1 + 5 + 1 + 3 x 5 talk + 2 choose + 2 message + 5 final + 1 = 33."""
+    1 + 1 + 5 rationales + 5 + 1 + 3 x 5 talk + 2 choose + 2 message + 5 final + 1 = 38."""
     def talk(r: ScriptedRequest) -> dict[str, Any]:
         return {"talk": r.tag.agent == "expert_1" and r.tag.turn < 3}
 
     rules = {**MODERATE, "debate.talk": talk, "debate.choose": {"experts": [2]}}
     result, client = run(method("mdagents"), Q4, reply(rules))
-    assert len(client.requests) == 33
+    assert len(client.requests) == 38
     assert steps(result).count("debate.summary") == 1 and steps(result).count("mdt.final") == 5
     assert result.summary["turns_run"] == 3 and result.summary["messages"] == 2
 
 
-def test_everyone_writing_to_everyone_runs_5_by_5_at_most_893_calls_without_exemplars() -> None:
-    """utils.py 428-504: 5 rounds x 5 turns; per turn each of 5 experts: talk (467), choose (472), one
-    message per chosen expert (478-484; all five, itself included, as the parser allows).
-    1 + 1 + 5 + 5 x (1 + 5 x (5 + 5 + 25)) + 5 + 1 = 893 (898 with five exemplars' rationales)."""
+def test_everyone_writing_to_everyone_runs_5_by_5_at_most_898_calls() -> None:
+    """utils.py 406-504: 5 rationales, then 5 rounds x 5 turns; per turn each of 5 experts: talk
+    (467), choose (472), one message per chosen expert (478-484; all five, itself included, as the
+    parser allows). 1 + 1 + 5 + 5 + 5 x (1 + 5 x (5 + 5 + 25)) + 5 + 1 = 898."""
     result, client = run(method("mdagents"), Q4, reply({**MODERATE, **TALK_ALL}))
-    assert len(client.requests) == 893
+    assert len(client.requests) == 898
     assert result.summary["rounds_run"] == 5 and result.summary["turns_run"] == 25
     assert steps(result).count("mdt.final") == 5  # once, after the discussion
 
@@ -173,8 +174,11 @@ def test_low_route_rationales_share_one_history_and_never_use_the_question(tmp_p
     assert all(f"WHY-{i}" in client.requests[-1].last for i in range(1, 6))
 
 
-def test_low_route_without_exemplars_says_so() -> None:
+def test_low_route_with_the_builtin_exemplars_and_without_any() -> None:
     result, client = run(method("mdagents"), Q4, reply(triage("low")))
+    assert steps(result) == ["triage.complexity"] + ["solo.rationale"] * 5 + ["solo.answer"]
+    assert len(result.summary["exemplars"]) == 5
+    result, client = run(method("mdagents", exemplar_file=None), Q4, reply(triage("low")))
     assert steps(result) == ["triage.complexity", "solo.answer"] and len(client.requests) == 2
     assert any(e.step == "exemplars.none" for e in result.events)
 
@@ -195,3 +199,16 @@ def test_an_invalid_triage_routes_low_and_an_invalid_moderator_falls_back_to_the
     rules = {**MODERATE, "mdt.final": final, "decision.moderator": "x", "decision.moderator:reask": "x"}
     result, _ = run(method("mdagents"), Q4, reply(rules))
     assert result.answer == ("A",) and result.summary["rule"] == "majority_after_invalid_moderator"
+
+
+def test_a_test_split_is_refused_as_the_exemplar_file(tmp_path: Path) -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from medpanel.agents.pipelines.mdagents import MDAgentsSettings
+
+    path = tmp_path / "test_hard.jsonl"
+    path.write_text(exemplar_file(tmp_path).read_text())
+    with pytest.raises(ValidationError, match="test split"):
+        MDAgentsSettings(exemplar_file=str(path))
+    assert MDAgentsSettings(exemplar_file=str(tmp_path / "train.jsonl")).exemplar_file

@@ -8,7 +8,7 @@ The page `docs/methods/mdagents.md` lists what follows which code and what diffe
 |------------|----------------------------------------------------------------------------------------|
 | `triage`   | one call rates the question low / moderate / high (invalid: `invalid_route`, low)      |
 | `solo`     | low: one agent writes a rationale for each of `exemplars` (5) solved examples from     |
-|            | `exemplar_file` (never the question itself), then one expert answers with them         |
+|            | `exemplar_file` (`builtin`; never the question itself), then one expert answers        |
 | `mdt`      | moderate: the recruiter seats `mdt_experts` (5) with a lead, then writes the rationales |
 |            | of the exemplars; each expert answers once with the exemplars in its prompt            |
 | `debate`   | up to `rounds` (5) rounds: a fresh assistant summarises the round's reports (nobody    |
@@ -34,7 +34,6 @@ MedAgentsBench's code adds one answer-parser call per question on every route.
 from __future__ import annotations
 
 import functools
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -45,6 +44,7 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
+from medpanel.agents.pipelines.exemplars import BUILTIN, ExemplarPool
 from medpanel.agents.pipelines.multiagent_common import answer_key, ask_once, moderate, opinions_block, record_final
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, talk_turn
 from medpanel.agents.prompting import format_question
@@ -66,17 +66,22 @@ class MDAgentsSettings(PipelineSettings):
     ict_members: int = Field(default=3, ge=2, le=6)
     exemplars: int = Field(default=5, ge=0, le=20)
     """Solved examples for the low and moderate routes (both codes' 5 from the training split)."""
-    exemplar_file: str | None = None
-    """A JSONL of solved questions (MedAgentsBench shape: question, options, answer_idx) from a split
-    that is not evaluated. None: the routes answer with no examples (recorded)."""
+    exemplar_file: str | None = BUILTIN
+    """Where the solved examples come from: `builtin` (the team's six, `pipelines/exemplars.py`), a
+    JSONL of solved questions (MedAgentsBench shape: question, options, answer_idx) from a split that
+    is not evaluated (the codes use the dataset's `train.jsonl`), or None: no examples (recorded)."""
     invalid_route: Complexity = "low"
     """Where an invalid triage reply goes (both codes default to their basic route)."""
 
     @field_validator("exemplar_file")
     @classmethod
     def _exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
+        if v in (None, BUILTIN):
+            return v
+        if not Path(v).is_file():
             raise ValueError(f"no file {v!r}: give a JSONL of solved questions outside the evaluated split")
+        if Path(v).name.lower().startswith("test"):
+            raise ValueError(f"{v!r} looks like a test split: exemplars must come from a split that is not evaluated")
         return v
 
 
@@ -97,22 +102,18 @@ class MDAgentsSummary(Summary):
 
 
 @functools.lru_cache(maxsize=8)
-def _exemplar_pool(path: str) -> tuple[dict[str, Any], ...]:
-    rows = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows.append({"question": row["question"], "options": row["options"], "answer_idx": row["answer_idx"]})
-    return tuple(rows)
+def _pool(source: str) -> ExemplarPool:
+    return ExemplarPool(source)
 
 
 def draw_exemplars(question: Question, settings: MDAgentsSettings) -> list[dict[str, Any]]:
-    """`exemplars` solved examples, seeded by the question's key; a row with the question's own text is
-    never drawn (so the evaluated question cannot be its own example)."""
+    """`exemplars` solved examples from the pool, seeded by the question's key; an item with the
+    question's own stem is never drawn (`ExemplarPool.allowed`)."""
     if settings.exemplar_file is None or settings.exemplars == 0:
         return []
-    pool = [r for r in _exemplar_pool(settings.exemplar_file) if r["question"].strip() != question.text.strip()]
-    return random.Random(f"mdagents/{question.key}").sample(pool, min(settings.exemplars, len(pool)))
+    pool, _ = _pool(settings.exemplar_file).allowed(question)
+    drawn = random.Random(f"mdagents/{question.key}").sample(pool, min(settings.exemplars, len(pool)))
+    return [{"question": e.question, "options": e.options, "answer_idx": e.answer} for e in drawn]
 
 
 def _note(session: QuestionSession, step: str, content: str, **data: Any) -> None:
@@ -170,8 +171,8 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                   facts: dict[str, Any]) -> list[dict[str, Any]]:
         examples = draw_exemplars(question, settings)
         if not examples:
-            _note(session, "exemplars.none", "No exemplar_file (or exemplars: 0): the experts answer without "
-                                             "solved examples.")
+            _note(session, "exemplars.none", "exemplar_file: null (or exemplars: 0): the experts answer "
+                                             "without solved examples.")
         facts["exemplars"] = [ex["question"][:80] for ex in examples]
         return examples
 

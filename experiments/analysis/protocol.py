@@ -129,7 +129,8 @@ METHOD_DIFFERENCES: dict[str, tuple[str, ...]] = {
     "mdagents": ("medpanel's own prompt wording", "structured replies replace the answer-parser call "
                  "(one call fewer)", "no agent-opening calls (code: each agent first sends its own "
                  "instruction)", "options in their order (code: unseeded shuffle)",
-                 "exemplars seeded from exemplar_file, none without one (code: 5 from the train split)"),
+                 "exemplars drawn seeded from exemplar_file, the builtin six by default (code: 5 from the "
+                 "dataset's train split, unseeded)"),
     "kamac": ("medpanel's own prompt wording", "structured replies, moderator limited to the held answers",
               "turns bounded by max_turns, panel by max_agents (code: unbounded)",
               "every role on the run's model (code: recruiter, assistant, moderator on gpt-4.1-mini)"),
