@@ -112,3 +112,11 @@ def test_a_multi_answer_set_is_one_position_for_the_moderator() -> None:
     prop = moderator.model.model_json_schema()["properties"]["answer"]
     assert prop.get("enum", [prop.get("const")]) == ["A,C"]  # a one-value Literal is a `const`
     assert result.answer == ("A", "C") and result.correct
+
+
+def test_each_turn_records_how_many_talked_once() -> None:
+    rules = {"debate.talk": lambda r: {"talk": r.tag.agent == "specialist_2"}, "debate.choose": {"experts": [1]},
+             "debate.message": {"message": "m"}}
+    result, _ = run(method("kamac", initial_agents=3), Q4, reply(rules))
+    notes = [e for e in result.events if e.step == "debate.turn"]
+    assert [(e.turn, e.data["talked"]) for e in notes] == [(1, 1), (2, 1), (3, 1)]

@@ -44,7 +44,7 @@ from medpanel.agents.pipelines.multiagent_common import (
     opinions_block,
     record_final,
 )
-from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, roster, talk_turn
+from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, roster, talk_turn, turn_note
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import kamac as roles
 from medpanel.agents.roles.kamac import PROMPTS, Gap, GapSummary
@@ -190,6 +190,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                         await talk_turn(session, members, log, prompts=PROMPTS, shown=shown_joined, method="kamac",
                                         round=r, turn=t, speakers=joined)
                         extend = t == turns
+                turn_note(session, log, method="kamac", round=r, turn=t)
                 if log.talked and not skipped:
                     await answer_again(r, t)
                 messages += sum(len(v) for v in log.inbox.values())

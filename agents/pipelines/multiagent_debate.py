@@ -91,7 +91,12 @@ async def talk_turn(session: QuestionSession, members: list[Member], log: TurnLo
             data: dict[str, Any] = {"from": member.name, "to": target.name}
             session.record(TranscriptEvent(kind="note", role=agent.role, agent=member.name, step="debate.sent",
                                            round=round, turn=turn, content=text, data=data))
+    if speakers is None:  # a method that runs the turn speaker by speaker records it itself (`turn_note`)
+        turn_note(session, log, method=method, round=round, turn=turn)
+    return log
+
+
+def turn_note(session: QuestionSession, log: TurnLog, *, method: str, round: int, turn: int) -> None:
     session.record(TranscriptEvent(kind="note", role="pipeline", agent=method, step="debate.turn", round=round,
                                    turn=turn, content=f"{log.talked} expert(s) wanted to talk",
                                    data={"talked": log.talked}))
-    return log
