@@ -332,7 +332,7 @@ def test_every_table7_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
          "--set", "settings.persona_rounds=1", "--set", "settings.k_shots=1", "--set", "settings.knn_k=1",
          "--set", "settings.medagents={question_domains: 1, option_domains: 1, max_attempts: 1}",
          "--set", "settings.mdagents={rounds: 1, turns: 1, mdt_experts: 2, ict_groups: 2, ict_members: 2}",
-         "--set", "settings.kamac={turns: 1, max_agents: 2}",
+         "--set", "settings.kamac={turns: 1, max_turns: 1, max_agents: 2}",
          "--set", "model.max_tokens=96", "--set", "run.workers=4"],
         capture_output=True, text=True, timeout=1400)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

@@ -142,8 +142,9 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
     return {"role": "unknown", "content": str(message)}
 
 
-SAMPLING_OVERRIDES = ("seed", "temperature")
-"""What `RecordingClient.overrides` may change per call."""
+SAMPLING_OVERRIDES = ("seed", "temperature", "max_tokens")
+"""What `RecordingClient.overrides` may change per call (`max_tokens`: a stage's own reply cap,
+where a method's original code sets one for that call)."""
 
 
 @dataclass
@@ -201,6 +202,11 @@ class RecordingClient(ChatCompletionClient):
         self.overrides: dict[str, Any] = {}
         """Per-call sampling parameters (`seed`, `temperature`) that replace the spec's: merged into
         the cache key and sent as create args, so self-consistency samples are distinct requests."""
+
+    @property
+    def max_tokens(self) -> int:
+        """This call's reply cap: the stage's own (`overrides`) or the model block's."""
+        return int(self.overrides.get("max_tokens", self.session.spec.max_tokens))
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec
@@ -311,7 +317,7 @@ class RecordingClient(ChatCompletionClient):
                 async for attempt in retrying:
                     with attempt:
                         attempts += 1
-                        ticket = await limits.acquire(request_tokens(oai, spec.max_tokens)) if limits else None
+                        ticket = await limits.acquire(request_tokens(oai, self.max_tokens)) if limits else None
                         used: int | None = None
                         try:
                             with probing(limits) as probe:

@@ -1,24 +1,28 @@
 """KAMAC (knowledge-gap-driven adaptive multi-agent collaboration, arXiv 2509.14998), re-implemented
-from its described behaviour (the GPL-3.0 code, AnonymousSubmission361/KAMAC, was read for behaviour
-only: nothing is copied).
+from the behaviour of its code (AnonymousSubmission361/KAMAC `main_kamac.py`, GPL-3.0: read for
+behaviour only, nothing is copied), run as its README runs it (`--auto_recruit`, one initial
+agent, no exemplars). MedAgentsBench has no copy of KAMAC. `docs/methods/kamac.md` lists the
+differences.
 
 | stage        | what happens                                                                         |
 |--------------|--------------------------------------------------------------------------------------|
-| `recruit`    | the recruiter seats `initial_agents` (1) specialist(s)                                |
+| `recruit`    | the recruiter (one agent for the whole question) seats `initial_agents` (1)          |
 | `assess`     | each gives an initial assessment and answer                                          |
-| `gap`        | each turn (`rounds` 1 x `turns` 3), every specialist says whether the panel lacks     |
-|              | knowledge and which specialist would have it. No gap from anyone: the discussion     |
-|              | ends. A gap: the recruiter reads every gap report and recruits up to                  |
-|              | `max_new_per_turn` (2) specialists (or none), never past `max_agents` (5)             |
-| `assess`     | each recruited specialist, shown why it was called and the panel's answers, assesses |
-| `discussion` | every specialist comments with its answer, seeing the panel's current answers         |
-| `decision`   | the moderator decides by majority over the final answers (its answer type admits only |
-|              | their letters; an invalid reply falls back to the coded majority)                     |
+| each turn    | (`rounds` 1 x `turns` 3) every specialist in turn: the talk / choose / message debate |
+|              | (`multiagent_debate`), then "is there a knowledge gap?" (yes / no, which specialist)  |
+| `gap`        | any gap: the assistant sifts the gap reports, the recruiter recruits any number of   |
+|              | new specialists or none. None: the round gets one more turn. New ones: each assesses  |
+|              | (shown the panel's opinions) and takes its debate turn; on the round's last turn, one |
+|              | more turn is added                                                                   |
+| `discussion` | when anyone talked in the turn (and it did not skip a recruitment), every specialist  |
+|              | gives its answer again                                                               |
+| end          | a turn in which nobody talks (the turn's recruits included) ends the discussion, once |
+|              | its gap is dealt with; a turn with talk and no gap goes on to the next turn           |
+| `decision`   | the moderator decides by majority over the latest answers (its answer type admits    |
+|              | only their letters; an invalid reply falls back to the coded majority)                |
 
-Deviations: KAMAC extends its turns when it recruits; here the turns are fixed (a recruited
-specialist always joins the same turn's discussion). KAMAC sets no panel cap; `max_agents` keeps the
-cost bounded. KAMAC deduplicates the gap reports with an assistant call; here the recruiter reads them
-all in one call and is told the panel so it does not recruit a seated specialty twice.
+The code adds turns without bound; here `max_turns` (10) bounds a round, and `max_agents` (10) the
+panel (the code has neither): both are declared, and a run that meets them records it.
 """
 
 from __future__ import annotations
@@ -40,9 +44,10 @@ from medpanel.agents.pipelines.multiagent_common import (
     opinions_block,
     record_final,
 )
+from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, roster, talk_turn, turn_note
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import kamac as roles
-from medpanel.agents.roles.kamac import PROMPTS, Gap
+from medpanel.agents.roles.kamac import PROMPTS, Gap, GapSummary
 from medpanel.agents.types import Question, TranscriptEvent
 
 
@@ -51,14 +56,18 @@ class KamacSettings(PipelineSettings):
     """Specialists at the start (KAMAC's `--num_agents` default 1)."""
     rounds: int = Field(default=1, ge=1, le=5)
     turns: int = Field(default=3, ge=1, le=10)
-    """Gap-check turns per round (KAMAC's defaults: 1 round x 3 turns)."""
-    max_new_per_turn: int = Field(default=2, ge=1, le=5)
-    max_agents: int = Field(default=5, ge=1, le=10)
+    """Turns per round before any extension (KAMAC's defaults: 1 round x 3 turns)."""
+    max_turns: int = Field(default=10, ge=1, le=30)
+    """A round's turns, extensions included (the code has no bound; declared)."""
+    max_agents: int = Field(default=10, ge=1, le=20)
+    """The panel's size (the code has no bound; declared)."""
 
     @model_validator(mode="after")
     def _room(self) -> KamacSettings:
         if self.max_agents < self.initial_agents:
             raise ValueError(f"max_agents ({self.max_agents}) is below initial_agents ({self.initial_agents})")
+        if self.max_turns < self.turns:
+            raise ValueError(f"max_turns ({self.max_turns}) is below turns ({self.turns})")
         return self
 
 
@@ -68,8 +77,14 @@ class KamacSummary(Summary):
     recruited: list[dict[str, Any]] | None = None
     gaps_reported: int | None = None
     turns_run: int | None = None
+    messages: int | None = None
     ended_by: str | None = None
     rule: str | None = None
+
+
+def _note(session: QuestionSession, step: str, content: str, r: int = 0, t: int = 0, **data: Any) -> None:
+    session.record(TranscriptEvent(kind="note", role="pipeline", agent="kamac", step=step, round=r, turn=t,
+                                   content=content, data=data))
 
 
 class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
@@ -79,90 +94,125 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
     async def __call__(self, question: Question, plan: ConditionPlan, session: QuestionSession,
                        settings: KamacSettings) -> Outcome:
         q = format_question(question)
-        recruiter_system = PROMPTS.render("recruiter_system")
+        recruiter = RoleAgent(session, name="recruiter", role="recruiter",
+                              system_message=PROMPTS.render("recruiter_system"))
+        assistant_system = PROMPTS.render("assistant_system")
         n0 = settings.initial_agents
-        first = await ask_once(session, role="recruiter", name="recruiter", system=recruiter_system,
-                               request=PROMPTS.render("recruit_initial", question=q, n=n0),
-                               model=numbered_model("InitialRecruit", "expert", n0, "A specialty."),
-                               step="recruit.initial")
+        first = await recruiter.speak(PROMPTS.render("recruit_initial", question=q, n=n0),
+                                      numbered_model("InitialRecruit", "expert", n0, "A specialty."),
+                                      step="recruit.initial")
         initial = numbered(first, "expert", n0) if first is not None else ["general medicine"] * n0
         a_type = answer_model(question.letters, multi=question.multi_answer)
-        panel: dict[str, tuple[str, RoleAgent]] = {}
+        members: list[Member] = []
         answers: dict[str, str | None] = {}
         texts: dict[str, str] = {}
 
-        def seat(specialty: str) -> RoleAgent:
-            name = f"specialist_{len(panel) + 1}"
-            agent = RoleAgent(session, name=name, role="specialist",
-                              system_message=PROMPTS.render("expert", role=specialty))
-            panel[name] = (specialty, agent)
-            return agent
+        def seat(specialty: str) -> Member:
+            name = f"specialist_{len(members) + 1}"
+            m = Member(name, specialty, RoleAgent(session, name=name, role="specialist",
+                                                  system_message=PROMPTS.render("expert", role=specialty)))
+            members.append(m)
+            return m
 
-        def keep(name: str, parsed: Any) -> None:
-            answers[name] = answer_key(parsed)
-            texts[name] = f"({panel[name][0]}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+        def keep(m: Member, parsed: Any) -> None:
+            answers[m.name] = answer_key(parsed)
+            texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+
+        async def answer_again(r: int, t: int) -> None:
+            for m in members:
+                keep(m, await m.agent.speak(PROMPTS.render("final", question=q), a_type, step="discussion.answer",
+                                            round=r, turn=t))
 
         for specialty in initial:
-            agent = seat(specialty)
-            keep(agent.name, await agent.speak(PROMPTS.render("assess", question=q), a_type, step="assess.initial"))
+            m = seat(specialty)
+            keep(m, await m.agent.speak(PROMPTS.render("assess", question=q), a_type, step="assess.initial"))
 
         recruited: list[dict[str, Any]] = []
-        gaps_reported, turns_run, ended_by = 0, 0, "turns"
+        gaps_reported = turns_run = messages = 0
+        ended_by = "turns"
         for r in range(1, settings.rounds + 1):
-            for t in range(1, settings.turns + 1):
+            turns, t = settings.turns, 0
+            talked = 0
+            while True:
+                t += 1
                 turns_run += 1
+                opinions = opinions_block(answers, texts)
+                log = TurnLog()
+
+                def shown(m: Member, log: TurnLog = log, t: int = t, opinions: str = opinions) -> str:
+                    # The first turn shows the panel's opinions; later turns the messages sent so far this turn.
+                    return opinions if t == 1 else log.for_(m.name, members)
+
                 gaps: list[str] = []
-                for name, (specialty, agent) in list(panel.items()):
-                    g = await agent.speak(PROMPTS.render("gap", turn=t, opinions=opinions_block(answers, texts)), Gap,
-                                          step="gap.assess", round=r, turn=t)
+                for m in list(members):
+                    await talk_turn(session, members, log, prompts=PROMPTS, shown=shown, method="kamac", round=r,
+                                    turn=t, speakers=[m])
+                    g = await m.agent.speak(PROMPTS.render("gap", turn=t, roster=roster(members)), Gap,
+                                            step="gap.assess", round=r, turn=t)
                     if isinstance(g, Gap) and g.gap:
-                        gaps.append(f"- {name} ({specialty}) needs a {g.expert or 'specialist'}: {g.reason}")
+                        gaps.append(f"- {m.name} ({m.specialty}) needs a {g.expert or 'specialist'}: {g.reason}")
                 gaps_reported += len(gaps)
-                if not gaps:
-                    ended_by = "no_gap"
-                    session.record(TranscriptEvent(kind="note", role="pipeline", agent="kamac", step="gap.none",
-                                                   round=r, turn=t, content="No specialist reports a knowledge gap; "
-                                                                            "the discussion ends."))
+                extend = skipped = False
+                if gaps:
+                    panel = ", ".join(m.specialty for m in members)
+                    sifted = await ask_once(session, role="assistant", name="assistant", system=assistant_system,
+                                            request=PROMPTS.render("gap_summary", question=q, panel=panel,
+                                                                   gaps="\n".join(gaps)),
+                                            model=GapSummary, step="gap.summary", round=r, turn=t)
+                    sifted_text = sifted.recommendations if isinstance(sifted, GapSummary) else "\n".join(gaps)
+                    room = settings.max_agents - len(members)
+                    new: list[str] = []
+                    if room > 0:
+                        rec = await recruiter.speak(PROMPTS.render("gap_recruit", question=q, k=room, gaps=sifted_text,
+                                                                   panel=panel),
+                                                    roles.gap_recruit_model(room), step="gap.recruit", round=r, turn=t)
+                        if rec is not None:
+                            new = numbered(rec, "expert", room)[:int(rec.count)]  # type: ignore[attr-defined]
+                    else:
+                        _note(session, "gap.panel_full", f"The panel is full ({len(members)} of {settings.max_agents})"
+                                                         "; nobody recruited.", r, t)
+                    if not new:
+                        # The code's `<skip recruitment>`: one more turn, and no new answers this turn.
+                        extend = skipped = True
+                    else:
+                        joined = [seat(s) for s in new]
+                        for j in joined:
+                            recruited.append({"round": r, "turn": t, "agent": j.name, "specialty": j.specialty})
+                            keep(j, await j.agent.speak(PROMPTS.render("assess_joined", question=q, opinions=opinions),
+                                                        a_type, step="assess.recruited", round=r, turn=t))
+                        _note(session, "gap.recruited", ", ".join(new), r, t, recruited=new, gaps=gaps)
+                        # The recruits' first-turn prompt shows the opinions with their own assessments in.
+                        now = opinions_block(answers, texts)
+
+                        def shown_joined(m: Member, log: TurnLog = log, t: int = t, now: str = now) -> str:
+                            return now if t == 1 else log.for_(m.name, members)
+
+                        await talk_turn(session, members, log, prompts=PROMPTS, shown=shown_joined, method="kamac",
+                                        round=r, turn=t, speakers=joined)
+                        extend = t == turns
+                turn_note(session, log, method="kamac", round=r, turn=t)
+                if log.talked and not skipped:
+                    await answer_again(r, t)
+                messages += sum(len(v) for v in log.inbox.values())
+                talked = log.talked
+                if extend and turns < settings.max_turns:
+                    turns += 1
+                elif extend:
+                    _note(session, "turns.capped", f"The round has reached max_turns ({settings.max_turns}).", r, t)
+                if talked == 0:
+                    ended_by = "silence"
+                    _note(session, "discussion.end", "Nobody wanted to talk this turn: the discussion ends.", r, t)
                     break
-                room = settings.max_agents - len(panel)
-                new: list[str] = []
-                if room > 0:
-                    k = min(settings.max_new_per_turn, room)
-                    rec = await ask_once(session, role="recruiter", name="recruiter", system=recruiter_system,
-                                         request=PROMPTS.render("gap_recruit", question=q, k=k, gaps="\n".join(gaps),
-                                                                panel=", ".join(s for s, _ in panel.values())),
-                                         model=roles.gap_recruit_model(k), step="gap.recruit", round=r, turn=t)
-                    if rec is not None:
-                        count = int(rec.count)  # type: ignore[attr-defined]
-                        new = [s for s in numbered(rec, "expert", k)[:count]]
-                else:
-                    full = f"The panel is full ({len(panel)} of {settings.max_agents}); nobody recruited."
-                    session.record(TranscriptEvent(kind="note", role="pipeline", agent="kamac",
-                                                   step="gap.panel_full", round=r, turn=t, content=full))
-                reason = "; ".join(g.lstrip("- ") for g in gaps)
-                for specialty in new:
-                    agent = seat(specialty)
-                    recruited.append({"round": r, "turn": t, "agent": agent.name, "specialty": specialty})
-                    keep(agent.name, await agent.speak(
-                        PROMPTS.render("assess_joined", question=q, reason=reason,
-                                       opinions=opinions_block(answers, texts)),
-                        a_type, step="assess.recruited", round=r, turn=t))
-                if new:
-                    session.record(TranscriptEvent(kind="note", role="recruiter", agent="recruiter",
-                                                   step="gap.recruited", round=r, turn=t, content=", ".join(new),
-                                                   data={"recruited": new, "gaps": gaps}))
-                shown = opinions_block(answers, texts)
-                for name, (_, agent) in panel.items():
-                    keep(name, await agent.speak(PROMPTS.render("comment", turn=t, opinions=shown), a_type,
-                                                 step="discussion.comment", round=r, turn=t))
-            if ended_by == "no_gap":
+                if t >= turns:
+                    break
+            if talked == 0:
                 break
         final, decided = await moderate(session, question, system=PROMPTS.render("moderator_system"),
                                         request=PROMPTS.render("moderate", question=q,
                                                                opinions=opinions_block(answers, texts)),
                                         answers=answers, method="kamac")
-        record_final(session, "kamac", final, rule=decided["rule"], panel=[s for s, _ in panel.values()])
+        record_final(session, "kamac", final, rule=decided["rule"], panel=[m.specialty for m in members])
         summary = KamacSummary.model_validate({
             "method": "kamac", "initial": initial, "recruited": recruited, "gaps_reported": gaps_reported,
-            "turns_run": turns_run, "ended_by": ended_by, "rule": decided["rule"]})
+            "turns_run": turns_run, "messages": messages, "ended_by": ended_by, "rule": decided["rule"]})
         return Outcome(answer=final, invalid=not final, summary=summary)

@@ -1,7 +1,9 @@
 """The three published multi-agent methods as variants of one pipeline, so one run holds them side
 by side on the same questions, with one cache and paired statistics (as `baseline` holds direct,
 cot and sc). `pipeline: multiagent, variants: [medagents, mdagents, kamac]`; each method's settings
-are its own block (`settings: {mdagents: {rounds: 3}}`). Slugs are the method names."""
+are its own block (`settings: {mdagents: {rounds: 3}}`). Slugs are the method names; each method's
+default follows MedAgentsBench's copy of its code, and `<method>-original` follows the paper's own
+repository where the two differ (`mdagents-original`, `medagents-original`)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ from medpanel.agents.pipelines.medagents import MedAgentsPipeline, MedAgentsSett
 from medpanel.agents.types import Condition, Question
 
 METHODS = ("medagents", "mdagents", "kamac")
+VARIANTS: dict[str, tuple[str, str | None]] = {
+    # variant -> (method, that method's own variant)
+    **{m: (m, None) for m in METHODS},
+    "medagents-original": ("medagents", "original"),
+    "mdagents-original": ("mdagents", "original"),
+}
 
 
 class MultiAgentSettings(PipelineSettings):
@@ -33,7 +41,7 @@ class MultiAgentPipeline(Pipeline[MultiAgentSettings, MultiAgentPlan]):
     settings_model = MultiAgentSettings
     plan_model = MultiAgentPlan
     summary_model = Summary
-    variants = METHODS
+    variants = tuple(VARIANTS)
     requires_variant = True
 
     def __init__(self) -> None:
@@ -42,12 +50,13 @@ class MultiAgentPipeline(Pipeline[MultiAgentSettings, MultiAgentPlan]):
 
     def plan(self, condition: Condition, settings: MultiAgentSettings) -> MultiAgentPlan:
         variant = condition.flags.get("variant")
-        if variant not in METHODS:
-            raise PlanError(f"pipeline multiagent needs a variant, one of {', '.join(METHODS)}; got {variant!r}",
+        if variant not in VARIANTS:
+            raise PlanError(f"pipeline multiagent needs a variant, one of {', '.join(VARIANTS)}; got {variant!r}",
                             field="variants")
-        return MultiAgentPlan(slug=condition.slug, flags=condition.flags, variant=str(variant), method=str(variant))
+        return MultiAgentPlan(slug=condition.slug, flags=condition.flags, variant=str(variant),
+                              method=VARIANTS[str(variant)][0])
 
     async def __call__(self, question: Question, plan: MultiAgentPlan, session: QuestionSession,
                        settings: MultiAgentSettings) -> Outcome:
-        inner = ConditionPlan(slug=plan.slug, flags=plan.flags, variant=plan.variant)
+        inner = ConditionPlan(slug=plan.slug, flags=plan.flags, variant=VARIANTS[str(plan.variant)][1])
         return await self.methods[plan.method](question, inner, session, getattr(settings, plan.method))

@@ -1,6 +1,6 @@
 """What the published multi-agent methods (`medagents`, `mdagents`, `kamac`) share.
 
-Each call's `step` is `<stage>.<what>` (`domains.question`, `mdt.talk`, `gap.assess` ...), so the
+Each call's `step` is `<stage>.<what>` (`domains.question`, `debate.talk`, `gap.assess` ...), so the
 viewer and the tests read every method's stage order from its transcript. The final answer of each
 method is a structured reply whose answer field is a `Literal` over the question's letters (or the
 letters the experts hold), asked through the same `RoleAgent` path as every other pipeline: an
@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, create_model
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import letters_of, letters_type
+from medpanel.agents.model.structured import answer_model, letters_of, letters_type
 from medpanel.agents.pipelines.baselines import vote
 from medpanel.agents.types import Question, TranscriptEvent
 
@@ -60,15 +60,22 @@ def unanimous(answers: dict[str, str | None]) -> bool:
 
 
 async def moderate(session: QuestionSession, question: Question, *, system: str, request: str,
-                   answers: dict[str, str | None], method: str, step: str = "decision.moderator"
-                   ) -> tuple[tuple[str, ...], dict[str, Any]]:
+                   answers: dict[str, str | None], method: str, step: str = "decision.moderator",
+                   open_when_empty: bool = False) -> tuple[tuple[str, ...], dict[str, Any]]:
     """The moderator's final decision over the experts' final answers.
 
     Its answer type admits only the positions some expert holds (it cannot pick a letter nobody
     proposed). An invalid moderator reply falls back to the coded majority, and says so; with no
-    valid expert answer at all the question is invalid."""
+    valid expert answer at all the question is invalid, unless `open_when_empty` (an original whose
+    moderator is asked even when no final answers were collected): then it may pick any option."""
     result = tally(session, answers, agent=method, step="decision.tally")
     positions = sorted({a for a in answers.values() if a})
+    if not positions and open_when_empty:
+        answer_type = answer_model(question.letters, multi=question.multi_answer, name="ModeratorDecision")
+        moderator = RoleAgent(session, name="moderator", role="moderator", system_message=system)
+        parsed = await moderator.speak(request, answer_type, step=step)
+        return (letters_of(parsed) if parsed is not None else ()), {"rule": "moderator_without_answers",
+                                                                   "tally": result}
     if not positions:
         return (), {"rule": "no_valid_answer", "tally": result}
     model = create_model("ModeratorDecision", reasoning=(str, Field(description="Brief reasoning.")),
@@ -96,9 +103,20 @@ def opinions_block(answers: dict[str, str | None], texts: dict[str, str]) -> str
     return "\n".join(lines)
 
 
+def capped(agent: RoleAgent, max_tokens: int | None) -> RoleAgent:
+    """`agent` with its own reply cap for every call it makes (None: the model block's `max_tokens`,
+    for the calls where a method's code sets no cap)."""
+    if max_tokens is not None:
+        agent.client.overrides["max_tokens"] = max_tokens
+    else:
+        agent.client.overrides.pop("max_tokens", None)
+    return agent
+
+
 async def ask_once(session: QuestionSession, *, role: str, name: str, system: str, request: str,
-                   model: type[BaseModel], step: str, round: int = 0, turn: int = 0) -> BaseModel | None:
+                   model: type[BaseModel], step: str, round: int = 0, turn: int = 0,
+                   max_tokens: int | None = None) -> BaseModel | None:
     """One stateless call by a fresh agent (the methods' stages are independent prompts, so two
     conditions that ask the same stage share the request and the response cache)."""
-    agent = RoleAgent(session, name=name, role=role, system_message=system)
+    agent = capped(RoleAgent(session, name=name, role=role, system_message=system), max_tokens)
     return await agent.speak(request, model, step=step, round=round, turn=turn)

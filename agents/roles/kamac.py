@@ -1,5 +1,6 @@
 """KAMAC's roles (knowledge-gap-driven recruitment, arXiv 2509.14998): the recruiter, the
-specialists (assessment, gap check, comment) and the moderator. Reply models and prompts
+specialists (assessment, debate, gap check, final answer), the assistant who sifts the gap reports,
+and the moderator. Reply models and prompts
 (`kamac.<part>.md`, written for medpanel; the GPL original was read for behaviour only)."""
 
 from __future__ import annotations
@@ -17,6 +18,10 @@ class Gap(BaseModel):
     gap: bool = Field(description="true if the panel lacks knowledge the question needs.")
     expert: str = Field(description="The kind of specialist who would have it (empty if no gap).")
     reason: str = Field(description="What is missing (empty if no gap).")
+
+
+class GapSummary(BaseModel):
+    recommendations: str = Field(description="The distinct, specific specialist recommendations.")
 
 
 def gap_recruit_model(k: int) -> type[BaseModel]:

@@ -8,7 +8,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
-from medpanel.agents.model.structured import letters_type
 from medpanel.agents.prompting import Prompts
 
 PROMPTS = Prompts(__name__)
@@ -40,13 +39,6 @@ def recruit_model(n: int) -> type[BaseModel]:
     fields["lead"] = (Literal[tuple(range(1, n + 1))],
                       Field(description="The number of the expert who leads the team."))
     return create_model("TeamRecruit", **fields)
-
-
-def talk_model(others: list[str]) -> type[BaseModel]:
-    return create_model("TeamMessage",
-                        talk=(bool, Field(description="true to send a message this turn.")),
-                        to=(letters_type([*others, "everyone"]), Field(description="Who receives it.")),
-                        message=(str, Field(description="The message (empty if talk is false).")))
 
 
 def ict_model(groups: int, members: int) -> type[BaseModel]:

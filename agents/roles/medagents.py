@@ -17,15 +17,26 @@ def report_model() -> type[BaseModel]:
                         total_analysis=(str, Field(description="The overall analysis of the question and options.")))
 
 
+class Revised(BaseModel):
+    total_analysis: str = Field(description="The revised analysis.")
+
+
 class Vote(BaseModel):
-    agree: bool = Field(description="true if you agree with the report as it stands.")
-    advice: str = Field(description="What should change (empty if you agree).")
+    """The short yes/no vote (the advice is its own call, asked only after a no)."""
+
+    agree: bool = Field(description="true (yes) if your opinion is consistent with the report.")
+
+
+class Advice(BaseModel):
+    revisions: str = Field(description="The revisions you propose.")
 
 
 class Analysis(BaseModel):
     analysis: str = Field(description="Your analysis, at most 5 sentences.")
 
 
-def report_text(report: BaseModel) -> str:
-    return (f"Key knowledge: {report.key_knowledge}\n"  # type: ignore[attr-defined]
-            f"Total analysis: {report.total_analysis}")  # type: ignore[attr-defined]
+def report_text(stem: str, options: str, total_analysis: str) -> str:
+    """The report as the voters and the decision maker read it. MedAgentsBench's cleaning step (and
+    the original's) keeps the question, the options and the total analysis: its test for a
+    key-knowledge part never matches, so that part is dropped from every report."""
+    return f"{stem}\n\nOptions:\n{options}\n\nTotal analysis: {total_analysis}"

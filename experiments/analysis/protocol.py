@@ -13,6 +13,11 @@ The settings both papers fix, and where they say so:
 | `settings.dynamic_k` | 8 | CLEAR A.2: "the eight retrieved dynamic documents" |
 | `settings.temperature` (`sc` samples) | 0 | the protocol's temperature; sc must sample above it |
 
+The published multi-agent methods (MedAgents, MDAgents, KAMAC) follow the code behind
+MedAgentsBench's numbers; what still differs from that code is a fixed list per method
+(`METHOD_DIFFERENCES`, each written out in `docs/methods/<method>.md`), and a report whose run holds
+one of them names those differences in its `protocol:` line.
+
 `deviations` compares a scenario's resolved values (the pipeline's defaults filled in) with that
 table. A shipped scenario that deviates says so in its `description` (a test holds every
 shipped scenario to it), and every report header prints the deviations of the run it describes,
@@ -114,9 +119,45 @@ def undeclared(description: str, found: list[Deviation]) -> list[Deviation]:
     return [d for d in found if f"{d.name} = {d.value}" not in text]
 
 
+MULTIAGENT_METHODS = ("medagents", "mdagents", "kamac")
+METHOD_DIFFERENCES: dict[str, tuple[str, ...]] = {
+    # What differs from the method's code (MedAgentsBench's copy; KAMAC's own), short; the docs page
+    # `docs/methods/<method>.md` gives each one in full, with the reason.
+    "medagents": ("medpanel's own prompt wording", "structured replies with the answer constrained to the "
+                  "question's letters, one re-ask, invalid counted (code: regex parse, non-letters dropped)",
+                  "votes are a yes/no field (code: first 'yes'/'no' substring)"),
+    "mdagents": ("medpanel's own prompt wording", "structured replies replace the answer-parser call "
+                 "(one call fewer)", "no agent-opening calls (code: each agent first sends its own "
+                 "instruction)", "options in their order (code: unseeded shuffle)",
+                 "exemplars drawn seeded from exemplar_file, the builtin six by default (code: 5 from the "
+                 "dataset's train split, unseeded)"),
+    "kamac": ("medpanel's own prompt wording", "structured replies, moderator limited to the held answers",
+              "turns bounded by max_turns, panel by max_agents (code: unbounded)",
+              "every role on the run's model (code: recruiter, assistant, moderator on gpt-4.1-mini)"),
+}
+
+
+def methods_in(scenario: dict[str, Any]) -> list[str]:
+    """The published multi-agent methods a scenario runs (as pipelines or as variants)."""
+    pipeline = str(scenario.get("pipeline", "generalist"))
+    if pipeline in MULTIAGENT_METHODS:
+        return [pipeline]
+    variants = {str(c.get("flags", {}).get("variant", "")) for c in _conditions(scenario)}
+    return [m for m in MULTIAGENT_METHODS if any(v == m or v.startswith(f"{m}-") for v in variants)]
+
+
+def method_differences(scenario: dict[str, Any]) -> list[str]:
+    """One clause per published method in the run: how it still differs from its code."""
+    return [f"{m} differs from its code in: {', '.join(METHOD_DIFFERENCES[m])} (docs/methods/{m}.md)"
+            for m in methods_in(scenario)]
+
+
 def protocol_line(scenario: dict[str, Any]) -> str:
-    """One line for a report header: the deviations in force, or that the run keeps the protocol."""
+    """One line for a report header: the deviations in force (or that the run keeps the protocol),
+    then how each published multi-agent method in the run differs from its code."""
     found = deviations(scenario)
     if not found:
-        return "keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)"
-    return "differs from the papers' protocol: " + "; ".join(map(str, found))
+        line = "keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)"
+    else:
+        line = "differs from the papers' protocol: " + "; ".join(map(str, found))
+    return "; ".join([line, *method_differences(scenario)])

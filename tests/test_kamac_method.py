@@ -1,0 +1,122 @@
+"""KAMAC as its code runs it (AnonymousSubmission361/KAMAC `main_kamac.py` @e1271d4, with the README's
+`--auto_recruit` and the defaults of `inference()`: 1 agent, 1 round x 3 turns). Expected counts are
+counted by hand from that file; each test names its lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from medpanel.agents.model.scripted import ScriptedRequest
+
+from .multiagent_helpers import method, reply, seen_by, sent, steps
+from .scripted_helpers import Q4, run
+
+GAP = {"gap": True, "expert": "toxicologist", "reason": "GAP-REASON-5"}
+SELF_TALK = {"debate.talk": {"talk": True}, "debate.choose": {"experts": [1]}, "debate.message": {"message": "m"}}
+
+
+def test_a_turn_without_a_gap_but_with_talk_goes_on_for_the_three_turns() -> None:
+    """`start_discuss` 539-645 and `consensus` 1044-1099: a turn ends the discussion only when
+    `num_yes == 0` (619-625); with talk and no gap everyone answers again (1069-1097) and the next
+    turn starts. Per turn: talk, choose, one message (`discuss` 984-1013), gap (`ask_gap` 669-740),
+    answer: 1 + 1 + 3 x 5 + 1 = 18."""
+    result, client = run(method("kamac"), Q4, reply(SELF_TALK))
+    assert steps(result) == (["recruit.initial", "assess.initial"]
+                             + ["debate.talk", "debate.choose", "debate.message", "gap.assess",
+                                "discussion.answer"] * 3 + ["decision.moderator"])
+    assert len(client.requests) == 18
+    assert result.summary["turns_run"] == 3 and result.summary["ended_by"] == "turns"
+
+
+def test_a_silent_turn_without_a_gap_ends_the_discussion() -> None:
+    """619-625: no talk and no gap breaks out. recruit, assess, talk, gap, moderator = 5."""
+    result, client = run(method("kamac"), Q4, reply({}))
+    assert steps(result) == ["recruit.initial", "assess.initial", "debate.talk", "gap.assess", "decision.moderator"]
+    assert len(client.requests) == 5 and result.summary["ended_by"] == "silence"
+
+
+def test_a_gap_recruits_as_many_as_the_recruiter_names_and_they_assess_seeing_the_panel() -> None:
+    """`respond_gap` 742-941: the assistant sifts the gap reports (755-763), the recruiter names new
+    experts with no cap (764-781, 790-810), each assesses shown the opinions (848-872) and takes
+    its talk turn (886-903); nobody talks, so the discussion ends (619-625).
+    1 + 1 + (talk + gap + sift + recruit + 3 assessments + 3 talks) + 1 = 13."""
+    def gap(r: ScriptedRequest) -> dict[str, Any]:
+        return GAP if r.tag.turn == 1 and r.tag.agent == "specialist_1" else {"gap": False, "expert": "", "reason": ""}
+
+    rules = {"assess.initial": {"reasoning": "FIRST-OPINION-3", "answer": "A"}, "gap.assess": gap,
+             "assess.recruited": {"reasoning": "JOINED-OPINION", "answer": "B"},
+             "gap.summary": {"recommendations": "SIFTED-TOKEN"},
+             "gap.recruit": {"count": 3, **{f"expert_{i}": s for i, s in
+                                            enumerate(["toxicologist", "nephrologist", "cardiologist"]
+                                                      + [""] * 6, 1)}}}
+    result, client = run(method("kamac"), Q4, reply(rules))
+    assert len(client.requests) == 13
+    assert [x["specialty"] for x in result.summary["recruited"]] == ["toxicologist", "nephrologist", "cardiologist"]
+    (sift,) = sent(client, "gap.summary")
+    assert "GAP-REASON-5" in sift.last
+    (recruit,) = sent(client, "gap.recruit")
+    assert "SIFTED-TOKEN" in recruit.last and recruit.tag.agent == "recruiter"
+    assert "GAP-REASON-5" not in recruit.last  # it reads the sifted list, not the raw reports
+    joined = sent(client, "assess.recruited")
+    assert len(joined) == 3 and all("FIRST-OPINION-3" in r.last for r in joined)
+    # Their talk prompt (turn 1) shows the opinions with the recruits' own assessments in (874-884).
+    talks = [r for r in sent(client, "debate.talk") if r.tag.agent != "specialist_1"]
+    assert len(talks) == 3 and all("JOINED-OPINION" in r.last and "FIRST-OPINION-3" in r.last for r in talks)
+    moderator = sent(client, "decision.moderator")[0]
+    assert moderator.last.count("answer A") == 1 and moderator.last.count("answer B") == 3
+
+
+def test_a_skipped_recruitment_adds_a_turn_and_no_new_answers_up_to_max_turns() -> None:
+    """782-788 and `update_with_discussion` 943-963: `<skip recruitment>` adds one turn to the round
+    (`num_turns += 1`) and returns before any re-answer; the code has no bound, medpanel stops at
+    `max_turns`. Per turn: talk, choose, message, gap, sift, recruit (skip) = 6; 5 turns:
+    1 + 1 + 5 x 6 + 1 = 33."""
+    rules = {**SELF_TALK, "gap.assess": GAP, "gap.recruit": {"count": 0, **{f"expert_{i}": "" for i in range(1, 10)}}}
+    result, client = run(method("kamac", max_turns=5), Q4, reply(rules))
+    assert len(client.requests) == 33 and "discussion.answer" not in steps(result)
+    assert result.summary["turns_run"] == 5
+    assert any(e.step == "turns.capped" for e in result.events)
+
+
+def test_a_message_reaches_its_addressee_only_through_a_later_talk_prompt_of_the_same_turn() -> None:
+    """`discuss` 984-990 with 560-598: the first turn's talk prompt shows the opinions; later turns
+    show `all_comments`, the messages sent to that agent so far in the turn. Two agents;
+    specialist_1 writes to specialist_2 in turns 1 and 2: only turn 2's note reaches it."""
+    def talk(r: ScriptedRequest) -> dict[str, Any]:
+        return {"talk": r.tag.agent == "specialist_1"}
+
+    def message(r: ScriptedRequest) -> dict[str, Any]:
+        return {"message": f"NOTE-TURN-{r.tag.turn}"}
+
+    rules = {"debate.talk": talk, "debate.choose": {"experts": [2]}, "debate.message": message}
+    _, client = run(method("kamac", initial_agents=2), Q4, reply(rules))
+    assert not seen_by(client, "specialist_2", "NOTE-TURN-1")
+    (talk2,) = sent(client, "debate.talk", agent="specialist_2", turn=2)
+    assert "NOTE-TURN-2" in talk2.last
+    assert seen_by(client, "specialist_1", "NOTE-TURN-1")
+
+
+def test_no_kamac_call_sets_a_reply_cap() -> None:
+    """`agent/client.py` sets `max_tokens` only for Claude models; the OpenAI path sends none."""
+    _, client = run(method("kamac"), Q4, reply(SELF_TALK))
+    assert all("max_tokens" not in r.extra for r in client.requests)
+
+
+def test_a_multi_answer_set_is_one_position_for_the_moderator() -> None:
+    from .scripted_helpers import QMULTI
+
+    rules = {"assess.initial": {"reasoning": "r", "answer": ["C", "A"]},
+             "decision.moderator": {"reasoning": "r", "answer": "A,C"}}
+    result, client = run(method("kamac"), QMULTI, reply(rules))
+    moderator = next(r for r in client.requests if r.tag.step == "decision.moderator")
+    prop = moderator.model.model_json_schema()["properties"]["answer"]
+    assert prop.get("enum", [prop.get("const")]) == ["A,C"]  # a one-value Literal is a `const`
+    assert result.answer == ("A", "C") and result.correct
+
+
+def test_each_turn_records_how_many_talked_once() -> None:
+    rules = {"debate.talk": lambda r: {"talk": r.tag.agent == "specialist_2"}, "debate.choose": {"experts": [1]},
+             "debate.message": {"message": "m"}}
+    result, _ = run(method("kamac", initial_agents=3), Q4, reply(rules))
+    notes = [e for e in result.events if e.step == "debate.turn"]
+    assert [(e.turn, e.data["talked"]) for e in notes] == [(1, 1), (2, 1), (3, 1)]
