@@ -27,8 +27,7 @@ from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.export import records
-from medpanel.experiments.analysis.report import build_tables
-from medpanel.experiments.analysis.transitions import call_events, run_docs
+from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
@@ -91,9 +90,7 @@ class Run:
 
     def tables(self) -> list[Table]:
         """The report's tables (what `medpanel report` prints)."""
-        docs = run_docs(self.run_dir, self.rows)
-        return build_tables(self.rows, self.record.model_dump(mode="json", exclude_unset=True),
-                            docs=docs, events=call_events(self.rows, docs))
+        return run_tables(self.run_dir, self.rows, self.record.model_dump(mode="json", exclude_unset=True))
 
     def records(self) -> list[dict[str, Any]]:
         """One flat record per row (what `medpanel export` writes)."""
@@ -176,7 +173,11 @@ def _session(runner: Runner, options: dict[str, Any], client_factory: Callable[[
     runner.override(**options)
     check_cost_budget(runner.plan.scenario.run)
     runner.client_factory = client_factory
-    status = runner.run()  # Ctrl-C drains as in the CLI (on the main thread; elsewhere no handler is installed)
+    with runner.tracking() as tracker:
+        status = runner.run()  # Ctrl-C drains as in the CLI (on the main thread; elsewhere no handler is installed)
+        if tracker is not None:  # run.tracker logs the report the CLI would write: written here, then logged
+            run = load_run(runner.run_dir)
+            tracker.report(write_report(run.run_dir, run.tables()) if run.rows else None)
     return RunResult(run_dir=runner.run_dir, state=status["state"], reason=status.get("reason"),
                      remaining=int(status.get("remaining", 0)), errors=int(status.get("errors", 0)),
                      pairs=len(runner.plan.pairs))

@@ -19,7 +19,7 @@ from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
-from medpanel.experiments.analysis.transitions import transition_tables
+from medpanel.experiments.analysis.transitions import call_events, run_docs, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
@@ -231,6 +231,13 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     tables += [t for t in (t3, study.ledger_table(lines, conditions, bool(prices)),
                            study.usd_per_extra_table(rows, pairs)) if t is not None]
     return tables
+
+
+def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+    """The full report of a run directory (what the CLI prints and writes): every table, the
+    transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
+    docs = run_docs(run_dir, rows)
+    return build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
