@@ -250,8 +250,7 @@ def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str
     written = []
     md = [f"# {title}", ""]
     for t in tables:
-        name = t.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
-        path = out_dir / f"{name}.csv"
+        path = out_dir / f"{t.name}.csv"
         path.write_text(t.csv(), encoding="utf-8")
         written.append(path)
         md.append(t.markdown())
