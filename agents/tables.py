@@ -9,6 +9,7 @@ summaries with its pipeline's summary model, so it never guesses a row's origin 
 from __future__ import annotations
 
 import csv
+import html
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,31 @@ class Table:
         writer.writerow(self.columns)
         writer.writerows(self.rows)
         return buf.getvalue()
+
+    @property
+    def name(self) -> str:
+        """The table's key in `Run.tables()` and its CSV's stem: the title up to any parenthesis,
+        lower-case, words joined by underscores ("Cost per question" -> cost_per_question)."""
+        return self.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
+
+    def to_pandas(self) -> Any:
+        """The grid as a pandas DataFrame (the `[pandas]` extra); the title and note are in `.attrs`."""
+        try:
+            import pandas  # optional: the [pandas] extra
+        except ImportError:
+            raise ImportError("Table.to_pandas needs pandas, which medpanel does not install by default: "
+                              "pip install 'medpanel[pandas]'") from None
+        df = pandas.DataFrame(self.rows, columns=self.columns)
+        df.attrs.update(title=self.title, note=self.note)
+        return df
+
+    def _repr_html_(self) -> str:
+        """How a notebook shows the table: its title, the grid and the note, every cell escaped."""
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in self.columns)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(_fmt(v))}</td>" for v in r) + "</tr>" for r in self.rows)
+        note = f"<p><small>{html.escape(self.note)}</small></p>" if self.note else ""
+        return (f"<table><caption><b>{html.escape(self.title)}</b></caption><thead><tr>{head}</tr></thead>"
+                f"<tbody>{body}</tbody></table>{note}")
 
     def markdown(self) -> str:
         lines = [f"### {self.title}", "", "| " + " | ".join(self.columns) + " |",

@@ -5,7 +5,9 @@ The code lives in three folders installed under this namespace: `medpanel.agents
 pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence sources) and
 `medpanel.experiments` (scenarios, runner, reports, viewer, CLI). This module is the public face:
 
-- `run(scenario, **overrides)`, `resume(run_dir)` and `load_run(run_dir)` (see `medpanel.api`);
+- `run(scenario, **overrides)` (`if_exists="resume"` goes on with a `run_dir` that holds the run),
+  `resume(run_dir)` and `load_run(run_dir)`, whose `Run` gives `tables()` by name, tidy
+  `to_pandas()` and `calls()` frames (see `medpanel.api`, docs/python-api.md);
 - what a method of your own is made of: `Pipeline`, `ConditionPlan`, `PipelineSettings`,
   `Summary`, `Outcome`, `register_pipeline`; a role's agent, `RoleAgent`, with `answer_model`,
   `letters_of` and `format_question`; the `QuestionSession` every call of a question goes

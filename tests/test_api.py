@@ -30,17 +30,133 @@ def test_run_and_load_run_from_python(tmp_path: Path) -> None:
     transcripts = list(run.transcripts())
     assert [t.condition for t in transcripts] == ["c0", "c0", "c1", "c1"]
     assert all(t.events and t.events[0].kind == "call" for t in transcripts)
-    assert [t.title for t in run.tables()][:3] == ["Accuracy per condition x dataset", "Cost per question",
-                                                   "Accuracy and compute"]
+    assert list(run.tables())[:3] == ["accuracy_per_condition_x_dataset", "cost_per_question", "accuracy_and_compute"]
+    assert [t.title for t in run.tables().values()][:3] == ["Accuracy per condition x dataset", "Cost per question",
+                                                            "Accuracy and compute"]
     assert [r["condition"] for r in run.records()] == ["c0", "c0", "c1", "c1"]
 
 
-def test_to_pandas_gives_the_exports_records(tmp_path: Path) -> None:
+def test_to_pandas_is_tidy_and_calls_has_one_row_per_model_call(tmp_path: Path) -> None:
     pytest.importorskip("pandas")  # the [pandas] extra (.ci/run installs it)
     result = medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run")
-    df = result.load().to_pandas()
-    assert len(df) == 4 and {"condition", "qid", "correct", "summary.challenged"} <= set(df.columns)
-    assert sorted(df["condition"].unique()) == ["c0", "c1"]
+    run = result.load()
+    df = run.to_pandas()
+    assert len(df) == 4 and list(df[["condition", "qid", "repeat"]].itertuples(index=False, name=None)) == sorted(
+        (r.condition, r.qid, r.repeat) for r in run.rows)
+    assert {"condition", "qid", "correct", "tokens", "flag_c", "summary_challenged"} <= set(df.columns)
+    assert not any("." in c for c in df.columns)
+    assert all(not isinstance(v, list | dict | tuple) for v in df.to_numpy().ravel())  # every cell a scalar
+    assert df.set_index("condition")["flag_c"].to_dict() == {"c0": 0, "c1": 1}
+    assert df.groupby("condition")["summary_challenged"].all().to_dict() == {"c0": False, "c1": True}
+    calls = run.calls()
+    expected = [(t.condition, t.question["qid"], e.agent, e.step) for t in run.transcripts() for e in t.events
+                if e.kind == "call"]
+    assert list(calls[["condition", "qid", "agent", "step"]].itertuples(index=False, name=None)) == expected
+    assert len(calls) > len(df)  # the Challenger's condition calls more than once per question
+    assert calls.groupby(["condition", "qid"])["call"].max().min() >= 0
+    assert all(not isinstance(v, list | dict | tuple) for v in calls.to_numpy().ravel())
+
+
+def test_tables_show_in_a_notebook_and_become_frames(tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    result = medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run")
+    run = result.load()
+    table = run.tables()["accuracy_per_condition_x_dataset"]
+    frame = table.to_pandas()
+    assert list(frame.columns) == table.columns and frame.values.tolist() == table.rows
+    assert frame.attrs["title"] == table.title
+    html = table._repr_html_()
+    assert html.startswith("<table><caption><b>Accuracy per condition x dataset</b>")
+    assert html.count("<tr>") == len(table.rows) + 1
+    from medpanel.agents.tables import Table
+
+    assert "&lt;script&gt;" in Table("t", ["a"], [["<script>"]])._repr_html_()  # a cell is text, never markup
+    text = repr(run)
+    assert text == f"<Run {str(run.run_dir)!r}: generalist, 2 conditions, 4 of 4 pairs done, complete>"
+
+
+def test_errors_name_the_argument_and_the_call_not_cli_flags(tmp_path: Path) -> None:
+    quick = ROOT / "scenarios" / "quickstart.yaml"
+    part = medpanel.run(quick, model=SCRIPTED, limit=1, run_dir=tmp_path / "run", max_calls=1)
+    assert part.state == "stopped" and part.reason is not None
+    assert "max_calls" in part.reason and "--" not in part.reason
+    with pytest.raises(UserError) as err:
+        medpanel.run(quick, model=SCRIPTED, limit=1, run_dir=tmp_path / "run")
+    msg = str(err.value)
+    assert err.value.field == "run_dir" and f"medpanel.resume({str(tmp_path / 'run')!r})" in msg
+    assert "--" not in msg and "if_exists='resume'" in msg
+    with pytest.raises(UserError) as err:
+        medpanel.resume(tmp_path / "nothing")
+    assert err.value.field == "run_dir" and "RUN_DIR" not in str(err.value)
+    with pytest.raises(UserError, match="if_exists"):
+        medpanel.run(quick, model=SCRIPTED, run_dir=tmp_path / "run", if_exists="overwrite")  # type: ignore[arg-type]
+
+
+def test_if_exists_resume_goes_on_and_new_starts_beside(tmp_path: Path) -> None:
+    quick = ROOT / "scenarios" / "quickstart.yaml"
+    target = tmp_path / "run"
+    part = medpanel.run(quick, model=SCRIPTED, limit=1, run_dir=target, max_calls=1)
+    assert part.state == "stopped" and part.remaining > 0
+    done = medpanel.run(quick, model=SCRIPTED, limit=1, run_dir=target, if_exists="resume")
+    assert done.complete and done.run_dir == target and done.remaining == 0
+    rows = {(r.condition, r.qid) for r in medpanel.load_run(target).rows}
+    again = medpanel.run(quick, model=SCRIPTED, limit=1, run_dir=target, if_exists="resume")
+    assert again.complete and {(r.condition, r.qid) for r in medpanel.load_run(target).rows} == rows
+    with pytest.raises(UserError) as err:
+        medpanel.run(quick, model=SCRIPTED, limit=2, run_dir=target, if_exists="resume")
+    assert "dataset.limit differs" in str(err.value) and "if_exists='new'" in str(err.value)
+    fresh = medpanel.run(quick, model=SCRIPTED, limit=2, run_dir=target, if_exists="new")
+    assert fresh.run_dir == tmp_path / "run-2" and fresh.complete and fresh.pairs == 8
+
+
+NOTEBOOK_SECTION = "## In a notebook"
+
+
+def _notebook_cells() -> list[str]:
+    doc = (ROOT / "docs" / "python-api.md").read_text(encoding="utf-8")
+    section = doc[doc.index(NOTEBOOK_SECTION):]
+    cells, pos = [], 0
+    while (start := section.find("```python\n", pos)) != -1:
+        start += len("```python\n")
+        end = section.index("```\n", start)
+        cells.append(section[start:end])
+        pos = end + 4
+    return cells
+
+
+def test_the_docs_notebook_example_runs_as_a_notebook_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pandas")
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    cells = _notebook_cells()
+    assert len(cells) >= 5 and "if_exists=" in cells[0]
+    (tmp_path / "scenarios").mkdir()
+    shutil.copy(ROOT / "scenarios" / "quickstart.yaml", tmp_path / "scenarios" / "quickstart.yaml")
+    # A kernel of this interpreter (where medpanel is installed), whatever kernels the machine has.
+    spec = tmp_path / "jupyter" / "kernels" / "medpanel-test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "medpanel test", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(nb, kernel_name="medpanel-test", timeout=300,
+                                     resources={"metadata": {"path": str(tmp_path)}})
+    outputs = []
+    with client.setup_kernel():
+        for _ in range(2):  # run every cell, then run them all again in the same kernel
+            for i, cell in enumerate(nb.cells):
+                client.execute_cell(cell, i)  # raises CellExecutionError on any error
+            # what each cell showed (its value), not what it logged on the way
+            outputs.append([next((o["data"] for o in c.outputs if o.output_type == "execute_result"), {})
+                            for c in nb.cells])
+    first, second = outputs
+    assert "state='complete'" in first[0]["text/plain"] and "state='complete'" in second[0]["text/plain"]
+    assert first[1]["text/plain"].startswith("<Run ") and "8 of 8 pairs done" in first[1]["text/plain"]
+    assert "'accuracy_per_condition_x_dataset'" in first[2]["text/plain"]
+    assert first[3]["text/html"].startswith("<table><caption>")
+    assert first[4] == second[4] and first[5] == second[5]  # the same run read again, not a second one
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["notebook-demo"]
 
 
 def test_to_pandas_names_the_extra_when_pandas_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

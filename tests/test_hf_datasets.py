@@ -115,3 +115,138 @@ def test_the_scenario_block_reaches_the_loader(tmp_path: Path) -> None:
                                   "dataset": {"source": "hf", "path": str(pq), "preset": "medmcqa", "limit": 1}})
     plan = make_plan(sc, base_dir=tmp_path)
     assert len(plan.questions) == 1 and plan.questions[0].dataset == "medmcqa"
+
+
+# -- the layouts as published (hf_presets.py), built with their real column types ------------------------------
+
+def _one_line(err: pytest.ExceptionInfo[UserError]) -> str:
+    msg = str(err.value)
+    assert "\n" not in msg
+    return msg
+
+
+BIGBIO_SOURCE = [{"meta_info": "step1", "question": "A 30-year-old has goiter. Which?", "answer_idx": "B",
+                  "answer": "Hashimoto",
+                  "options": [{"key": "A", "value": "Graves"}, {"key": "B", "value": "Hashimoto"},
+                              {"key": "C", "value": "MNG"}, {"key": "D", "value": "Cancer"}]},
+                 {"meta_info": "step2", "question": "Which artery?", "answer_idx": "D", "answer": "PDA",
+                  "options": [{"key": "A", "value": "LAD"}, {"key": "B", "value": "LCx"}, {"key": "C", "value": "RCA"},
+                              {"key": "D", "value": "PDA"}]}]
+BIGBIO_QA = [{"id": "0", "question_id": "0", "document_id": "0", "question": "A 30-year-old has goiter. Which?",
+              "type": "multiple_choice", "choices": ["Graves", "Hashimoto", "MNG", "Cancer"], "context": "",
+              "answer": ["Hashimoto"]},
+             {"id": "1", "question_id": "1", "document_id": "1", "question": "Which artery?", "type": "multiple_choice",
+              "choices": ["LAD", "LCx", "RCA", "PDA"], "context": "", "answer": ["PDA"]}]
+
+
+def _medmcqa_features() -> Any:
+    """openlifescienceai/medmcqa's features: `cop` a ClassLabel of a..d."""
+    value = datasets.Value("string")
+    return datasets.Features({"id": value, "question": value, "opa": value, "opb": value, "opc": value, "opd": value,
+                              "cop": datasets.ClassLabel(names=["a", "b", "c", "d"]), "choice_type": value,
+                              "exp": value, "subject_name": value, "topic_name": value})
+
+
+def _medmcqa(cops: list[int]) -> list[dict[str, Any]]:
+    return [{"id": f"m-{i}", "question": f"Question {i}?", "opa": f"a{i}", "opb": f"b{i}", "opc": f"c{i}",
+             "opd": f"d{i}", "cop": cop, "choice_type": "single", "exp": "secret explanation",
+             "subject_name": "Anatomy", "topic_name": "Bones"} for i, cop in enumerate(cops)]
+
+
+def test_bigbio_source_options_are_key_value_pairs_not_text(tmp_path: Path) -> None:
+    pq = tmp_path / "med_qa_en_source.parquet"
+    datasets.Dataset.from_list(BIGBIO_SOURCE).to_parquet(str(pq))
+    qs = _load(pq, preset="medqa")
+    assert qs[0].options == {"A": "Graves", "B": "Hashimoto", "C": "MNG", "D": "Cancer"}
+    assert [q.gold for q in qs] == [("B",), ("D",)] and qs[1].options["D"] == "PDA"
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "save_to_disk"])
+def test_bigbio_qa_choices_and_a_list_answer_load_with_the_medqa_preset(tmp_path: Path, kind: str) -> None:
+    if kind == "jsonl":
+        path = _jsonl(tmp_path / "med_qa_en_4options_bigbio_qa.jsonl", BIGBIO_QA)
+    else:
+        path = tmp_path / "bigbio_qa"
+        datasets.DatasetDict({"test": datasets.Dataset.from_list(BIGBIO_QA)}).save_to_disk(str(path))
+    qs = _load(path, preset="medqa")
+    assert [(q.qid, q.gold, q.options["B"]) for q in qs] == [("0", ("B",), "Hashimoto"), ("1", ("D",), "LCx")]
+    assert qs[0].text == BIGBIO_QA[0]["question"]  # the empty context adds nothing
+
+
+def test_medmcqa_classlabel_cop_is_zero_based_even_without_a_zero(tmp_path: Path) -> None:
+    pq = tmp_path / "validation.parquet"
+    datasets.Dataset.from_list(_medmcqa([1, 2]), features=_medmcqa_features()).to_parquet(str(pq))
+    assert [q.gold for q in _load(pq, preset="medmcqa")] == [("B",), ("C",)]
+
+
+def test_medmcqa_test_split_with_hidden_labels_says_to_use_validation(tmp_path: Path) -> None:
+    folder = tmp_path / "medmcqa"
+    feats = _medmcqa_features()
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(_medmcqa([0, 3]), features=feats),
+                          "test": datasets.Dataset.from_list(_medmcqa([-1, -1]), features=feats),
+                          "validation": datasets.Dataset.from_list(_medmcqa([2, 0]), features=feats)}
+                         ).save_to_disk(str(folder))
+    with pytest.raises(UserError) as err:
+        _load(folder, preset="medmcqa")  # dataset.split defaults to test
+    assert "hidden label" in _one_line(err) and "dataset.split: validation" in str(err.value)
+    assert [q.gold for q in _load(folder, preset="medmcqa", split="validation")] == [("C",), ("A",)]
+
+
+def test_medmcqa_release_json_with_an_ambiguous_cop_is_refused_until_index_base_is_set(tmp_path: Path) -> None:
+    rows = _medmcqa([1, 3, 2])  # 1-based in the release: the golds are A, C, B; read 0-based they would be B, D, C
+    path = _jsonl(tmp_path / "dev.json", rows)
+    with pytest.raises(UserError) as err:
+        _load(path, preset="medmcqa")
+    assert "index_base" in _one_line(err) and err.value.field == "dataset.fields.index_base"
+    assert [q.gold for q in _load(path, preset="medmcqa", fields={"index_base": 1})] == [("A",), ("C",), ("B",)]
+    assert [q.gold for q in _load(path, preset="medmcqa", fields={"index_base": 0})] == [("B",), ("D",), ("C",)]
+
+
+def test_medmcqa_json_whose_answers_prove_their_base_needs_no_setting(tmp_path: Path) -> None:
+    one_based = _jsonl(tmp_path / "release.json", _medmcqa([1, 4]))  # a 4 cannot be 0-based
+    assert [q.gold for q in _load(one_based, preset="medmcqa")] == [("A",), ("D",)]
+    zero_based = _jsonl(tmp_path / "hub.jsonl", _medmcqa([0, 2]))  # a 0 cannot be 1-based
+    assert [q.gold for q in _load(zero_based, preset="medmcqa")] == [("A",), ("C",)]
+    with pytest.raises(UserError, match="neither 0- nor 1-based"):
+        _load(_jsonl(tmp_path / "mixed.jsonl", _medmcqa([0, 4])), preset="medmcqa")
+
+
+def test_mmlu_preset_keeps_the_medical_subjects_unless_subsets_say(tmp_path: Path) -> None:
+    value = datasets.Value("string")
+    feats = datasets.Features({"question": value, "subject": value, "choices": datasets.Sequence(value),
+                               "answer": datasets.ClassLabel(names=["A", "B", "C", "D"])})
+    rows = [*MMLU, {"question": "Brightest star?", "subject": "astronomy",
+                    "choices": ["Sirius", "Vega", "Sun", "Rigel"], "answer": 0},
+            {"question": "Cell powerhouse?", "subject": "college_biology",
+             "choices": ["Nucleus", "Mitochondrion", "Golgi", "Ribosome"], "answer": 1}]
+    folder = tmp_path / "mmlu_all"
+    datasets.DatasetDict({"test": datasets.Dataset.from_list(rows, features=feats)}).save_to_disk(str(folder))
+    assert [q.dataset for q in _load(folder, preset="mmlu")] == ["anatomy", "college_biology", "medical_genetics"]
+    assert [q.dataset for q in _load(folder, preset="mmlu", subsets=["astronomy"])] == ["astronomy"]
+    only_astro = tmp_path / "astro.jsonl"
+    _jsonl(only_astro, rows[2:3])
+    with pytest.raises(UserError) as err:
+        _load(only_astro, preset="mmlu")
+    assert "medical subjects" in _one_line(err) and err.value.field == "dataset.subsets"
+
+
+def test_options_that_are_not_text_are_refused_not_stringified(tmp_path: Path) -> None:
+    rows = [{"question": "Q?", "options": [{"label": "A", "text": "x"}, {"label": "B", "text": "y"}],
+             "answer_idx": "A"}]
+    with pytest.raises(UserError) as err:
+        _load(_jsonl(tmp_path / "odd.jsonl", rows), preset="medqa")
+    assert "not text" in _one_line(err) and err.value.field == "dataset.fields.options"
+
+
+def test_a_gold_that_is_not_among_the_options_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="neither an option letter"):
+        _load(_jsonl(tmp_path / "e.jsonl", [{**MEDQA[0], "answer_idx": "E"}]), preset="medqa")
+    with pytest.raises(UserError, match="neither an option letter"):
+        _load(_jsonl(tmp_path / "qa.jsonl", [{**BIGBIO_QA[0], "answer": ["Thyroiditis"]}]), preset="medqa")
+
+
+def test_data_that_fits_no_layout_of_the_preset_names_each_layouts_columns(tmp_path: Path) -> None:
+    with pytest.raises(UserError) as err:
+        _load(_jsonl(tmp_path / "pqa.jsonl", PUBMEDQA), preset="medqa")
+    msg = _one_line(err)
+    assert "answer_idx" in msg and "choices" in msg and "bigbio/med_qa *_bigbio_qa" in msg

@@ -87,7 +87,7 @@ def test_the_cache_never_answers_one_model_with_another_models_reply(grid: Any) 
 
 def test_the_report_has_per_model_and_interaction_tables(grid: Any) -> None:
     _, run, _, _ = grid
-    tables = {t.title: t for t in run.tables()}
+    tables = {t.title: t for t in run.tables().values()}
     side = tables["Accuracy per model (%)"]
     assert side.columns == ["condition", "alpha", "beta"]
     # The two sample questions (limit 1 per subset) are s09 (gold A) and s02 (gold C); alpha answers

@@ -64,7 +64,7 @@ def test_run_json_keeps_every_variants_text_and_hash_and_the_report_names_them(s
     terse = meta["scenario"]["prompt_variants"]["terse-challenger"]["challenger.system"]
     assert terse["text"] == TERSE and terse["sha256"] == hashlib.sha256(TERSE.encode()).hexdigest()
     assert terse["file"].endswith("prompts/challenger.terse.md")
-    tables = {t.title: t for t in run.tables()}
+    tables = {t.title: t for t in run.tables().values()}
     named = {r[0]: (r[1], r[2]) for r in tables["Prompt variant of every condition"].rows}
     assert named["c0"] == ("default", "shipped prompts")
     assert named["c1+terse-challenger"] == ("terse-challenger", f"challenger.system {terse['sha256'][:12]}")
@@ -108,7 +108,7 @@ def test_the_transfer_scenario_runs_to_a_complete_report_on_two_endpoints(tmp_pa
     seven = ["c0r0", "c0r1", "c1r0", "c1r1", "c1r0k1", "c1r1k1", "c1r1k1-ind"]
     assert set(run.conditions) == {f"{c}@{m}" for c in seven for m in ("gpt-4o-mini", "qwen-7b")}
     assert not any(r.error for r in run.rows)
-    tables = {t.title: t for t in run.tables()}
+    tables = {t.title: t for t in run.tables().values()}
     assert [r[0] for r in tables["Accuracy per model (%)"].rows] == seven
     inter = tables["Model x condition interaction"]
     assert {(r[0], r[1]) for r in inter.rows} >= {("c0r0", "c1r0"), ("c1r0", "c1r0k1"), ("c1r0k1", "c1r1k1-ind")}

@@ -63,7 +63,7 @@ def test_export_carries_the_trajectory_and_agrees_with_the_table(grid_dir: Path,
     with open(tmp_path / "x.csv", encoding="utf-8") as fh:
         recs = list(csv.DictReader(fh))
     assert len(recs) == 12
-    table = next(t for t in load_run(grid_dir).tables() if t.title.startswith("Answer transitions"))
+    table = next(t for t in load_run(grid_dir).tables().values() if t.title.startswith("Answer transitions"))
     overall = {row[0]: dict(zip(table.columns, row, strict=True)) for row in table.rows if row[1] == "overall"}
     for cond in CONDITIONS:
         mine = Counter(r["trajectory.transition"] for r in recs if r["condition"] == cond)

@@ -20,7 +20,7 @@ from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
-from medpanel.experiments.analysis.transitions import transition_tables
+from medpanel.experiments.analysis.transitions import call_events, run_docs, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
@@ -235,6 +235,13 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     return tables
 
 
+def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+    """The full report of a run directory (what the CLI prints and writes): every table, the
+    transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
+    docs = run_docs(run_dir, rows)
+    return build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
+
+
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
     return write_tables(run_dir / "report", tables, title=f"Report: {run_dir.name}", md_name="report.md")
 
@@ -245,8 +252,7 @@ def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str
     written = []
     md = [f"# {title}", ""]
     for t in tables:
-        name = t.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
-        path = out_dir / f"{name}.csv"
+        path = out_dir / f"{t.name}.csv"
         path.write_text(t.csv(), encoding="utf-8")
         written.append(path)
         md.append(t.markdown())

@@ -19,8 +19,7 @@ from rich.text import Text
 
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.report import build_tables, write_report
-from medpanel.experiments.analysis.transitions import call_events, run_docs
+from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.rundir import load_meta, open_store
 
@@ -39,7 +38,8 @@ def print_table(t: Any) -> None:
         console.print(Text(t.note, style="dim"))
 
 
-def summarise(run_dir: Path, *, write: bool = True) -> None:
+def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
+    """Print the run's report and write it to `report/`; the files written (None when none were)."""
     meta = load_meta(run_dir)
     store = open_store(run_dir, meta)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
@@ -47,7 +47,7 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     store.close()
     if not rows:
         console.print("No finished questions yet.")
-        return
+        return None
 
     sc = meta.get("scenario", {})
     # The header says what was run and how it departs from the papers before any number is read.
@@ -56,8 +56,7 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     console.print(Text(f"protocol: {protocol_line(sc)}"))
     for line in header_lines(meta):
         console.print(line, markup=False, highlight=False)
-    docs = run_docs(run_dir, rows)
-    tables = build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
+    tables = run_tables(run_dir, rows, meta)
     for t in tables:
         print_table(t)
     errors = sum(1 for r in rows if r.error)
@@ -69,8 +68,10 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
             paths = write_report(run_dir, tables)
         except OSError as exc:  # a full disk or a read-only folder: the tables above still stand
             error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
-            return
+            return None
         console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
+        return paths
+    return None
 
 
 def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:

@@ -105,13 +105,16 @@ def run(
                   f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
                   f"{runner.plan.scenario.run.workers} workers x {runner.plan.scenario.run.questions_per_worker} "
                   f"questions in flight, model {runner.plan.scenario.model.backend}")
-    with make_progress(console, quiet=quiet) as progress:
-        # The tokens-per-minute limit, once the run has one (issue 16's rate limits).
-        tpm_limit = getattr(runner.plan.scenario.run, "tokens_per_minute", None)
-        hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
-        hook(runner.tally, total)
-        status = runner.run(progress=hook)
-    summarise(runner.run_dir)
+    with runner.tracking() as tracker:  # run.tracker: the report below is the one it logs
+        with make_progress(console, quiet=quiet) as progress:
+            # The tokens-per-minute limit, once the run has one.
+            tpm_limit = getattr(runner.plan.scenario.run, "tokens_per_minute", None)
+            hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
+            hook(runner.tally, total)
+            status = runner.run(progress=hook)
+        report = summarise(runner.run_dir)
+        if tracker is not None:
+            tracker.report(report)
     if runner.replay is not None:
         console.print(f"replay: {runner.replay.hits} requests answered from {replay}, {runner.replay.misses} "
                       f"miss(es){' sent to the model' if runner.replay.misses and not replay_strict else ''}",

@@ -23,7 +23,8 @@ from typing import Any
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run.freetext import load_freetext
-from medpanel.experiments.run.hf_datasets import PRESETS, HFFields, load_hf
+from medpanel.experiments.run.hf_datasets import load_hf
+from medpanel.experiments.run.hf_presets import PRESETS, default_subsets
 
 log = logging.getLogger("medpanel.datasets")
 
@@ -83,6 +84,8 @@ def load_dataset(
         return load_freetext(path, subsets, limit, seed, base_dir=base_dir)
     if source == "hf":
         groups = _group_by_dataset(_load_hf_source(path, split, fields, preset, base_dir))
+        if subsets is None:  # a preset's own selection (MMLU: its medical subjects)
+            subsets = default_subsets(preset, [g for g, _ in groups], where=str(path))
         groups = _select(groups, subsets, where=str(path))
     elif source == "sample" or path is None:
         if source == "sample" and path is not None:
@@ -139,14 +142,8 @@ def _load_hf_source(path: str | Path | None, split: str, fields: dict[str, Any] 
                         field="dataset.path")
     if preset is not None and preset not in PRESETS:
         raise UserError(f"unknown preset {preset!r}. Use one of: {', '.join(PRESETS)}", field="dataset.preset")
-    base = PRESETS[preset].model_dump() if preset else {}
-    try:
-        mapping = HFFields.model_validate({**base, **(fields or {})})
-    except ValueError as exc:
-        raise UserError(f"bad field mapping ({str(exc).splitlines()[1:3]}). Keys: {', '.join(HFFields.model_fields)}",
-                        field="dataset.fields") from None
     name = preset or Path(str(path)).stem
-    return load_hf(str(path), split, mapping, name=name, base_dir=base_dir)
+    return load_hf(str(path), split, preset, fields, name=name, base_dir=base_dir)
 
 
 def _load_sample() -> list[Question]:

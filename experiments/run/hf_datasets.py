@@ -2,9 +2,13 @@
 
 The data is read through the `datasets` library (the `[hf]` extra): a folder written by
 `Dataset.save_to_disk` / `DatasetDict.save_to_disk`, a parquet file, or a JSONL file. A field
-mapping (`fields:`, or a `preset:` of the common medical benchmarks) says which columns hold the
-stem, the options, the answer and the id. Only mapped columns reach a `Question`: explanations,
-long answers and other gold-revealing columns are never read.
+mapping (`fields:`, or a `preset:` of the common medical benchmarks, `hf_presets.py`) says which
+columns hold the stem, the options, the answer and the id. Only mapped columns reach a `Question`:
+explanations, long answers and other gold-revealing columns are never read.
+
+No row is mapped silently wrong: every option must be text (a dict read as text is refused), the
+gold must be one of the options, an integer answer's base must be known (see `HFFields.index_base`),
+and a hidden label (-1) is refused with the labelled split to use.
 
 Nothing is downloaded: the loader sets `HF_DATASETS_OFFLINE` / `HF_HUB_OFFLINE` before it touches
 the library, and a hub name without a local copy is one line saying how to save it locally.
@@ -18,55 +22,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.hf_presets import LETTERS, HFFields, resolve_fields
 
-LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-class HFFields(BaseModel):
-    """Which columns of the dataset hold medpanel's question fields."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    question: str = "question"
-    """The stem's column."""
-    options: str | list[str] | None = "options"
-    """One column holding a letter->text dict or a list of texts, or a list of columns, one per
-    option (MedMCQA's `opa`..`opd`). None with `choices` for fixed options."""
-    choices: list[str] | None = None
-    """Fixed option texts for every item (PubMedQA's yes/no/maybe); the answer is one of them."""
-    answer: str = "answer"
-    """The gold column: a letter, an option's text, or an index (see `index_base`)."""
-    index_base: int = Field(default=0, ge=0, le=1)
-    """What an integer answer counts from: 0 (MedMCQA's `cop`, MMLU's `answer`) or 1."""
-    id: str | None = None
-    """The item id's column; None numbers the rows (`0`, `1` ...) in file order."""
-    context: str | None = None
-    """A column shown before the stem (PubMedQA's abstract; a dotted path reaches into a dict,
-    `context.contexts`); a list of passages is joined by blank lines."""
-    dataset: str | None = None
-    """A column naming each row's sub-dataset (MMLU's `subject`); default the preset or file name."""
-
-
-PRESETS: dict[str, HFFields] = {
-    # MedQA (USMLE, 4 options): GBaker/MedQA-USMLE-4-options and bigbio-style exports.
-    "medqa": HFFields(question="question", options="options", answer="answer_idx"),
-    # MedMCQA: four option columns, `cop` the 0-based index of the correct one.
-    "medmcqa": HFFields(question="question", options=["opa", "opb", "opc", "opd"], answer="cop", id="id"),
-    # PubMedQA (pqa_labeled): yes/no/maybe over the abstract; `long_answer` (the rationale) is not read.
-    "pubmedqa": HFFields(question="question", options=None, choices=["yes", "no", "maybe"],
-                         answer="final_decision", id="pubid", context="context.contexts"),
-    # MMLU's medical subsets (cais/mmlu: anatomy, clinical_knowledge, college_medicine, medical_genetics,
-    # professional_medicine, college_biology): `choices` a list, `answer` a 0-based index.
-    "mmlu": HFFields(question="question", options="choices", answer="answer", dataset="subject"),
-}
-
-MMLU_MEDICAL = ("anatomy", "clinical_knowledge", "college_biology", "college_medicine", "medical_genetics",
-                "professional_medicine")
 
 
 def _save_hint(name: str, split: str) -> str:
@@ -89,7 +49,8 @@ def _library() -> Any:
     return datasets
 
 
-def _rows(path: Path, split: str) -> list[dict[str, Any]]:
+def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
     lib = _library()
     where = str(path)
     with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache:
@@ -108,7 +69,7 @@ def _rows(path: Path, split: str) -> list[dict[str, Any]]:
             else:
                 raise UserError("is not a save_to_disk folder, a .parquet or a .jsonl file. Point dataset.path "
                                 "at one of these", file=where, field="dataset.path")
-            return list(ds.to_list())
+            return list(ds.to_list()), dict(ds.features)
         except UserError:
             raise
         except (FileNotFoundError, ValueError, OSError) as exc:
@@ -130,6 +91,15 @@ def _get(row: dict[str, Any], column: str, where: str) -> Any:
     return value
 
 
+def _text(value: Any, letter: str, where: str) -> str:
+    # A dict or a list here is a layout the mapping does not fit (bigbio's {key, value} read as text).
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise UserError(f"option {letter} is {type(value).__name__} {str(value)[:60]!r}, not text: the options "
+                        "mapping does not fit this layout. Fix dataset.fields.options or the preset", file=where,
+                        field="dataset.fields.options")
+    return str(value)
+
+
 def _options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
     if f.choices is not None:
         texts: list[Any] = list(f.choices)
@@ -138,26 +108,75 @@ def _options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
     elif f.options is not None:
         value = _get(row, f.options, where)
         if isinstance(value, dict):
-            return {str(k).strip().upper(): str(v) for k, v in value.items() if v is not None}
+            # Arrow gives every row the union of the keys: a 4-option row has E: None.
+            return {str(k).strip().upper(): _text(v, str(k), where) for k, v in value.items() if v is not None}
         if not isinstance(value, list):
             raise UserError(f"column {f.options!r} is neither a letter->text dict nor a list",
                             file=where, field="dataset.fields.options")
+        if value and all(isinstance(v, dict) and set(v) == {"key", "value"} for v in value):
+            return {str(v["key"]).strip().upper(): _text(v["value"], str(v["key"]), where) for v in value}  # bigbio
         texts = value
     else:
         raise UserError("dataset.fields needs options (a column or columns) or choices (fixed texts)",
                         file=where, field="dataset.fields")
-    return {LETTERS[i]: str(t) for i, t in enumerate(texts)}
+    return {LETTERS[i]: _text(t, LETTERS[i], where) for i, t in enumerate(texts)}
 
 
-def _gold(value: Any, options: dict[str, str], f: HFFields, where: str) -> str:
+def _values(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _index_base(f: HFFields, answers: list[Any], sizes: list[int], feature: Any, where: str) -> int:
+    """The base of the integer answers: the user's, a ClassLabel's (0), or what the answers prove."""
+    if f.index_base is not None:
+        return f.index_base
+    if type(feature).__name__ == "ClassLabel":
+        return 0
+    ints = [(v, n) for a, n in zip(answers, sizes, strict=True) for v in _values(a)
+            if isinstance(v, int) and not isinstance(v, bool)]
+    if not ints:
+        return 0  # no integer answer: the base is never used
+    for v, n in ints:
+        if v > n:
+            raise UserError(f"answer index {v} is outside the {n} options under either base", file=where,
+                            field="dataset.fields.answer")
+    zero = any(v == 0 for v, _ in ints)
+    top = any(v == n for v, n in ints)
+    if zero and top:
+        raise UserError(f"answers in {f.answer!r} include 0 and the number of options: neither 0- nor 1-based fits. "
+                        "Check dataset.fields.answer", file=where, field="dataset.fields.answer")
+    if zero or top:
+        return 0 if zero else 1
+    raise UserError(f"answers in {f.answer!r} are integers that fit both a 0-based and a 1-based index. Say which: "
+                    "dataset.fields.index_base: 0 (openlifescienceai/medmcqa, cais/mmlu) or 1 (the original MedMCQA "
+                    "release JSON)", file=where, field="dataset.fields.index_base")
+
+
+def _check_labelled(value: Any, where: str) -> None:
+    # Checked before the base is inferred: a split of -1s would otherwise read as an ambiguous base.
+    for v in _values(value):
+        if isinstance(v, int) and not isinstance(v, bool) and v < 0:
+            raise UserError(f"answer {v} marks a hidden label: this split publishes no answers (MedMCQA's test "
+                            "split). Use a labelled split: dataset.split: validation (or the validation file)",
+                            file=where, field="dataset.split")
+
+
+def _gold(value: Any, options: dict[str, str], f: HFFields, base: int, where: str) -> tuple[str, ...]:
+    values = _values(value)
+    if not values:
+        raise UserError(f"answer {value!r} is empty: the row has no gold", file=where, field="dataset.fields.answer")
+    return tuple(dict.fromkeys(_one_gold(v, options, f, base, where) for v in values))
+
+
+def _one_gold(value: Any, options: dict[str, str], f: HFFields, base: int, where: str) -> str:
     if isinstance(value, bool) or value is None:
         raise UserError(f"answer {value!r} is not a letter, an option text or an index", file=where,
                         field="dataset.fields.answer")
     if isinstance(value, int):
-        i = value - f.index_base
+        i = value - base
         if not 0 <= i < len(options):
-            raise UserError(f"answer index {value} is outside the {len(options)} options (index_base "
-                            f"{f.index_base})", file=where, field="dataset.fields.answer")
+            raise UserError(f"answer index {value} is outside the {len(options)} options (index_base {base})",
+                            file=where, field="dataset.fields.answer")
         return list(options)[i]
     text = str(value).strip()
     if text.upper() in options:
@@ -169,8 +188,11 @@ def _gold(value: Any, options: dict[str, str], f: HFFields, where: str) -> str:
                     file=where, field="dataset.fields.answer")
 
 
-def load_hf(path: str, split: str, fields: HFFields, *, name: str, base_dir: Path | None) -> list[Question]:
-    """Every row of the local dataset at `path` as a `Question`, in file order."""
+def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | None, *, name: str,
+            base_dir: Path | None) -> list[Question]:
+    """Every row of the local dataset at `path` as a `Question`, in file order.
+
+    The mapping is the preset's layout that fits the data's columns, with the user's `fields` on top."""
     file = Path(path).expanduser()
     if not file.is_absolute():
         file = (base_dir or Path.cwd()) / file
@@ -180,19 +202,29 @@ def load_hf(path: str, split: str, fields: HFFields, *, name: str, base_dir: Pat
         raise UserError("no such file or folder. Point dataset.path at a save_to_disk folder, a parquet or a "
                         "JSONL file (relative paths are resolved against the scenario's folder)",
                         file=str(file), field="dataset.path")
-    out = []
-    for n, row in enumerate(_rows(file, split)):
+    rows, features = _rows(file, split)
+    if not rows:
+        raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")
+    f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))
+    mapped = []
+    for n, row in enumerate(rows):
         where = f"{file} (row {n})"
-        options = _options(row, fields, where)
+        options = _options(row, f, where)
         if len(options) < 2:
             raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
-        text = str(_get(row, fields.question, where))
-        if fields.context:
-            ctx = _get(row, fields.context, where)
-            ctx = "\n\n".join(map(str, ctx)) if isinstance(ctx, list) else str(ctx)
+        answer = _get(row, f.answer, where)
+        _check_labelled(answer, where)
+        mapped.append((where, row, options, answer))
+    base = _index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer), str(file))
+    out = []
+    for n, (where, row, options, answer) in enumerate(mapped):
+        text = str(_get(row, f.question, where))
+        if f.context:
+            ctx = _get(row, f.context, where)
+            ctx = "\n\n".join(map(str, ctx)) if isinstance(ctx, list) else str(ctx or "")
             text = f"{ctx}\n\n{text}" if ctx else text
-        qid = str(_get(row, fields.id, where)) if fields.id else str(n)
-        dataset = str(_get(row, fields.dataset, where)) if fields.dataset else name
+        qid = str(_get(row, f.id, where)) if f.id else str(n)
+        dataset = str(_get(row, f.dataset, where)) if f.dataset else name
         out.append(Question(dataset=dataset, qid=qid, text=text, options=options,
-                            gold=(_gold(_get(row, fields.answer, where), options, fields, where),)))
+                            gold=_gold(answer, options, f, base, where)))
     return out

@@ -63,6 +63,8 @@ class RunRecord(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     host: str | None = None
     created: str | None = None
+    tracker: dict[str, str] | None = None
+    """`run.tracker`'s run (`kind`, `run_id`), stored when it is opened, so a resume continues it."""
 
     @property
     def pipeline(self) -> str:

@@ -52,7 +52,7 @@ from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
 from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.tracker import open_tracker
+from medpanel.experiments.run.tracker import Tracker, open_tracker, tracking
 from medpanel.experiments.run.worker import Shared, Worker
 from medpanel.retrieval.errors import RetrievalError, SourceConfigError
 
@@ -90,6 +90,8 @@ class Runner:
         self.retry_errors = False
         """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
         self.health = EndpointHealth(plan.model_spec)
+        self.tracker: Tracker | None = None
+        """Held open by `tracking()` across sessions' end and the report; else each `run()` opens its own."""
 
     def _budget(self) -> Budget:
         run = self.plan.scenario.run
@@ -200,6 +202,17 @@ class Runner:
 
     # -- a session -----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def tracking(self) -> Iterator[Tracker | None]:
+        """Keep the run's tracker open across `run()` and the report written after it (the CLI's,
+        `medpanel.run`'s), so the report logged is the one the caller wrote: `tracker.report(files)`."""
+        with tracking(self.plan.scenario.run.tracker, self.run_dir) as tracker:
+            self.tracker = tracker
+            try:
+                yield tracker
+            finally:
+                self.tracker = None
+
     def run(self, *, progress: ProgressHook | None = None, install_signals: bool = True) -> dict[str, Any]:
         """Work through every missing pair. Returns a status dict (also written to status.json).
 
@@ -218,9 +231,8 @@ class Runner:
             self.replay.on_strict_miss = self.stop.set
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
-        run_json = self.run_dir / "run.json"
-        meta = json.loads(run_json.read_text(encoding="utf-8")) if run_json.is_file() else {}
-        tracker = open_tracker(self.plan.scenario.run.tracker, self.run_dir, meta)
+        held = self.tracker is not None
+        tracker = self.tracker if held else open_tracker(self.plan.scenario.run.tracker, self.run_dir)
         if tracker is not None:
             tracker.seed(store.rows())
             shared.on_row = tracker.row
@@ -255,7 +267,9 @@ class Runner:
             except OSError as exc:
                 status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
             if tracker is not None:
-                tracker.finish(self.run_dir, meta, status["state"])
+                tracker.state = status["state"]
+                if not held:
+                    tracker.close()
         store.close()
         return status
 

@@ -83,7 +83,7 @@ class DatasetSpec(_Strict):
     """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
     fields: dict[str, Any] | None = None
     """`source: hf`: which columns hold question, options (or fixed choices), answer, id, context,
-    dataset (see experiments/run/hf_datasets.py: HFFields)."""
+    dataset (see experiments/run/hf_presets.py: HFFields)."""
 
 
 class RunSpec(_Strict):

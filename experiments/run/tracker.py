@@ -3,13 +3,18 @@ the tracker researchers already use, through its own client library (the `[mlflo
 
 What is logged:
 - params: the scenario as validated, flattened to dotted keys (`run.workers`, `model.backend` ...),
-  plus the run directory and the git commit;
+  plus the run directory and the git commit; keys left unset (None, empty) are left out;
 - metrics, after every committed question, per condition: `<slug>/accuracy` (correct / done, invalid
   answers and error rows counted wrong, as in the report), `<slug>/done`, `<slug>/calls`,
-  `<slug>/tokens`, `<slug>/cost_usd`, `<slug>/invalid`, `<slug>/errors`; the step is the number of
-  questions finished in the run;
-- at the end of the session: the report tables are written to `report/` and that folder is logged
-  as an artifact (`report/`).
+  `<slug>/tokens`, `<slug>/cost_usd`, `<slug>/invalid`, `<slug>/errors`; the step is that
+  condition's questions done, so each condition's curve has a point per question (W&B: each
+  condition's metrics are plotted against its own `<slug>/done`);
+- the report the caller wrote (the CLI's `report/`, or `medpanel.run`'s), handed over as its list
+  of files, copied into a fresh folder and logged as the artifact `report`.
+
+One tracker run per medpanel run, across resumes: its id is kept in run.json (`tracker`), and a
+resume continues that run (MLflow: the same run id, set running again; W&B: `resume="allow"`
+with the stored id) instead of opening a new one.
 
 Where it goes is the library's own setting: `MLFLOW_TRACKING_URI` (e.g. `file:///path/mlruns`; default
 `./mlruns`) and `MLFLOW_EXPERIMENT_NAME` (default the scenario name); `WANDB_MODE` (`offline` writes
@@ -18,13 +23,18 @@ under `WANDB_DIR`, default the run directory), `WANDB_PROJECT` (default `medpane
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import shutil
+import tempfile
 import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.analysis.report import build_tables, write_report
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.files import write_atomic
 from medpanel.experiments.run.store import Row
 
 TRACKERS = ("mlflow", "wandb")
@@ -32,10 +42,11 @@ PARAM_CHARS = 500  # MLflow's limit on a param value in older servers; longer va
 
 
 def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
+    """Dotted keys -> values as text; an unset value (None, {} or []) is left out, not logged as "None"."""
     if isinstance(value, dict) and value:
         for k, v in value.items():
             flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
-    else:
+    elif value is not None and value != {} and value != []:
         out[prefix] = str(value)[:PARAM_CHARS]
     return out
 
@@ -43,15 +54,31 @@ def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
 class Tracker:
     """Per-condition aggregates over the run's rows (a re-run pair replaces its old row), sent on each row."""
 
-    def __init__(self, backend: _Backend) -> None:
+    def __init__(self, backend: _Backend, kind: str) -> None:
         self.backend = backend
+        self.kind = kind
         self.rows: dict[tuple[str, str, str, int], Row] = {}
+        self.logged: dict[str, int] = {}
+        """The step each condition was last logged at (a continued run's earlier points count)."""
         self.lock = threading.Lock()
+        self.state = "incomplete"
+        """How the last session ended (the runner sets it); the tracker run is closed with it."""
+
+    @property
+    def record(self) -> dict[str, str]:
+        """What run.json keeps, so a resume continues this tracker run."""
+        return {"kind": self.kind, "run_id": self.backend.run_id}
 
     def seed(self, rows: list[Row]) -> None:
         with self.lock:
             for r in rows:
                 self.rows[(r.condition, r.dataset, r.qid, r.repeat)] = r
+            if self.backend.continued:  # the earlier sessions logged these points already
+                for cond in {r.condition for r in rows}:
+                    self.logged.setdefault(cond, self._done(cond))
+
+    def _done(self, condition: str) -> int:
+        return sum(1 for r in self.rows.values() if r.condition == condition)
 
     def metrics(self, condition: str) -> dict[str, float]:
         rows = [r for r in self.rows.values() if r.condition == condition]
@@ -62,23 +89,42 @@ class Tracker:
                 f"{condition}/invalid": sum(r.invalid for r in rows),
                 f"{condition}/errors": sum(bool(r.error) for r in rows)}
 
+    def _log(self, condition: str) -> None:
+        step = self._done(condition)
+        self.backend.log_metrics(self.metrics(condition), step=step)
+        self.logged[condition] = step
+
     def row(self, row: Row) -> None:
         with self.lock:
             self.rows[(row.condition, row.dataset, row.qid, row.repeat)] = row
-            self.backend.log_metrics(self.metrics(row.condition), step=len(self.rows))
+            self._log(row.condition)
 
-    def finish(self, run_dir: Path, meta: dict[str, Any], state: str) -> None:
+    def report(self, files: Sequence[Path] | None) -> None:
+        """Log the report the caller has just written (exactly these files, from a fresh folder, so no
+        table an earlier session wrote and this one did not is sent)."""
+        if not files:
+            return
+        with self.lock, tempfile.TemporaryDirectory(prefix="medpanel-report-") as tmp:
+            folder = Path(tmp) / "report"
+            folder.mkdir()
+            for f in files:
+                shutil.copy2(f, folder / f.name)
+            self.backend.log_artifacts(folder)
+
+    def close(self, state: str | None = None) -> None:
+        """Log what no row logged (a condition whose rows all came from before), then end the tracker run."""
         with self.lock:
-            rows = list(self.rows.values())
-            for cond in sorted({r.condition for r in rows}):
-                self.backend.log_metrics(self.metrics(cond), step=len(rows))
-            if rows:
-                write_report(run_dir, build_tables(rows, meta, n_boot=1000))
-                self.backend.log_artifacts(run_dir / "report")
-            self.backend.close(state)
+            for cond in sorted({r.condition for r in self.rows.values()}):
+                if self.logged.get(cond) != self._done(cond):
+                    self._log(cond)
+            self.backend.close(state or self.state)
 
 
 class _Backend:
+    run_id: str
+    continued: bool = False
+    """The stored run was found and is being continued."""
+
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         raise NotImplementedError
 
@@ -90,13 +136,18 @@ class _Backend:
 
 
 class _MLflow(_Backend):
-    def __init__(self, name: str, run_name: str, params: dict[str, str]) -> None:
+    def __init__(self, name: str, run_name: str, params: dict[str, str], run_id: str | None) -> None:
         # The client with an explicit run id, not the fluent API: its active run is per thread, and
         # metrics are logged from the workers' threads.
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient
 
         self.client = MlflowClient()
+        stored = self._stored(run_id)
+        if stored is not None:
+            self.run_id, self.continued = stored, True
+            self.client.update_run(stored, status="RUNNING")
+            return  # its params were logged when it was created (MLflow's params cannot change)
         exp_name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or name
         exp = self.client.get_experiment_by_name(exp_name)
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(exp_name)
@@ -104,6 +155,18 @@ class _MLflow(_Backend):
         items = [Param(k, v) for k, v in params.items()]
         for i in range(0, len(items), 100):  # MLflow takes at most 100 params per batch
             self.client.log_batch(self.run_id, params=items[i:i + 100])
+
+    def _stored(self, run_id: str | None) -> str | None:
+        """The stored run id, if this tracking store still has that run (a new store starts a new run)."""
+        if not run_id:
+            return None
+        from mlflow.exceptions import MlflowException
+
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            return None
+        return run_id if run.info.lifecycle_stage == "active" else None
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         import time
@@ -114,22 +177,37 @@ class _MLflow(_Backend):
         self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step) for k, v in metrics.items()])
 
     def log_artifacts(self, folder: Path) -> None:
+        # An earlier session's report goes first, where the store can delete (file stores can), so a
+        # table that session had and this one lacks does not stay beside the new report.
+        from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+        repo = get_artifact_repository(self.client.get_run(self.run_id).info.artifact_uri)
+        with contextlib.suppress(Exception):
+            repo.delete_artifacts("report")
         self.client.log_artifacts(self.run_id, str(folder), artifact_path="report")
 
     def close(self, state: str) -> None:
-        self.client.set_terminated(self.run_id, status="FINISHED" if state == "complete" else "KILLED")
+        status = {"complete": "FINISHED", "failed": "FAILED"}.get(state, "KILLED")
+        self.client.set_terminated(self.run_id, status=status)
 
 
 class _WandB(_Backend):
-    def __init__(self, name: str, run_name: str, params: dict[str, str], run_dir: Path) -> None:
+    def __init__(self, name: str, run_name: str, params: dict[str, str], run_dir: Path, run_id: str | None,
+                 conditions: list[str]) -> None:
         import wandb
 
         self.wandb = wandb
+        self.continued = bool(run_id)
         self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "medpanel", name=run_name, group=name,
-                              config=params, dir=os.environ.get("WANDB_DIR") or str(run_dir), reinit="create_new")
+                              config=params, dir=os.environ.get("WANDB_DIR") or str(run_dir), reinit="create_new",
+                              id=run_id or None, resume="allow")
+        self.run_id = self.run.id
+        for cond in conditions:  # each condition's curve against its own questions done
+            self.run.define_metric(f"{cond}/done")
+            self.run.define_metric(f"{cond}/*", step_metric=f"{cond}/done")
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
-        self.run.log({**metrics, "questions_done": step})
+        self.run.log(metrics)
 
     def log_artifacts(self, folder: Path) -> None:
         art = self.wandb.Artifact("report", type="report")
@@ -140,18 +218,24 @@ class _WandB(_Backend):
         self.run.finish(exit_code=0 if state == "complete" else 1)
 
 
-def open_tracker(kind: str | None, run_dir: Path, meta: dict[str, Any]) -> Tracker | None:
-    """The run's tracker, or None; a missing extra is a one-line `UserError` naming the fix."""
+def open_tracker(kind: str | None, run_dir: Path) -> Tracker | None:
+    """The run's tracker, or None; the tracker run stored in run.json is continued, a new one is stored
+    there. A missing extra is a one-line `UserError` naming the fix."""
     if kind is None:
         return None
+    run_json = run_dir / "run.json"
+    meta: dict[str, Any] = json.loads(run_json.read_text(encoding="utf-8")) if run_json.is_file() else {}
     scenario = meta.get("scenario") or {}
     params = flatten("", scenario, {})
     params["medpanel.run_dir"] = str(run_dir)
-    params["medpanel.commit"] = str((meta.get("git") or {}).get("commit"))
+    flatten("medpanel.commit", (meta.get("git") or {}).get("commit"), params)
     name = str(scenario.get("name") or run_dir.name)
+    stored = meta.get("tracker") or {}
+    run_id = str(stored["run_id"]) if stored.get("kind") == kind and stored.get("run_id") else None
+    conditions = [str(c.get("slug")) for c in meta.get("conditions") or []]
     try:
-        backend: _Backend = _MLflow(name, run_dir.name, params) if kind == "mlflow" \
-            else _WandB(name, run_dir.name, params, run_dir)
+        backend: _Backend = _MLflow(name, run_dir.name, params, run_id) if kind == "mlflow" \
+            else _WandB(name, run_dir.name, params, run_dir, run_id, conditions)
     except ImportError:
         extra = "mlflow" if kind == "mlflow" else "wandb"
         raise UserError(f"run.tracker {kind} needs its library: pip install 'medpanel[{extra}]'",
@@ -159,4 +243,23 @@ def open_tracker(kind: str | None, run_dir: Path, meta: dict[str, Any]) -> Track
     except Exception as exc:  # the library's own refusal (a store it will not open, a bad setting)
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         raise UserError(f"run.tracker {kind} could not start: {first}", field="run.tracker") from None
-    return Tracker(backend)
+    tracker = Tracker(backend, kind)
+    if meta and meta.get("tracker") != tracker.record:
+        write_atomic(run_json, json.dumps({**meta, "tracker": tracker.record}, indent=2))
+    return tracker
+
+
+@contextlib.contextmanager
+def tracking(kind: str | None, run_dir: Path) -> Iterator[Tracker | None]:
+    """The tracker held open across a session and the report written after it; closed with the
+    session's state (`Tracker.state`), or as failed when an exception leaves the block."""
+    tracker = open_tracker(kind, run_dir)
+    if tracker is None:
+        yield None
+        return
+    try:
+        yield tracker
+    except BaseException:
+        tracker.close("failed")
+        raise
+    tracker.close()
