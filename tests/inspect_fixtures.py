@@ -192,3 +192,37 @@ def run_rows(run_dir: Path) -> list:
         return store.rows()
     finally:
         store.close()
+
+
+# -- a grid whose Challenger, specialists and moderator write tokens found nowhere else ------------
+
+TOKEN_SPECIALTY = "Vexillologist"
+"""The one specialty the selector seats; no prompt or dataset names it."""
+CRITIQUE_TOKEN = "quokka-critique-7Q2"
+TURN_TOKEN = "wombat-turn-4K9"
+TOKEN_ANSWER = "C"
+
+
+def token_responder() -> Any:
+    """Replies that carry unique tokens: each Challenger critique names `CRITIQUE_TOKEN`, each specialist
+    turn `TURN_TOKEN` with its agent, round and turn; every specialist answers `TOKEN_ANSWER`, so the
+    moderator's decision is unanimous."""
+
+    def respond(r: ScriptedRequest) -> Any:
+        if r.model is TeamChoice:
+            return {"specialists": [{"role": TOKEN_SPECIALTY, "expertise": "flags"},
+                                    {"role": "Cardiologist", "expertise": "hearts"}]}
+        if r.model is Critique:
+            return {"material_weakness": True, "gap_type": "missing_differential",
+                    "challenge": f"Reconsider the differential {CRITIQUE_TOKEN}."}
+        if r.model is RecruitCheck:
+            return {"needed": False, "specialty": "", "reason": ""}
+        assert r.model is not None
+        reply = synthesize(r.model, json.dumps(r.messages, sort_keys=True))
+        if "reasoning" in reply:
+            reply["reasoning"] = f"{TURN_TOKEN} {r.tag.agent} r{r.tag.round}t{r.tag.turn}"
+        if "answer" in reply:
+            reply["answer"] = TOKEN_ANSWER
+        return reply
+
+    return respond

@@ -199,8 +199,19 @@ def debate_messages(doc: dict[str, Any], question_text: str, qualify: Any, prefi
     messages: list[Any] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
     for n, ev in enumerate(doc.get("events") or []):
         is_call = ev.get("kind") == "call"
+        text = _text(ev)
+        if not is_call and ev.get("content") and ev.get("data"):  # a vote's letter, then who voted what
+            text += "\n\n```json\n" + json.dumps(ev["data"], ensure_ascii=False, indent=1) + "\n```"
         messages.append(ChatMessageAssistant(
-            id=f"{prefix}-d{n}", content=f"{header(ev)}\n\n{_text(ev)}",
+            id=f"{prefix}-d{n}", content=f"{header(ev)}\n\n{text}",
             model=qualify(ev.get("model")) if is_call else None, source="generate" if is_call else None,
-            metadata=_meta(ev, n)))
+            metadata=_card_meta(ev, n)))
     return messages
+
+
+def _card_meta(ev: dict[str, Any], n: int) -> dict[str, Any]:
+    """A card's metadata: who and where; the tokens and the messages sent are in its model event."""
+    meta = {k: v for k, v in _meta(ev, n).items() if k in ("agent", "medpanel_role", "kind", "step", "round", "turn",
+                                                           "event", "error")}
+    meta.update({k: True for k in ("invalid", "cache_hit") if ev.get(k)})
+    return meta

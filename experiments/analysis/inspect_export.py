@@ -10,10 +10,14 @@ What maps where:
 - a question -> an `EvalSample`: input (the question as the agents saw it), choices (option texts),
   target (the gold letters), output (the final letters), and one score `choice`: `C` correct,
   `I` wrong, `N` invalid or errored (Inspect's NOANSWER; its metadata names which);
-- every transcript event, in order -> one message: the question first (user), then each model
-  reply and each pipeline note or vote (assistant). Inspect messages have no agent field, so the
-  medpanel role, agent, step, round, turn and parsed fields ride in `message.metadata`;
-- tokens per model -> `model_usage` of the sample and of the log (`EvalStats`);
+- the question's transcript -> the sample's `events` (a `ModelEvent` per model call, an `InfoEvent` per
+  note, vote, brief or recruitment; `inspect_events`), which the Transcript tab and
+  `inspect_ai.analysis` (`messages_df`, `events_df`) read, and its `messages`: the question, then one
+  card per transcript event naming the agent that spoke, for the Messages tab;
+- each sample a uuid (stable across exports of the run) and its start and end (its first call's start,
+  its last event); the log its samples' span;
+- one model name, `backend/name` (`scripted/scripted`, `openai/gpt-4o-mini`), in `eval.model`,
+  `model_usage` (sample and log) and every `ModelEvent`; tokens per medpanel role -> `role_usage`;
 - run.json (scenario, plan, model, accommodations) and the git commit -> the log's metadata and
   `EvalSpec.revision`.
 """
