@@ -226,3 +226,20 @@ def token_responder() -> Any:
         return reply
 
     return respond
+
+
+def events_run(base: Path, events: list[TranscriptEvent], name: str = "events") -> Path:
+    """A one-question, one-condition run whose transcript is exactly `events`, written through the store."""
+    cond = Condition(slug="only", pipeline="generalist")
+    scenario = Scenario(name=name, pipeline="generalist", model={"backend": "scripted"})
+    q = GRID_QUESTIONS[0]
+    plan = Plan(scenario=scenario, conditions=[cond], questions=[q], repeats=1, shard_size=4)
+    runner = Runner.create(plan, run_dir=base / name)
+    store = Store(runner.storage_url, runner.run_dir)
+    result = QuestionResult(condition=cond.slug, dataset=q.dataset, qid=q.qid, answer=("A",), gold=q.gold,
+                            correct=True, events=events)
+    assert store.claim((cond.slug, q.dataset, q.qid, 0), "test")
+    store.commit(result, q, "test")
+    store.close()
+    (runner.run_dir / "status.json").write_text(json.dumps({"state": "complete", "remaining": 0}))
+    return runner.run_dir

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_run
 
-from .inspect_fixtures import GRID_QUESTIONS, grid_run, token_responder
+from .inspect_fixtures import GRID_QUESTIONS, events_run, grid_run, token_responder
 
 log = pytest.importorskip("inspect_ai.log", reason="the [inspect] extra is not installed")
 MODEL = "scripted/scripted"  # backend/name, as Inspect names models
@@ -194,3 +195,25 @@ def test_messages_df_lists_every_call_of_the_grid_once(exported: tuple[Path, Pat
     assert len(replies) == len(calls)
     assert Counter(replies["content"]) == Counter(c["content"] for c in calls)
     assert analysis.samples_df(str(out), quiet=True).shape[0] == len(data.rows) == 12
+
+
+def test_a_conversation_sent_again_still_counts_each_reply(tmp_path: Path) -> None:
+    """The same request twice with the same reply (a re-ask, or one request repeated in a later turn),
+    then a call that continues the conversation: three replies, and the shared history once."""
+    analysis = pytest.importorskip("inspect_ai.analysis", reason="the [inspect] extra is not installed")
+    sent = [{"role": "system", "content": "You recruit."}, {"role": "user", "content": "Who is missing?"}]
+    reply = '{"specialists": []}'
+    more = [*sent, {"role": "assistant", "content": reply}, {"role": "user", "content": "And now?"}]
+
+    def call(messages: list[dict[str, str]], step: str) -> TranscriptEvent:
+        return TranscriptEvent(kind="call", role="recruiter", agent="recruiter", step=step, messages=messages,
+                               content=reply, usage=Usage(prompt_tokens=10, completion_tokens=5), model="scripted")
+
+    run_dir = events_run(tmp_path, [call(sent, "recruit"), call(sent, "recruit"), call(more, "recruit")])
+    out = tmp_path / "logs"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(out)]).exit_code == 0
+    messages = analysis.messages_df(str(out), quiet=True)
+    assert messages.groupby(["role", "source"]).size().to_dict() == {
+        ("assistant", "generate"): 3,  # every reply, though the second repeats the first word for word
+        ("system", "input"): 1,  # the history the calls share, once
+        ("user", "input"): 3}  # "Who is missing?", sent again, and "And now?"

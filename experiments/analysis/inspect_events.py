@@ -13,8 +13,9 @@ it. `inspect_ai.analysis.messages_df` gathers a sample's messages from its model
 outputs and keeps each id once, so a reply resent as history counts once, and every reply once. An
 input message is one per place in its agent's conversation (agent, the message before it, role,
 content): a prompt that two agents are sent, or one agent is sent again later in its conversation, is
-one row per place. Every reply gets its own id. (Inspect also drops an assistant message that repeats
-the one before it word for word, so two identical replies to exactly the same conversation count once.)
+one row per place. Every reply gets its own id. A call that resends a whole earlier conversation (a
+re-ask, the same request in a later turn) gets its last prompt as a new message, so each call is one
+reply row in `messages_df`.
 
 The sample's Messages tab gets a readable copy of the debate (`debate_messages`): each card opens with
 a line naming the agent, because the viewer's card header shows only the role ("ASSISTANT") and
@@ -24,6 +25,7 @@ a line naming the agent, because the viewer's card header shows only the role ("
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -78,24 +80,39 @@ class _Ids:
 
     prefix: str
     known: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    again: Counter[str] = field(default_factory=Counter)
     count: int = 0
 
     def new(self) -> str:
         self.count += 1
         return f"{self.prefix}-m{self.count}"
 
-    def thread(self, agent: str, messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        """(id, id of the message before it) for each message one call sent."""
-        out, parent = [], ""
+    def thread(self, agent: str, messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) for each message one call sent. The metadata names the agent and the message
+        before it: Inspect's writer pools input messages by everything but their id, so it must keep
+        apart what these ids keep apart."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        parent = ""
         for m in messages:
             key = (agent, parent, str(m.get("role", "")), _content(m))
             mid = self.known.get(key) or self.known.setdefault(key, self.new())
-            out.append((mid, parent))
+            out.append((mid, {"agent": agent, "after": parent}))
             parent = mid
+        if out and all(mid in self.used for mid, _ in out):
+            # The very conversation sent again (a re-ask, or the same request in a later turn): its last
+            # prompt was sent once more, and is a message of its own, so that this call's reply is not
+            # taken for a repeat of the reply before it (Inspect drops an assistant message that repeats
+            # the previous one word for word).
+            mid, meta = out[-1]
+            self.again[mid] += 1
+            out[-1] = (self.new(), {**meta, "sent_again": self.again[mid], "first": mid})
+        self.used.update(mid for mid, _ in out)
         return out
 
     def reply(self, agent: str, parent: str, content: str) -> str:
         rid = self.new()
+        self.used.add(rid)
         self.known.setdefault((agent, parent, "assistant", content), rid)  # resent later as history: the same message
         return rid
 
@@ -108,13 +125,10 @@ def _content(m: dict[str, Any]) -> str:
     return "\n".join(str(p.get("text", "")) for p in c if isinstance(p, dict)) if isinstance(c, list) else str(c)
 
 
-def _chat(m: dict[str, Any], mid: str, parent: str, agent: str, model: str | None) -> Any:
+def _chat(m: dict[str, Any], mid: str, meta: dict[str, Any], model: str | None) -> Any:
     from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
 
     role, text = m.get("role"), _content(m)
-    # Inspect's writer pools a sample's input messages by everything but their id: the agent and the
-    # message before this one keep apart what `_Ids` keeps apart (the same text in two places).
-    meta = {"agent": agent, "after": parent}
     if role == "system":
         return ChatMessageSystem(id=mid, content=text, source="input", metadata=meta)
     if role == "assistant":
@@ -182,7 +196,7 @@ def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: A
         output = ModelOutput(model=model, choices=choices, usage=usage, time=ev.get("latency_s") or None,
                              error=ev.get("error"))
         extra = {"completed": when(end), "working_time": max(0.0, end - (start or end))} if end else {}
-        sent_messages = [_chat(m, i, parent, agent, model) for m, (i, parent) in zip(sent, thread, strict=True)]
+        sent_messages = [_chat(m, i, meta, model) for m, (i, meta) in zip(sent, thread, strict=True)]
         out.append(ModelEvent(model=model, role=role or None, input=sent_messages,
                               tools=[], tool_choice="none", config=config, output=output, span_id=span_id,
                               error=ev.get("error"), cache="read" if ev.get("cache_hit") else None,
