@@ -28,6 +28,7 @@ from .inspect_fixtures import CRITIQUE_TOKEN, GRID_QUESTIONS, TOKEN_ANSWER, TURN
 pytest.importorskip("inspect_ai.log", reason="the [inspect] extra is not installed")
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = [
+    pytest.mark.xdist_group("inspect-viewer"),  # both tests on one worker, sharing one server and browser
     pytest.mark.skipif(not CHROMIUM.exists(), reason=f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)"),
     pytest.mark.skipif(importlib.util.find_spec("playwright") is None,
                        reason="the playwright package is not installed (pip install playwright; no browser download "
