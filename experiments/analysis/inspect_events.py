@@ -196,7 +196,7 @@ def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: A
         output = ModelOutput(model=model, choices=choices, usage=usage, time=ev.get("latency_s") or None,
                              error=ev.get("error"))
         extra = {"completed": when(end), "working_time": max(0.0, end - (start or end))} if end else {}
-        sent_messages = [_chat(m, i, meta, model) for m, (i, meta) in zip(sent, thread, strict=True)]
+        sent_messages = [_chat(m, i, where, model) for m, (i, where) in zip(sent, thread, strict=True)]
         out.append(ModelEvent(model=model, role=role or None, input=sent_messages,
                               tools=[], tool_choice="none", config=config, output=output, span_id=span_id,
                               error=ev.get("error"), cache="read" if ev.get("cache_hit") else None,

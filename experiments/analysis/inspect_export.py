@@ -81,9 +81,10 @@ def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> 
     qd = data.questions.get(row.key) or doc.get("question") or {}
     question = Question.model_validate(qd) if qd else None
     text = format_question(question) if question and question.options else (question.text if question else "")
-    # Stable across exports of the same run: a re-export overwrites a sample rather than adding one.
+    # Stable across exports of the same run (a re-export is the same samples), and apart for two runs
+    # that share a folder name (the run's creation time is part of the key).
     sample_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
-        ["medpanel", run_id, row.condition, row.dataset, row.qid, row.repeat])))
+        ["medpanel", run_id, data.meta.get("created"), row.condition, row.dataset, row.qid, row.repeat])))
     built = sample_events(doc, sample_uuid, qualify, config)
     usage: dict[str, ModelUsage] = {}
     for ev in built.events:
