@@ -192,3 +192,54 @@ def run_rows(run_dir: Path) -> list:
         return store.rows()
     finally:
         store.close()
+
+
+# -- a grid whose Challenger, specialists and moderator write tokens found nowhere else ------------
+
+TOKEN_SPECIALTY = "Vexillologist"
+"""The one specialty the selector seats; no prompt or dataset names it."""
+CRITIQUE_TOKEN = "quokka-critique-7Q2"
+TURN_TOKEN = "wombat-turn-4K9"
+TOKEN_ANSWER = "C"
+
+
+def token_responder() -> Any:
+    """Replies that carry unique tokens: each Challenger critique names `CRITIQUE_TOKEN`, each specialist
+    turn `TURN_TOKEN` with its agent, round and turn; every specialist answers `TOKEN_ANSWER`, so the
+    moderator's decision is unanimous."""
+
+    def respond(r: ScriptedRequest) -> Any:
+        if r.model is TeamChoice:
+            return {"specialists": [{"role": TOKEN_SPECIALTY, "expertise": "flags"},
+                                    {"role": "Cardiologist", "expertise": "hearts"}]}
+        if r.model is Critique:
+            return {"material_weakness": True, "gap_type": "missing_differential",
+                    "challenge": f"Reconsider the differential {CRITIQUE_TOKEN}."}
+        if r.model is RecruitCheck:
+            return {"needed": False, "specialty": "", "reason": ""}
+        assert r.model is not None
+        reply = synthesize(r.model, json.dumps(r.messages, sort_keys=True))
+        if "reasoning" in reply:
+            reply["reasoning"] = f"{TURN_TOKEN} {r.tag.agent} r{r.tag.round}t{r.tag.turn}"
+        if "answer" in reply:
+            reply["answer"] = TOKEN_ANSWER
+        return reply
+
+    return respond
+
+
+def events_run(base: Path, events: list[TranscriptEvent], name: str = "events") -> Path:
+    """A one-question, one-condition run whose transcript is exactly `events`, written through the store."""
+    cond = Condition(slug="only", pipeline="generalist")
+    scenario = Scenario(name=name, pipeline="generalist", model={"backend": "scripted"})
+    q = GRID_QUESTIONS[0]
+    plan = Plan(scenario=scenario, conditions=[cond], questions=[q], repeats=1, shard_size=4)
+    runner = Runner.create(plan, run_dir=base / name)
+    store = Store(runner.storage_url, runner.run_dir)
+    result = QuestionResult(condition=cond.slug, dataset=q.dataset, qid=q.qid, answer=("A",), gold=q.gold,
+                            correct=True, events=events)
+    assert store.claim((cond.slug, q.dataset, q.qid, 0), "test")
+    store.commit(result, q, "test")
+    store.close()
+    (runner.run_dir / "status.json").write_text(json.dumps({"state": "complete", "remaining": 0}))
+    return runner.run_dir

@@ -1,29 +1,24 @@
-"""`medpanel export --format inspect`: real Inspect AI logs, read back and served by `inspect view`."""
+"""`medpanel export --format inspect`: real Inspect AI logs, read back by inspect_ai itself (its reader, its
+events, its dataframes). The viewer in a browser: tests/test_inspect_viewer.py."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.parse
-import urllib.request
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_run
 
-from .inspect_fixtures import grid_run
+from .inspect_fixtures import GRID_QUESTIONS, events_run, grid_run, token_responder
 
 log = pytest.importorskip("inspect_ai.log", reason="the [inspect] extra is not installed")
-CHROMIUM = Path("/usr/bin/chromium")
+MODEL = "scripted/scripted"  # backend/name, as Inspect names models
 
 
 @pytest.fixture(scope="module")
@@ -62,22 +57,26 @@ def test_every_log_reads_back_with_the_runs_counts_scores_and_usage(exported: tu
             assert s.choices and s.input.startswith("Question:")
             doc = data.transcript(row)
             events = doc["events"]
-            # one message per event, in order, after the question; role and agent kept in metadata
+            # one card per event, in order, after the question; each opens with the agent that spoke
             assert len(s.messages) == len(events) + 1
             assert [m.metadata["agent"] for m in s.messages[1:]] == [e["agent"] for e in events]
             assert [m.metadata["medpanel_role"] for m in s.messages[1:]] == [e["role"] for e in events]
+            assert [m.text.split("\n", 1)[0].split(" · ")[:2] for m in s.messages[1:]] == \
+                [[f"**{e['agent']}**", e["role"]] for e in events]
             calls = [e for e in events if e["kind"] == "call"]
             p = sum(e["usage"]["prompt_tokens"] for e in calls)
             c = sum(e["usage"]["completion_tokens"] for e in calls)
-            assert s.model_usage["scripted"].input_tokens == p and s.model_usage["scripted"].output_tokens == c
+            assert list(s.model_usage) == [MODEL]
+            assert s.model_usage[MODEL].input_tokens == p and s.model_usage[MODEL].output_tokens == c
             assert s.metadata["tokens"] == row.tokens and s.metadata["calls"] == row.calls
             total_in, total_out = total_in + p, total_out + c
             if cond.startswith("c1"):
                 assert any(m.metadata["medpanel_role"] == "challenger" for m in s.messages[1:])
             else:
                 assert all(m.metadata["medpanel_role"] != "challenger" for m in s.messages[1:])
-        assert ev.stats.model_usage["scripted"].input_tokens == total_in
-        assert ev.stats.model_usage["scripted"].output_tokens == total_out
+        assert ev.eval.model == MODEL and list(ev.stats.model_usage) == [MODEL]
+        assert ev.stats.model_usage[MODEL].input_tokens == total_in
+        assert ev.stats.model_usage[MODEL].output_tokens == total_out
         acc = sum(r.correct for r in rows.values()) / len(rows)
         assert ev.results.scores[0].metrics["accuracy"].value == pytest.approx(acc)
         assert Counter(s.scores["choice"].value for s in ev.samples)["C"] == sum(r.correct for r in rows.values())
@@ -90,64 +89,131 @@ def test_without_a_run_dir_it_is_a_user_error(tmp_path: Path) -> None:
     assert not (tmp_path / "nope").exists()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _logs(out: Path) -> dict[str, log.EvalLog]:
+    return {(ev := log.read_eval_log(str(f), resolve_attachments=True)).eval.metadata["condition"]: ev
+            for f in sorted(out.glob("*.eval"))}
 
 
-def _get(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=10) as resp:
-        return bytes(resp.read())
+def test_each_call_is_a_model_event_and_each_note_or_vote_an_info_event(exported: tuple[Path, Path]) -> None:
+    run_dir, out = exported
+    data = load_run(run_dir)
+    for cond, ev in _logs(out).items():
+        for s in ev.samples:
+            row = next(r for r in data.rows if r.condition == cond and f"{r.dataset}:{r.qid}" == s.id)
+            events = data.transcript(row)["events"]
+            model_events = [e for e in s.events if e.event == "model"]
+            infos = [e for e in s.events if e.event == "info"]
+            calls = [e for e in events if e["kind"] == "call"]
+            others = [e for e in events if e["kind"] != "call"]
+            assert len(model_events) == len(calls) and len(infos) == len(others)
+            for me, call in zip(model_events, calls, strict=True):
+                # the messages that call sent, in order, and its reply
+                assert [(m.role, m.text) for m in me.input] == [(m["role"], m["content"]) for m in call["messages"]]
+                assert me.output.completion == call["content"] and me.output.message.source == "generate"
+                assert me.model == MODEL and me.role == call["role"] and me.metadata["agent"] == call["agent"]
+                assert (me.output.usage.input_tokens, me.output.usage.output_tokens) == \
+                    (call["usage"]["prompt_tokens"], call["usage"]["completion_tokens"])
+                assert me.timestamp <= me.completed
+            for info, other in zip(infos, others, strict=True):
+                assert info.source == other["agent"] and info.data["step"] == other["step"]
+                assert info.data["text"] == other["content"] and info.data["data"] == other["data"]
+            if cond.endswith("r1"):  # recruitment notes
+                assert any(i.data["step"] == "recruitment" for i in infos)
+            # every event sits in a span named for its agent
+            spans = {e.id: e.name for e in s.events if e.event == "span_begin"}
+            assert [spans[e.span_id] for e in model_events] == [c["agent"] for c in calls]
+            assert s.role_usage["specialist"].input_tokens == sum(
+                c["usage"]["prompt_tokens"] for c in calls if c["role"] == "specialist")
 
 
-@pytest.mark.skipif(not CHROMIUM.exists() or not shutil.which("inspect", path=str(Path(sys.executable).parent)),
-                    reason="headless Chromium or the inspect command is missing")
-def test_inspect_view_serves_the_logs_and_a_sample_shows_the_challenger(exported: tuple[Path, Path],
-                                                                        tmp_path: Path) -> None:
-    _, out = exported
-    port = _free_port()
-    inspect_cmd = str(Path(sys.executable).parent / "inspect")
-    server = subprocess.Popen([inspect_cmd, "view", "--host", "127.0.0.1", "--port", str(port), "--log-dir", str(out)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(100):
-            try:
-                listing = json.loads(_get(f"{base}/api/logs"))
-                break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("inspect view did not start")
-        names = sorted(Path(urllib.parse.urlparse(f["name"]).path).name for f in listing["files"])
-        assert names == sorted(p.name for p in out.glob("*.eval"))
-        c1r1 = next(p for p in out.glob("*.eval") if "-c1r1-" in p.name)
-        # The sample exactly as the viewer receives it from its own API.
-        served = json.loads(_get(f"{base}/api/logs/{urllib.parse.quote(str(c1r1), safe='')}"))
-        sample = next(s for s in served["samples"] if s["id"] == "medqa:t1")
-        challenger = [m for m in sample["messages"] if (m.get("metadata") or {}).get("medpanel_role") == "challenger"]
-        assert challenger and challenger[0]["role"] == "assistant" and challenger[0]["content"]
-        # The sample page, rendered by the viewer's own app in headless Chromium.
-        page = f"{base}/#/logs/{c1r1.name}/samples/sample/medqa%3At1/1/messages"
-        flags = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=8000"]
-        png = tmp_path / "sample.png"
-        shot = subprocess.run([*flags, "--window-size=1280,1000", f"--screenshot={png}", page],
-                              capture_output=True, text=True, timeout=60)
-        assert shot.returncode == 0, shot.stderr[-2000:]
-        from matplotlib.image import imread
+def test_samples_have_stable_uuids_and_times_and_the_log_its_real_span(exported: tuple[Path, Path],
+                                                                       tmp_path: Path) -> None:
+    run_dir, out = exported
+    created = datetime.fromisoformat(load_run(run_dir).meta["created"])
+    logs = _logs(out)
+    uuids = [s.uuid for ev in logs.values() for s in ev.samples]
+    assert len(set(uuids)) == len(uuids) == 12 and all(uuids)
+    for ev in logs.values():
+        starts = [datetime.fromisoformat(s.started_at) for s in ev.samples]
+        ends = [datetime.fromisoformat(s.completed_at) for s in ev.samples]
+        assert all(created <= a < b for a, b in zip(starts, ends, strict=True))
+        assert datetime.fromisoformat(ev.stats.started_at) == min(starts)
+        assert datetime.fromisoformat(ev.stats.completed_at) == max(ends)  # not the run's creation time twice
+    again = tmp_path / "again"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(again)]).exit_code == 0
+    assert [s.uuid for ev in _logs(again).values() for s in ev.samples] == uuids  # a re-export is the same samples
 
-        pixels = imread(png)
-        assert pixels.shape[:2] == (1000, 1280) and float(pixels[..., :3].std()) > 0.02, "blank screenshot"
-        dom = subprocess.run([*flags, "--dump-dom", page], capture_output=True, text=True, timeout=60).stdout
-        # The viewer's app ran and routed to this log's sample medqa:t1 and its Messages tab. Headless
-        # Chromium's app does not fetch the sample's body within the budget here (its server sees only
-        # /api/logs and /api/app-config), so the pane reads "No messages": the Challenger message
-        # is checked above in the JSON the same server serves to the app.
-        assert 'id="messages-contents"' in dom and "Sample medqa:t1 (Epoch 1)" in dom
-        assert c1r1.name.split("+")[-1].split("_", 1)[1] in dom  # the breadcrumb names the exported file
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+
+@pytest.fixture(scope="module")
+def token_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 2x2 grid on one question, with a fixed panel of two specialists who never ask to recruit."""
+    base = tmp_path_factory.mktemp("tokens")
+    run_dir = grid_run(base, questions=GRID_QUESTIONS[:1], responder=token_responder(), name="tokens")
+    out = base / "logs"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(out)]).exit_code == 0
+    return out
+
+
+# By hand, from the panel's protocol (3 rounds x 3 turns, two specialists seated, unanimous answers):
+# one selector call; 2 x 9 specialist turns; with c, one critique after each turn but the last (8); with
+# r, each specialist's recruitment check after each turn but the last (2 x 8) and, none being needed, a
+# recruitment note each time (8 info events); the moderator's vote (1 info event) in every condition.
+CALLS = {"c0r0": 19, "c0r1": 35, "c1r0": 27, "c1r1": 43}
+INFOS = {"c0r0": 1, "c0r1": 9, "c1r0": 1, "c1r1": 9}
+AGENTS = {"c0r0": 3, "c0r1": 3, "c1r0": 4, "c1r1": 4}  # selector, two specialists (+ the Challenger)
+
+
+def test_inspects_dataframes_read_the_runs_calls_and_questions(token_logs: Path) -> None:
+    analysis = pytest.importorskip("inspect_ai.analysis", reason="the [inspect] extra is not installed")
+    evals = analysis.evals_df(str(token_logs), quiet=True)
+    assert len(evals) == 4 and set(evals["model"]) == {MODEL}
+    assert sorted(evals["task_name"]) == sorted(CALLS)  # the task `tokens/<condition>`, shown without its prefix
+    samples = analysis.samples_df(str(token_logs), quiet=True)
+    assert len(samples) == 4 and set(samples["id"]) == {"medqa:t1"}
+    assert set(samples["score_choice"]) == {"I"}  # every specialist answers C; the gold is A
+    messages = analysis.messages_df(str(token_logs), quiet=True)
+    task = dict(zip(evals["eval_id"], evals["task_name"], strict=True))
+    messages["condition"] = messages["eval_id"].map(task)
+    replies = messages[(messages["role"] == "assistant") & (messages["source"] == "generate")]
+    assert replies.groupby("condition").size().to_dict() == CALLS
+    systems = messages[messages["role"] == "system"]
+    assert systems.groupby("condition").size().to_dict() == AGENTS  # one system prompt per agent
+    assert messages["message_id"].is_unique
+    events = analysis.events_df(str(token_logs), quiet=True)
+    events["condition"] = events["eval_id"].map(task)
+    assert events[events["event"] == "model"].groupby("condition").size().to_dict() == CALLS
+    assert events[events["event"] == "info"].groupby("condition").size().to_dict() == INFOS
+
+
+def test_messages_df_lists_every_call_of_the_grid_once(exported: tuple[Path, Path]) -> None:
+    analysis = pytest.importorskip("inspect_ai.analysis", reason="the [inspect] extra is not installed")
+    run_dir, out = exported
+    data = load_run(run_dir)
+    calls = [e for r in data.rows for e in data.transcript(r)["events"] if e["kind"] == "call"]
+    messages = analysis.messages_df(str(out), quiet=True)
+    replies = messages[(messages["role"] == "assistant") & (messages["source"] == "generate")]
+    assert len(replies) == len(calls)
+    assert Counter(replies["content"]) == Counter(c["content"] for c in calls)
+    assert analysis.samples_df(str(out), quiet=True).shape[0] == len(data.rows) == 12
+
+
+def test_a_conversation_sent_again_still_counts_each_reply(tmp_path: Path) -> None:
+    """The same request twice with the same reply (a re-ask, or one request repeated in a later turn),
+    then a call that continues the conversation: three replies, and the shared history once."""
+    analysis = pytest.importorskip("inspect_ai.analysis", reason="the [inspect] extra is not installed")
+    sent = [{"role": "system", "content": "You recruit."}, {"role": "user", "content": "Who is missing?"}]
+    reply = '{"specialists": []}'
+    more = [*sent, {"role": "assistant", "content": reply}, {"role": "user", "content": "And now?"}]
+
+    def call(messages: list[dict[str, str]], step: str) -> TranscriptEvent:
+        return TranscriptEvent(kind="call", role="recruiter", agent="recruiter", step=step, messages=messages,
+                               content=reply, usage=Usage(prompt_tokens=10, completion_tokens=5), model="scripted")
+
+    run_dir = events_run(tmp_path, [call(sent, "recruit"), call(sent, "recruit"), call(more, "recruit")])
+    out = tmp_path / "logs"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(out)]).exit_code == 0
+    messages = analysis.messages_df(str(out), quiet=True)
+    assert messages.groupby(["role", "source"]).size().to_dict() == {
+        ("assistant", "generate"): 3,  # every reply, though the second repeats the first word for word
+        ("system", "input"): 1,  # the history the calls share, once
+        ("user", "input"): 3}  # "Who is missing?", sent again, and "And now?"

@@ -10,10 +10,14 @@ What maps where:
 - a question -> an `EvalSample`: input (the question as the agents saw it), choices (option texts),
   target (the gold letters), output (the final letters), and one score `choice`: `C` correct,
   `I` wrong, `N` invalid or errored (Inspect's NOANSWER; its metadata names which);
-- every transcript event, in order -> one message: the question first (user), then each model
-  reply and each pipeline note or vote (assistant). Inspect messages have no agent field, so the
-  medpanel role, agent, step, round, turn and parsed fields ride in `message.metadata`;
-- tokens per model -> `model_usage` of the sample and of the log (`EvalStats`);
+- the question's transcript -> the sample's `events` (a `ModelEvent` per model call, an `InfoEvent` per
+  note, vote, brief or recruitment; `inspect_events`), which the Transcript tab and
+  `inspect_ai.analysis` (`messages_df`, `events_df`) read, and its `messages`: the question, then one
+  card per transcript event naming the agent that spoke, for the Messages tab;
+- each sample a uuid (stable across exports of the run) and its start and end (its first call's start,
+  its last event); the log its samples' span;
+- one model name, `backend/name` (`scripted/scripted`, `openai/gpt-4o-mini`), in `eval.model`,
+  `model_usage` (sample and log) and every `ModelEvent`; tokens per medpanel role -> `role_usage`;
 - run.json (scenario, plan, model, accommodations) and the git commit -> the log's metadata and
   `EvalSpec.revision`.
 """
@@ -22,12 +26,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+import uuid
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from medpanel.agents.prompting import format_question
 from medpanel.agents.types import Question
+from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, when
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run
@@ -50,51 +56,42 @@ def _value(row: Row) -> str:
     return "C" if row.status == "correct" else "I" if row.status == "wrong" else "N"
 
 
-def _model_name(meta: dict[str, Any]) -> str:
-    model = meta.get("model") or {}
-    return f"{model.get('backend') or 'unknown'}/{model.get('name') or 'default'}"
+def _qualifier(meta: dict[str, Any]) -> Any:
+    """Names a model as `backend/name`, the one form used in `eval.model`, `model_usage` and events.
+
+    A transcript records the model's own name; its backend comes from the run's model blocks."""
+    main = meta.get("model") or {}
+    backends = {str(m.get("name")): str(m.get("backend")) for m in (meta.get("scenario") or {}).get("models") or []
+                if isinstance(m, dict) and m.get("name") and m.get("backend")}
+    default = str(main.get("backend") or "unknown")
+
+    def qualify(name: str | None) -> str:
+        name = name or str(main.get("name") or "default")
+        return f"{backends.get(name, default)}/{name}"
+
+    return qualify
 
 
-def _messages(doc: dict[str, Any], question_text: str) -> tuple[list[Any], dict[str, Any]]:
-    """The debate's messages in order, and the tokens each model used (`ModelUsage` by model)."""
-    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelUsage
-
-    messages: list[Any] = [ChatMessageUser(content=question_text, source="input")]
-    usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
-    for n, ev in enumerate(doc.get("events", [])):
-        u = ev.get("usage") or {}
-        meta = {"medpanel_role": ev.get("role", ""), "agent": ev.get("agent", ""), "kind": ev.get("kind", ""),
-                "step": ev.get("step", ""), "round": ev.get("round", 0), "turn": ev.get("turn", 0), "event": n,
-                "invalid": bool(ev.get("invalid", False)), "cache_hit": bool(ev.get("cache_hit", False)),
-                "prompt_tokens": int(u.get("prompt_tokens", 0)),
-                "completion_tokens": int(u.get("completion_tokens", 0))}
-        for key in ("parsed", "error", "data"):
-            if ev.get(key):
-                meta[key] = ev[key]
-        content = ev.get("content") or ev.get("error") or json.dumps(ev.get("data") or {}, ensure_ascii=False)
-        is_call = ev.get("kind") == "call"
-        messages.append(ChatMessageAssistant(content=content, model=ev.get("model") or None,
-                                             source="generate" if is_call else None, metadata=meta))
-        if is_call and ev.get("model"):
-            mu = usage[ev["model"]]
-            mu.input_tokens += meta["prompt_tokens"]
-            mu.output_tokens += meta["completion_tokens"]
-            mu.total_tokens += meta["prompt_tokens"] + meta["completion_tokens"]
-    return messages, dict(usage)
-
-
-def _sample(data: RunData, row: Row, model: str) -> Any:
+def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> Any:
     from inspect_ai.log import EvalSample
-    from inspect_ai.model import ModelOutput
+    from inspect_ai.model import ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
     doc = data.transcript(row) or {}
     qd = data.questions.get(row.key) or doc.get("question") or {}
     question = Question.model_validate(qd) if qd else None
     text = format_question(question) if question and question.options else (question.text if question else "")
-    messages, usage = _messages(doc, text)
+    # Stable across exports of the same run (a re-export is the same samples), and apart for two runs
+    # that share a folder name (the run's creation time is part of the key).
+    sample_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
+        ["medpanel", run_id, data.meta.get("created"), row.condition, row.dataset, row.qid, row.repeat])))
+    built = sample_events(doc, sample_uuid, qualify, config)
+    usage: dict[str, ModelUsage] = {}
+    for ev in built.events:
+        if ev.event == "model" and ev.output.usage is not None:
+            usage[ev.model] = usage.get(ev.model, ModelUsage()) + ev.output.usage
     answer = row.answer or ""
-    output = ModelOutput.from_content(model, answer, error=row.error)
+    output = ModelOutput.from_content(qualify(None), answer, error=row.error)
     gold = list(row.gold.split(",")) if row.gold else []
     score = Score(value=_value(row), answer=answer or None,
                   explanation=row.error or ("no valid answer" if row.invalid else None),
@@ -104,11 +101,16 @@ def _sample(data: RunData, row: Row, model: str) -> Any:
         from inspect_ai._util.error import EvalError  # Inspect exports it only under its private path
 
         error = EvalError(message=row.error, traceback=row.error_kind or "", traceback_ansi=row.error_kind or "")
+    started, completed = built.started, built.completed
     return EvalSample(
-        id=f"{row.dataset}:{row.qid}", epoch=row.repeat + 1, input=text,
+        id=f"{row.dataset}:{row.qid}", epoch=row.repeat + 1, uuid=sample_uuid, input=text,
         choices=list(question.options.values()) if question and question.options else None,
-        target=gold if len(gold) != 1 else gold[0], messages=messages, output=output, scores={SCORER: score},
-        model_usage=usage, error=error, total_time=row.latency_s, working_time=row.latency_s,
+        target=gold if len(gold) != 1 else gold[0], messages=debate_messages(doc, text, qualify, sample_uuid),
+        events=built.events, output=output, scores={SCORER: score}, model_usage=usage, role_usage=built.role_usage,
+        error=error, started_at=when(started).isoformat() if started else None,
+        completed_at=when(completed).isoformat() if completed else None,
+        total_time=round(completed - started, 3) if started and completed else row.latency_s,
+        working_time=row.latency_s,
         metadata={"dataset": row.dataset, "qid": row.qid, "condition": row.condition, "repeat": row.repeat,
                   "status": row.status, "calls": row.calls, "logical_calls": row.logical_calls,
                   "tokens": row.tokens, "cost_usd": row.cost_usd, "summary": row.summary,
@@ -117,22 +119,28 @@ def _sample(data: RunData, row: Row, model: str) -> Any:
 
 def _log(data: RunData, condition: str, repeat: int, rows: list[Row]) -> Any:
     log = _inspect()
-    from inspect_ai.model import ModelUsage
+    from inspect_ai.model import GenerateConfig, ModelUsage
 
     meta = data.meta
-    model = _model_name(meta)
-    samples = [_sample(data, r, model) for r in rows]
+    qualify = _qualifier(meta)
+    mm = meta.get("model") or {}
+    config = GenerateConfig(**{k: mm[k] for k in ("temperature", "seed", "max_tokens") if mm.get(k) is not None})
+    run_id = safe_stem(data.run_dir.name, data.run_dir.name)
+    samples = [_sample(data, r, qualify, config, run_id) for r in rows]
     usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
+    calls: Counter[str] = Counter()
     for s in samples:
         for name, u in s.model_usage.items():
             usage[name] = usage[name] + u
+        calls.update(e.model for e in s.events if e.event == "model")
+    # the model that made most of this log's calls (a run can route roles to other models)
+    model = calls.most_common(1)[0][0] if calls else qualify(None)
     n = len(rows)
     counts = {k: sum(r.status == k for r in rows) for k in ("correct", "wrong", "invalid", "error")}
     git = meta.get("git") or {}
     revision = log.EvalRevision(type="git", origin="", commit=git["commit"], dirty=git.get("dirty")) \
         if git.get("commit") else None
     created = meta.get("created") or ""
-    run_id = safe_stem(data.run_dir.name, data.run_dir.name)
     spec = log.EvalSpec(
         eval_id=safe_stem(f"{condition}-r{repeat}", run_id, condition, repeat), run_id=run_id, created=created,
         task=f"{meta.get('name', data.run_dir.name)}/{condition}", task_id=condition,
@@ -150,7 +158,15 @@ def _log(data: RunData, condition: str, repeat: int, rows: list[Row]) -> Any:
         name=SCORER, scorer=SCORER, scored_samples=n, unscored_samples=0,
         metrics={"accuracy": log.EvalMetric(name="accuracy", value=accuracy)},
         metadata={"counts": counts, "invalid_and_errors_count_as_wrong": True})])
-    stats = log.EvalStats(started_at=created, completed_at=created, model_usage=dict(usage))
+    # the log's span is its samples' (a resumed run's condition spans both sessions)
+    starts = [s.started_at for s in samples if s.started_at]
+    ends = [s.completed_at for s in samples if s.completed_at]
+    role_usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
+    for s in samples:
+        for name, u in s.role_usage.items():
+            role_usage[name] = role_usage[name] + u
+    stats = log.EvalStats(started_at=min(starts) if starts else created, completed_at=max(ends) if ends else created,
+                          model_usage=dict(usage), role_usage=dict(role_usage))
     status = "success" if (data.status or {}).get("state", "complete") == "complete" else "started"
     return log.EvalLog(eval=spec, status=status, results=results, stats=stats, samples=samples,
                        metadata={"medpanel_run": str(data.run_dir)})

@@ -1,0 +1,231 @@
+"""A debate's transcript as Inspect events and messages: what `inspect view` and `inspect_ai.analysis` read.
+
+Each transcript event becomes, in order:
+- a model call -> one `ModelEvent`: its input is the messages that call sent (system prompt included),
+  its output the reply, `role` the medpanel role (Inspect's viewer titles it "Model Call (role): model"),
+  with the agent, step, round and turn in its metadata and the call's tokens in its usage;
+- a note, vote, brief, recruitment, decision or error -> one `InfoEvent` whose `source` is the agent;
+- each run of events by one agent sits in a `span` of type "agent" named for that agent, so the
+  Transcript tab says who acted.
+
+Message ids follow Inspect's own convention: a message keeps its id in every later call that resends
+it. `inspect_ai.analysis.messages_df` gathers a sample's messages from its model events' inputs and
+outputs and keeps each id once, so a reply resent as history counts once, and every reply once. An
+input message is one per place in its agent's conversation (agent, the message before it, role,
+content): a prompt that two agents are sent, or one agent is sent again later in its conversation, is
+one row per place. Every reply gets its own id. A call that resends a whole earlier conversation (a
+re-ask, the same request in a later turn) gets its last prompt as a new message, so each call is one
+reply row in `messages_df`.
+
+The sample's Messages tab gets a readable copy of the debate (`debate_messages`): each card opens with
+a line naming the agent, because the viewer's card header shows only the role ("ASSISTANT") and
+`ChatMessage.source` may only be "input", "generate" or "operator".
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from medpanel.experiments.run.files import safe_stem
+
+
+def when(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=timezone.utc)
+
+
+def event_span(ev: dict[str, Any]) -> tuple[float, float] | None:
+    """(start, end) epoch seconds of a transcript event: `t` is taken when the event is recorded, after
+    the reply, so a call started `latency_s` before it."""
+    t = ev.get("t")
+    if not isinstance(t, int | float) or t <= 0:
+        return None
+    lat = ev.get("latency_s") if ev.get("kind") == "call" else 0.0
+    return float(t) - float(lat if isinstance(lat, int | float) and lat > 0 else 0.0), float(t)
+
+
+def header(ev: dict[str, Any]) -> str:
+    """The card's first line: who spoke, in which part, and where in the debate."""
+    where = [f"round {ev['round']}"] if ev.get("round") else []
+    where += [f"turn {ev['turn']}"] if ev.get("turn") else []
+    parts = [f"**{ev.get('agent') or '?'}**", str(ev.get("role") or "?"), str(ev.get("step") or ev.get("kind") or "")]
+    if where:
+        parts.append(", ".join(where))
+    return " · ".join(p for p in parts if p)
+
+
+def _text(ev: dict[str, Any]) -> str:
+    return str(ev.get("content") or ev.get("error") or json.dumps(ev.get("data") or {}, ensure_ascii=False))
+
+
+def _meta(ev: dict[str, Any], n: int) -> dict[str, Any]:
+    u = ev.get("usage") or {}
+    meta = {"agent": ev.get("agent", ""), "medpanel_role": ev.get("role", ""), "kind": ev.get("kind", ""),
+            "step": ev.get("step", ""), "round": ev.get("round", 0), "turn": ev.get("turn", 0), "event": n,
+            "invalid": bool(ev.get("invalid", False)), "cache_hit": bool(ev.get("cache_hit", False)),
+            "attempts": int(ev.get("attempts", 1) or 1),
+            "prompt_tokens": int(u.get("prompt_tokens", 0)), "completion_tokens": int(u.get("completion_tokens", 0))}
+    for key in ("parsed", "error", "data"):
+        if ev.get(key):
+            meta[key] = ev[key]
+    return meta
+
+
+@dataclass
+class _Ids:
+    """Deterministic message ids for one sample: one per place in an agent's conversation tree."""
+
+    prefix: str
+    known: dict[tuple[str, str, str, str], str] = field(default_factory=dict)
+    used: set[str] = field(default_factory=set)
+    again: Counter[str] = field(default_factory=Counter)
+    count: int = 0
+
+    def new(self) -> str:
+        self.count += 1
+        return f"{self.prefix}-m{self.count}"
+
+    def thread(self, agent: str, messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        """(id, metadata) for each message one call sent. The metadata names the agent and the message
+        before it: Inspect's writer pools input messages by everything but their id, so it must keep
+        apart what these ids keep apart."""
+        out: list[tuple[str, dict[str, Any]]] = []
+        parent = ""
+        for m in messages:
+            key = (agent, parent, str(m.get("role", "")), _content(m))
+            mid = self.known.get(key) or self.known.setdefault(key, self.new())
+            out.append((mid, {"agent": agent, "after": parent}))
+            parent = mid
+        if out and all(mid in self.used for mid, _ in out):
+            # The very conversation sent again (a re-ask, or the same request in a later turn): its last
+            # prompt was sent once more, and is a message of its own, so that this call's reply is not
+            # taken for a repeat of the reply before it (Inspect drops an assistant message that repeats
+            # the previous one word for word).
+            mid, meta = out[-1]
+            self.again[mid] += 1
+            out[-1] = (self.new(), {**meta, "sent_again": self.again[mid], "first": mid})
+        self.used.update(mid for mid, _ in out)
+        return out
+
+    def reply(self, agent: str, parent: str, content: str) -> str:
+        rid = self.new()
+        self.used.add(rid)
+        self.known.setdefault((agent, parent, "assistant", content), rid)  # resent later as history: the same message
+        return rid
+
+
+def _content(m: dict[str, Any]) -> str:
+    c = m.get("content", "")
+    if isinstance(c, str):
+        return c
+    # OpenAI content parts: keep the text parts (medpanel sends text only)
+    return "\n".join(str(p.get("text", "")) for p in c if isinstance(p, dict)) if isinstance(c, list) else str(c)
+
+
+def _chat(m: dict[str, Any], mid: str, meta: dict[str, Any], model: str | None) -> Any:
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageSystem, ChatMessageTool, ChatMessageUser
+
+    role, text = m.get("role"), _content(m)
+    if role == "system":
+        return ChatMessageSystem(id=mid, content=text, source="input", metadata=meta)
+    if role == "assistant":
+        return ChatMessageAssistant(id=mid, content=text, model=model, metadata=meta)
+    if role == "tool":
+        return ChatMessageTool(id=mid, content=text, tool_call_id=m.get("tool_call_id"), metadata=meta)
+    return ChatMessageUser(id=mid, content=text, source="input", metadata=meta)
+
+
+@dataclass
+class SampleEvents:
+    events: list[Any]
+    started: float | None
+    completed: float | None
+    role_usage: dict[str, Any]
+
+
+def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: Any) -> SampleEvents:
+    """The Inspect events of one transcript; `qualify` names a model the way `eval.model` does."""
+    from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, SpanEndEvent
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
+
+    evs = list(doc.get("events") or [])
+    spans = [s for s in (event_span(e) for e in evs) if s]
+    t0 = min(s[0] for s in spans) if spans else None
+    t1 = max(s[1] for s in spans) if spans else None
+    ids = _Ids(sample_uuid)
+    out: list[Any] = []
+    role_usage: dict[str, ModelUsage] = {}
+    span_id, span_agent, span_end = None, None, t0 or 0.0
+
+    def stamp(t: float | None) -> dict[str, Any]:
+        return {"timestamp": when(t), "working_start": max(0.0, t - (t0 or t))} if t else {}
+
+    for n, ev in enumerate(evs):
+        agent = str(ev.get("agent") or ev.get("role") or "?")
+        start, end = event_span(ev) or (None, None)
+        if agent != span_agent:
+            if span_id:
+                out.append(SpanEndEvent(id=span_id, **stamp(span_end)))
+            span_id, span_agent = safe_stem(f"{agent}-{n}", sample_uuid, n), agent
+            out.append(SpanBeginEvent(id=span_id, name=agent, type="agent", **stamp(start)))
+        span_end = end or span_end
+        meta = _meta(ev, n)
+        if ev.get("kind") != "call":
+            info = {"kind": ev.get("kind", ""), "role": ev.get("role", ""), "step": ev.get("step", ""),
+                    "round": ev.get("round", 0), "turn": ev.get("turn", 0), "text": _text(ev),
+                    "data": ev.get("data") or {}}
+            out.append(InfoEvent(source=agent, span_id=span_id, metadata=meta, data=info, **stamp(end)))
+            continue
+        model = qualify(ev.get("model"))
+        sent = list(ev.get("messages") or [])
+        thread = ids.thread(agent, sent)
+        usage = ModelUsage(input_tokens=meta["prompt_tokens"], output_tokens=meta["completion_tokens"],
+                           total_tokens=meta["prompt_tokens"] + meta["completion_tokens"])
+        role = str(ev.get("role") or "")
+        if role:
+            role_usage[role] = role_usage.get(role, ModelUsage()) + usage
+        reply = ev.get("content") or ""
+        choices = []
+        if reply or not ev.get("error"):
+            msg = ChatMessageAssistant(id=ids.reply(agent, thread[-1][0] if thread else "", reply), content=reply,
+                                       model=model, source="generate", metadata=meta)
+            choices = [ChatCompletionChoice(message=msg, stop_reason="stop")]
+        output = ModelOutput(model=model, choices=choices, usage=usage, time=ev.get("latency_s") or None,
+                             error=ev.get("error"))
+        extra = {"completed": when(end), "working_time": max(0.0, end - (start or end))} if end else {}
+        sent_messages = [_chat(m, i, where, model) for m, (i, where) in zip(sent, thread, strict=True)]
+        out.append(ModelEvent(model=model, role=role or None, input=sent_messages,
+                              tools=[], tool_choice="none", config=config, output=output, span_id=span_id,
+                              error=ev.get("error"), cache="read" if ev.get("cache_hit") else None,
+                              retries=max(0, meta["attempts"] - 1), metadata=meta, **stamp(start), **extra))
+    if span_id:
+        out.append(SpanEndEvent(id=span_id, **stamp(span_end)))
+    return SampleEvents(events=out, started=t0, completed=t1, role_usage=role_usage)
+
+
+def debate_messages(doc: dict[str, Any], question_text: str, qualify: Any, prefix: str) -> list[Any]:
+    """The Messages tab: the question, then one card per transcript event, each naming its agent."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
+
+    messages: list[Any] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
+    for n, ev in enumerate(doc.get("events") or []):
+        is_call = ev.get("kind") == "call"
+        text = _text(ev)
+        if not is_call and ev.get("content") and ev.get("data"):  # a vote's letter, then who voted what
+            text += "\n\n```json\n" + json.dumps(ev["data"], ensure_ascii=False, indent=1) + "\n```"
+        messages.append(ChatMessageAssistant(
+            id=f"{prefix}-d{n}", content=f"{header(ev)}\n\n{text}",
+            model=qualify(ev.get("model")) if is_call else None, source="generate" if is_call else None,
+            metadata=_card_meta(ev, n)))
+    return messages
+
+
+def _card_meta(ev: dict[str, Any], n: int) -> dict[str, Any]:
+    """A card's metadata: who and where; the tokens and the messages sent are in its model event."""
+    meta = {k: v for k, v in _meta(ev, n).items() if k in ("agent", "medpanel_role", "kind", "step", "round", "turn",
+                                                           "event", "error")}
+    meta.update({k: True for k in ("invalid", "cache_hit") if ev.get(k)})
+    return meta
