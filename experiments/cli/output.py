@@ -89,7 +89,7 @@ def summarise(run_dir: Path, *, write: bool = True) -> None:
     tables = build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
     report = run_dir / "report"
     for t in tables:
-        print_table(t, where=f"{report / csv_name(t)} and {report / 'report.md'}" if write else
+        print_table(t, where=f"{report / csv_name(t)} (and report.md beside it)" if write else
                     f"the CSV and markdown files: medpanel report {run_dir}")
     _error_rows(run_dir, rows)
     if write:
