@@ -74,8 +74,8 @@ def print_header(meta: dict[str, Any]) -> None:
 def _error_rows(run_dir: Path, rows: list[Row]) -> None:
     errors = sum(1 for r in rows if r.error)
     if errors:
-        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer; scored wrong, and a resume skips "
-                      f"them). Re-run them with: medpanel run --resume {run_dir} --retry-errors", markup=False)
+        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer, scored wrong; a resume skips them). "
+                      f"Re-run them: medpanel run --resume {run_dir} --retry-errors", markup=False, highlight=False)
 
 
 def summarise(run_dir: Path, *, write: bool = True) -> None:
