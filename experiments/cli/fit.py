@@ -2,11 +2,11 @@
 
 Rich fits a table that is too wide by narrowing every column until words break (a 19-column table at
 80 columns becomes columns three characters wide). Here every column gets at least its natural
-minimum, as rich measures it: the longest word of its header and of its cells, and never under
-`MIN_COLUMN` characters. When the columns at those widths do not fit, columns are left out (the
-table's `keep` says which stay longest) and the caller prints which, and where the full table is:
-the CSV and markdown files keep every column. The spare width then goes to the columns whose text
-would otherwise wrap.
+minimum, as rich measures it: the longest word of its header and of its cells (a cell of up to
+`WHOLE_CELL` characters counts whole), and never under `MIN_COLUMN` characters. When the columns at
+those widths do not fit, columns are left out (the table's `keep` says which stay longest) and the
+caller prints which, and where the full table is: the CSV and markdown files keep every column.
+The spare width then goes to the columns whose text would otherwise wrap.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from medpanel.agents.tables import Table
 
 MIN_COLUMN = 4
 """No column is narrower than this, nor than the longest word in its header or cells."""
+WHOLE_CELL = 16
+"""A cell this short (a number, a CI "[-12.5, +37.5]", a slug) is never wrapped."""
 _WIDE = 100_000
 """A width at which a table is measured at its natural size."""
 
@@ -68,9 +70,11 @@ def fit(t: Table, console: Console, *, width: int | None = None, compact: bool =
     need: list[int] = []
     want: list[int] = []
     for i, header in enumerate(t.columns):
-        sizes = [Measurement.get(console, options, Text(s)) for s in [header, *(r[i] for r in cells)]]
-        need.append(max(MIN_COLUMN, *(m.minimum for m in sizes)))
-        want.append(max(need[-1], *(m.maximum for m in sizes)))
+        head = Measurement.get(console, options, Text(header))
+        sizes = [Measurement.get(console, options, Text(r[i])) for r in cells]
+        need.append(max(MIN_COLUMN, head.minimum,
+                        *(m.maximum if m.maximum <= WHOLE_CELL else m.minimum for m in sizes)))
+        want.append(max(need[-1], head.maximum, *(m.maximum for m in sizes)))
     shown = list(range(len(t.columns)))
     order = drop_order(t)
     widths = {i: need[i] for i in shown}
