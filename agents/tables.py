@@ -24,6 +24,10 @@ class Table:
     columns: list[str]
     rows: list[list[Any]]
     note: str = ""
+    keep: tuple[str, ...] = ()
+    """Columns a narrow terminal shows longest, most important first (the first column is always
+    shown). The others are left out right to left, then these from the end; CSV and markdown keep
+    every column. Empty: the leading identifier columns (all cells text) are kept."""
 
     def csv(self) -> str:
         buf = io.StringIO()

@@ -6,11 +6,11 @@ Each configuration runs `medpanel run scenarios/quickstart.yaml` (24 pairs, 4 wo
 embedded SmolLM2 on llama-server) in a fresh run directory, through the CLI as a user runs it, and
 prints:
 - wall time, and CPU time of the runner and of llama-server apart (the server's from /proc, sampled
-  until it exits; the runner's is the rest of the children's CPU);
-- server start: from launch until /health answered (llama-server's own log timestamps are not
-  used: the runner records when the session's server was ready);
-- prompt tokens the server evaluated and those it took from its cache (each request's
-  `prompt eval` line against the request's prompt size), the server's prompt-eval and decode
+  until it exits, counting only the server this run started; the runner's is the rest of the
+  children's CPU);
+- server start: from launch until llama-server listens (its log's own timestamp), the model loaded;
+- prompt tokens the server evaluated and those it took from its cache (the `prompt eval` lines of
+  its log against the calls' prompt tokens in the transcripts), the server's prompt-eval and decode
   milliseconds (summed over requests; requests overlap in the slots, so these add to more than the
   wall time when several decode at once);
 - calls, accuracy per condition and the answers' digest: tuning must change neither.
@@ -44,24 +44,45 @@ CONFIGS = {
     "after": "",
 }
 PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
-EVAL = re.compile(r"^\s*eval time =\s*([\d.]+) ms /\s*(\d+) tokens", re.M)
-N_PROMPT = re.compile(r"n_prompt_tokens = (\d+)")
+EVAL = re.compile(r"\|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+LISTENING = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) I srv\s+llama_server: listening", re.M)
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _server_cpu(stop: threading.Event, out: dict[str, float]) -> None:
-    """Sample the CPU seconds of every llama-server process until `stop` is set."""
+def _stat(pid: str) -> list[str] | None:
+    """/proc/PID/stat's fields after the command name (state, ppid, ...), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return [stat[stat.index("(") + 1:stat.rindex(")")], *stat.rsplit(")", 1)[1].split()]
+
+
+def _descends_from(pid: str, root: int) -> bool:
+    for _ in range(8):
+        fields = _stat(pid)
+        if fields is None:
+            return False
+        pid = fields[2]
+        if int(pid) == root:
+            return True
+    return False
+
+
+def _server_cpu(root: int, stop: threading.Event, out: dict[str, float]) -> None:
+    """Sample the CPU seconds of the llama-server started under `root` until `stop` is set (other
+    llama-servers on the machine are not counted)."""
     while not stop.is_set():
         for pid in os.listdir("/proc"):
-            if not pid.isdigit():
-                continue
-            try:
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except OSError:
-                continue
-            if "(llama-server)" in stat:
-                fields = stat.rsplit(")", 1)[1].split()
-                out[pid] = (int(fields[11]) + int(fields[12])) / TICK
+            if pid.isdigit() and pid not in out:
+                fields = _stat(pid)
+                if fields is None or fields[0] != "llama-server" or not _descends_from(pid, root):
+                    continue
+                out[pid] = 0.0
+        for pid in list(out):
+            fields = _stat(pid)
+            if fields is not None:
+                out[pid] = (int(fields[12]) + int(fields[13])) / TICK
         time.sleep(0.1)
 
 
@@ -71,37 +92,43 @@ def one_run(extra: str) -> dict[str, Any]:
         run_dir = Path(tmp) / "qs"
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         stop, cpu = threading.Event(), {}  # type: ignore[var-annotated]
-        sampler = threading.Thread(target=_server_cpu, args=(stop, cpu), daemon=True)
-        sampler.start()
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
-                               "--run-dir", str(run_dir), "--quiet"], capture_output=True, text=True, env=env,
-                              timeout=1800)
+        proc = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
+                                 "--run-dir", str(run_dir), "--quiet"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        sampler = threading.Thread(target=_server_cpu, args=(proc.pid, stop, cpu), daemon=True)
+        sampler.start()
+        _, err = proc.communicate(timeout=1800)
         wall = time.perf_counter() - start
         stop.set()
         sampler.join()
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
-            raise SystemExit(f"quickstart failed ({proc.returncode}): {proc.stderr[-2000:]}")
+            raise SystemExit(f"quickstart failed ({proc.returncode}): {err[-2000:]}")
         children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         log = (run_dir / "local_server.log").read_text(errors="replace")
         with sqlite3.connect(run_dir / "study.db") as conn:
             rows = conn.execute("select condition, qid, answer, correct, invalid, error from mp_results "
                                 "order by condition, qid").fetchall()
-        calls = 0
+        calls = prompt_total = 0
         for doc_path in (run_dir / "transcripts").rglob("*.json"):
             doc = json.loads(doc_path.read_text(encoding="utf-8"))
-            calls += sum(1 for e in doc["events"] if e["kind"] == "call")
+            for e in doc["events"]:
+                if e["kind"] == "call":
+                    calls += 1
+                    prompt_total += int((e.get("usage") or {}).get("prompt_tokens") or 0)
     evals = [(float(ms), int(n)) for ms, n in PROMPT_EVAL.findall(log)]
     decodes = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
-    prompt_total = sum(int(n) for n in N_PROMPT.findall(log))
     server_cpu = sum(cpu.values())
+    ready = LISTENING.search(log)
+    started = (int(ready[1]) * 60 + int(ready[2]) + int(ready[3]) / 1e3) if ready else float("nan")
     accuracy: dict[str, str] = {}
     for cond in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == cond]
         accuracy[cond] = f"{sum(1 for r in mine if r[3])}/{len(mine)}"
     digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
-    return {"wall": wall, "cpu": children, "server_cpu": server_cpu, "runner_cpu": children - server_cpu,
+    return {"wall": wall, "cpu": children, "server_start": started, "server_cpu": server_cpu,
+            "runner_cpu": children - server_cpu,
             "prompt_evaluated": sum(n for _, n in evals), "prompt_total": prompt_total,
             "prompt_ms": sum(ms for ms, _ in evals), "decode_ms": sum(ms for ms, _ in decodes),
             "decoded": sum(n for _, n in decodes), "requests": len(evals), "calls": calls,
@@ -127,6 +154,7 @@ def main() -> None:
         print(f"\n{name}: MEDPANEL_LLAMA_SERVER_ARGS='{CONFIGS[name]}'")
         print(f"  wall {r['wall']:6.1f} s (target <= {TARGET_S:.0f} s: ratio {r['wall'] / TARGET_S:.2f}); CPU "
               f"{r['cpu']:6.1f} s = llama-server {r['server_cpu']:6.1f} s + runner {r['runner_cpu']:5.1f} s")
+        print(f"  server start {r['server_start']:.1f} s (model loaded, listening)")
         print(f"  prompt tokens {r['prompt_total']} in {r['requests']} requests: {r['prompt_evaluated']} evaluated "
               f"({r['prompt_ms'] / 1000:.1f} s), {cached} from the slots' cache; decoded {r['decoded']} tokens "
               f"({r['decode_ms'] / 1000:.1f} s, summed over slots)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -93,7 +94,11 @@ def test_quickstart_runs_on_the_embedded_model(tmp_path: Path) -> None:
                            "--limit", "2", "--run-dir", str(run_dir), "--quiet"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "Accuracy per condition x dataset" in proc.stdout
+    # the run ends with its short summary: each condition's k/4 answers (2 medqa-style + 2
+    # pubmedqa-style questions) and the command that prints every table
+    assert "Accuracy and cost per question" in proc.stdout
+    assert all(re.search(rf"^{c}\s+\d/4\s", proc.stdout, re.M) for c in ("c0", "c1")), proc.stdout
+    assert f"Every table: medpanel report {run_dir}" in proc.stdout
     with sqlite3.connect(run_dir / "study.db") as conn:
         rows = conn.execute("select condition, answer, invalid, error, calls from mp_results").fetchall()
     assert len(rows) == 8  # 2 conditions x (2 medqa-style + 2 pubmedqa-style)

@@ -73,7 +73,8 @@ def cost_table(rows: list[Row], conditions: list[str]) -> Table:
                  "(usage.prompt_tokens_details.cached_tokens), part of tokens; cost_usd prices them at "
                  "run.prices' cached_input, and prompt_cache_saved_usd is what they would have cost more at "
                  "the input price.")
-    return Table("Cost per question", columns, out, note=note)
+    return Table("Cost per question", columns, out, note=note,
+                 keep=("condition", "n", "calls_per_q", "tokens_per_q", "cost_usd"))
 
 
 def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
@@ -123,6 +124,13 @@ def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]])
     return out
 
 
+def comparison_pairs(meta: dict[str, Any], conditions: list[str]) -> list[tuple[str, str]]:
+    """The scenario's `compare` (or the pairs that differ in one flag), within every model and variant."""
+    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
+    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
+    return expand_pairs([tuple(p) for p in compare], conditions)
+
+
 def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
     out: list[list[Any]] = []
     comps = []
@@ -136,7 +144,7 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
             out.append([a, b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1), round(c.diff_points, 1),
                         f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only])
             comps.append(c)
-    # Holm over every comparison of the table (issue 17): with m tests at 0.05 each, the chance of
+    # Holm over every comparison of the table: with m tests at 0.05 each, the chance of
     # at least one false "better" grows towards 1 - 0.95^m; the verdict reads the adjusted p.
     p_holm = holm([c.p_mcnemar for c in comps])
     for line, c, ph in zip(out, comps, p_holm, strict=True):
@@ -150,7 +158,8 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
                  out, note="diff = b - a in points; CI = paired bootstrap over questions (10,000 resamples); "
                            "p = exact McNemar test on the discordant questions; p_holm = Holm-adjusted over the "
                            f"{len(out)} comparisons of this table. A difference is reported only when its CI "
-                           "excludes 0 and p_holm < 0.05.")
+                           "excludes 0 and p_holm < 0.05.",
+                 keep=("a", "b", "diff_pts", "95%_CI_pts", "mcnemar_p_holm", "verdict", "n"))
 
 
 def repeats_table(rows: list[Row], conditions: list[str]) -> Table | None:
@@ -209,7 +218,6 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     slugs = [c["slug"] for c in meta.get("conditions", [])]
     conditions = condition_order(rows, slugs)
     flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
-    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
     specs = pipeline_tables(meta)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
     extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
@@ -221,7 +229,7 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     if docs is not None:
         scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
         tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot)
-    pairs = expand_pairs([tuple(p) for p in compare], conditions)  # base pairs, within every model and variant
+    pairs = comparison_pairs(meta, conditions)
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
     tables += axes_tables.build(rows, meta, conditions, pairs, n_boot=n_boot)
@@ -246,13 +254,18 @@ def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
     return write_tables(run_dir / "report", tables, title=f"Report: {run_dir.name}", md_name="report.md")
 
 
+def csv_name(t: Table) -> str:
+    """The file a table is written to: `<Table.name>.csv`."""
+    return f"{t.name}.csv"
+
+
 def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str) -> list[Path]:
     """Each table as `<title>.csv`, and all of them in one markdown file."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     md = [f"# {title}", ""]
     for t in tables:
-        path = out_dir / f"{t.name}.csv"
+        path = out_dir / csv_name(t)
         path.write_text(t.csv(), encoding="utf-8")
         written.append(path)
         md.append(t.markdown())

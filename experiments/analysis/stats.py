@@ -21,6 +21,7 @@ __all__ = [
     "PairedComparison",
     "accuracy_ci",
     "format_points",
+    "mean_ci",
     "mean_sd",
     "paired_comparison",
     "wilson_ci",
@@ -67,6 +68,12 @@ def accuracy_ci(
         raise ValueError("accuracy_ci needs at least one result")
     low, high = _percentile_bootstrap(x, n_boot=n_boot, seed=seed, level=level)
     return float(x.mean()), low, high
+
+
+def mean_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = 10000, seed: int = 0,
+            level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap CI of the mean of `values` (e.g. per-question mean correctness over repeats)."""
+    return _percentile_bootstrap(np.asarray(values, dtype=float), n_boot=n_boot, seed=seed, level=level)
 
 
 def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

@@ -89,7 +89,8 @@ def factorial_table(f: Factorial) -> Table:
             "conditional logit (question as stratum); flags coded -1/2, +1/2.")
     return Table(f"Factorial {g.label}", ["effect", "family", "n", "runs", "estimate_pts", "95%_CI_pts",
                                           "adj_CI_pts", "test", "p_raw", "p_holm", "verdict", "OR_GEE",
-                                          "OR_clogit"], out, note=note)
+                                          "OR_clogit"], out, note=note,
+                 keep=("effect", "estimate_pts", "95%_CI_pts", "p_holm", "verdict"))
 
 
 def family_rows(adjusted: Sequence[Adjusted]) -> list[list[Any]]:
@@ -104,6 +105,8 @@ def family_rows(adjusted: Sequence[Adjusted]) -> list[list[Any]]:
 
 FAMILY_COLUMNS = ["contrast", "n", "runs", "diff_pts", "95%_CI_pts", "adj_CI_pts", "b_only", "a_only", "test",
                   "p_raw", "p_holm", "verdict"]
+FAMILY_KEEP = ("contrast", "diff_pts", "95%_CI_pts", "p_holm", "verdict")
+"""What a narrow terminal shows of a comparison family: the estimate, its CI and the verdict."""
 
 
 def repeat_tables(rows: list[Row], conditions: list[str], pairs: list[tuple[str, str]], *,
@@ -128,7 +131,8 @@ def repeat_tables(rows: list[Row], conditions: list[str], pairs: list[tuple[str,
         fam = pair_family(data, pairs, n_boot=n_boot)
         tables.append(Table("Paired comparisons over every run", FAMILY_COLUMNS, family_rows(fam),
                             note="diff = b - a; each question's mean correctness over its runs, paired over "
-                                 "questions; exact sign-flip test; Holm over the comparisons (verdict)."))
+                                 "questions; exact sign-flip test; Holm over the comparisons (verdict).",
+                            keep=FAMILY_KEEP))
     return tables
 
 
@@ -142,7 +146,7 @@ def table3_contrast(rows: list[Row], conditions: list[str], *, n_boot: int = 10_
     fam = channel_addition(correctness_from_rows(rows), base, added, n_boot=n_boot)
     return Table("Table 3: adding the specialist channel to the knowledge channel", FAMILY_COLUMNS, family_rows(fam),
                  note=f"diff = added - {base} in points, on the questions both answered; verdict 'hurts' or "
-                      "'helps' only when the Holm-adjusted p < 0.05.")
+                      "'helps' only when the Holm-adjusted p < 0.05.", keep=FAMILY_KEEP)
 
 
 def ledger_lines(rows: list[Row], events: Events, prices: Mapping[str, PriceLike]) -> list[LedgerLine]:

@@ -142,7 +142,8 @@ def transition_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None 
                       "pathway candidates' majority); invalid = a tie or no valid answer there, or an invalid final "
                       "answer. net_gain = wrong->right - right->wrong; pts = per 100 scored questions (errors "
                       "count 0); CI = paired bootstrap over questions (10,000 resamples). first/final_acc = accuracy "
-                      "of the first majority and of the final answer over the same rows.")
+                      "of the first majority and of the final answer over the same rows.",
+                 keep=("condition", "dataset", "net_gain_pts", "95%_CI_pts", "final_acc_%", "first_acc_%", "n"))
 
 
 @dataclass

@@ -39,9 +39,9 @@ def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages
     return build_site(Path(run_dir), provenance=provenance, messages=messages)  # load_run checks the directory
 
 
-def _print_tables(tables: list[Table]) -> None:
+def _print_tables(tables: list[Table], where: str) -> None:
     for t in tables:
-        print_table(t)
+        print_table(t, where=where)
 
 
 def _echo(text: str) -> None:
@@ -100,7 +100,8 @@ def compare(
             pairs.append((parts[0], parts[1]))
     cmp = align(run_dirs, pairs=pairs, conditions=condition or None)
     tables = compare_tables(cmp)
-    _print_tables(tables)
+    _print_tables(tables, f"the CSV files and compare.md in {out}" if out is not None else
+                  "the CSV files and compare.md that --out DIR writes")
     if out is not None:
         _check_out_dir(out)
 
@@ -180,7 +181,7 @@ def audit(
             changes["ngram_min_containment"] = ngram_containment
         th = dataclasses.replace(Thresholds(), **changes)
     doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, thresholds=th)
-    _print_tables([leakage_table(doc)])
+    _print_tables([leakage_table(doc)], str(run_dir / "report" / LEAKAGE_FILE))
     direct = sum(s["direct_questions"] for s in doc["summary"])
     upstream = sum(s["upstream_questions"] for s in doc["summary"])
     _echo(f"{doc['passages']} passages checked; {direct} (condition, question) pairs with direct leakage, "

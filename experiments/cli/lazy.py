@@ -30,7 +30,9 @@ class LazyCommand:
 COMMANDS: dict[str, LazyCommand] = {
     "validate": LazyCommand("medpanel.experiments.cli.run",
                             "Check a scenario and print its conditions and question count."),
-    "run": LazyCommand("medpanel.experiments.cli.run", "Run a scenario (or resume a run) and print the summary table."),
+    "run": LazyCommand("medpanel.experiments.cli.run",
+                       "Run a scenario (or resume a run) and print a short summary (medpanel report prints every "
+                       "table)."),
     "worker": LazyCommand("medpanel.experiments.cli.run",
                           "Join a run whose storage is shared (PostgreSQL) from this process or machine."),
     "report": LazyCommand("medpanel.experiments.cli.inspect",

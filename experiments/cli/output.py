@@ -1,4 +1,5 @@
-"""What the CLI prints: tables, a transcript turn by turn, a run's summary, and one-line errors.
+"""What the CLI prints: tables at the terminal's width, a transcript turn by turn, a run's short
+summary, every table of its report, and one-line errors.
 
 Everything that came from a model, a dataset or a corpus is printed as `Text`, never parsed as rich
 markup (a "[/b]" in a question would otherwise crash the command, and a tag meant as styling would
@@ -8,70 +9,129 @@ be printed literally where markup is off).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.table import Table as RichTable
 from rich.text import Text
 
+from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.report import run_tables, write_report
+from medpanel.experiments.analysis.report import csv_name, run_tables, write_report
+from medpanel.experiments.analysis.run_summary import run_summary
+from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.rundir import load_meta, open_store
-
-# Piped output (CI logs, `| tee`) would otherwise wrap tables at 80 columns.
-console = Console(width=None if sys.stdout.isatty() else 160)
+from medpanel.experiments.run.store import Row
 
 
-def print_table(t: Any) -> None:
-    table = RichTable(title=t.title, title_justify="left", show_lines=False)
-    for col in t.columns:
-        table.add_column(col, overflow="fold")
-    for row in t.rows:
-        table.add_row(*[Text(f"{v:.2f}" if isinstance(v, float) else str(v)) for v in row])
-    console.print(table)
+def make_console() -> Console:
+    """A terminal's own width (or COLUMNS when set); piped output (CI logs, `| tee`) gets 160
+    columns, as rich would otherwise wrap it at 80."""
+    return Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+
+
+console = make_console()
+
+
+def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel report writes",
+                compact: bool = False) -> None:
+    """The title, the table at the console's width (columns left out whole when it is too narrow,
+    with a line naming them and `where` every column is), then the table's note."""
+    fitted = fit(t, console, compact=compact)
+    console.print(Text(t.title, style="bold"))
+    console.print(fitted.table)
+    if fitted.dropped:
+        console.print(Text(dropped_note(fitted, len(t.columns), console.width, where), style="yellow"))
     if t.note:
         console.print(Text(t.note, style="dim"))
 
 
-def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
-    """Print the run's report and write it to `report/`; the files written (None when none were)."""
+def _read(run_dir: Path) -> tuple[dict[str, Any], list[Row]]:
     meta = load_meta(run_dir)
     store = open_store(run_dir, meta)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
-    if not rows:
-        console.print("No finished questions yet.")
-        return None
+    return meta, rows
 
+
+def print_header(meta: dict[str, Any]) -> None:
+    """What was run and how it departs from the papers: printed before any number is read."""
     sc = meta.get("scenario", {})
-    # The header says what was run and how it departs from the papers before any number is read.
     console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", meta.get("name", ""))),
                                 f": {sc['description']}" if sc.get("description") else ""))
     console.print(Text(f"protocol: {protocol_line(sc)}"))
     for line in header_lines(meta):
         console.print(line, markup=False, highlight=False)
-    tables = run_tables(run_dir, rows, meta)
-    for t in tables:
-        print_table(t)
+
+
+def _error_rows(run_dir: Path, rows: list[Row]) -> None:
     errors = sum(1 for r in rows if r.error)
     if errors:
-        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer; scored wrong, and a resume skips "
-                      f"them). Re-run them with: medpanel run --resume {run_dir} --retry-errors", markup=False)
+        console.print(f"{errors} of {len(rows)} pairs are error rows (no answer, scored wrong; a resume skips them). "
+                      f"Re-run them: medpanel run --resume {run_dir} --retry-errors", markup=False, highlight=False)
+
+
+def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
+    """Every table of the run (`medpanel report`), written to report/*.csv and report.md; the files
+    written (None when none were)."""
+    meta, rows = _read(run_dir)
+    if not rows:
+        console.print("No finished questions yet.")
+        return None
+    print_header(meta)
+    tables = run_tables(run_dir, rows, meta)
+    report = run_dir / "report"
+    for t in tables:
+        print_table(t, where=f"{report / csv_name(t)} (and report.md beside it)" if write else
+                    f"the CSV and markdown files: medpanel report {run_dir}")
+    _error_rows(run_dir, rows)
     if write:
         try:
             paths = write_report(run_dir, tables)
         except OSError as exc:  # a full disk or a read-only folder: the tables above still stand
-            error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
+            error_line(f"cannot write the report to {exc.filename or report}: {exc.strerror or exc}")
             return None
         console.print(f"Tables written to {paths[-1].parent}/ ({len(paths)} files)")
         return paths
     return None
+
+
+def write_full_report(run_dir: Path) -> list[Path] | None:
+    """`medpanel report`'s files, written without printing (what a tracker logs after a run)."""
+    meta, rows = _read(run_dir)
+    if not rows:
+        return None
+    try:
+        return write_report(run_dir, run_tables(run_dir, rows, meta))
+    except OSError as exc:
+        error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
+        return None
+
+
+def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
+    """The end of `medpanel run`: accuracy with its CI, invalid and errors, and the cost per
+    condition; the paired verdicts; and the commands that print every table and open the viewer."""
+    meta, rows = _read(run_dir)
+    if not rows:
+        console.print("No finished questions yet.")
+        return
+    print_header(meta)
+    summary = run_summary(rows, meta, n_boot=n_boot)
+    where = f"medpanel report {run_dir}"
+    print_table(summary.accuracy, where=where, compact=True)
+    if summary.verdicts is not None:
+        print_table(summary.verdicts, where=where, compact=True)
+        if summary.more_verdicts:
+            console.print(f"{summary.more_verdicts} more comparisons in the full report", markup=False)
+    _error_rows(run_dir, rows)
+    console.print(f"Every table: medpanel report {run_dir}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"The viewer:  medpanel view {run_dir}", markup=False, highlight=False, soft_wrap=True)
 
 
 def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from medpanel.agents.model.replay import Replay
-from medpanel.experiments.cli.output import console, error_line, summarise
+from medpanel.experiments.cli.output import console, error_line, print_summary, write_full_report
 from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
@@ -68,7 +68,7 @@ def run(
     replay_strict: Annotated[bool, typer.Option("--replay-strict", help="With --replay: stop at the first "
                                                 "request RUN_DIR never answered.")] = False,
 ) -> None:
-    """Run a scenario (or resume a run) and print the summary table."""
+    """Run a scenario (or resume a run) and print a short summary (medpanel report prints every table)."""
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
@@ -105,16 +105,16 @@ def run(
                   f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
                   f"{runner.plan.scenario.run.workers} workers x {runner.plan.scenario.run.questions_per_worker} "
                   f"questions in flight, model {runner.plan.scenario.model.backend}")
-    with runner.tracking() as tracker:  # run.tracker: the report below is the one it logs
+    with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
             tpm_limit = getattr(runner.plan.scenario.run, "tokens_per_minute", None)
             hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
             hook(runner.tally, total)
             status = runner.run(progress=hook)
-        report = summarise(runner.run_dir)
+        print_summary(runner.run_dir)
         if tracker is not None:
-            tracker.report(report)
+            tracker.report(write_full_report(runner.run_dir))
     if runner.replay is not None:
         console.print(f"replay: {runner.replay.hits} requests answered from {replay}, {runner.replay.misses} "
                       f"miss(es){' sent to the model' if runner.replay.misses and not replay_strict else ''}",
@@ -127,8 +127,8 @@ def run(
                       f"Resume with: medpanel run --resume {runner.run_dir}", style="yellow", markup=False,
                       soft_wrap=True)
         raise typer.Exit(3)
-    console.print(f"Done. Transcripts: {runner.run_dir / 'transcripts'}. "
-                  f"Read one with: medpanel show {runner.run_dir} <QID>")
+    console.print(f"Done. One debate: medpanel show {runner.run_dir} <QID>", markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 def open_replay(source: Path | None, strict: bool) -> Replay | None:
