@@ -63,6 +63,7 @@ class KnowledgeSettings(PipelineSettings):
     """Local corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and
     ingested on first use; ingest others with `medpanel corpus ingest`."""
     retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
+    """BM25 (both papers), dense (MiniLM in ChromaDB; the `dense` extra) or their reciprocal rank fusion."""
     source: str = "corpus"
     """Where the channel's evidence comes from: a registered source (`medpanel.retrieval.sources`):
     `corpus` (the local corpus), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`),

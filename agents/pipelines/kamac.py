@@ -50,10 +50,13 @@ class KamacSettings(PipelineSettings):
     initial_agents: int = Field(default=1, ge=1, le=5)
     """Specialists at the start (KAMAC's `--num_agents` default 1)."""
     rounds: int = Field(default=1, ge=1, le=5)
+    """Gap-check rounds."""
     turns: int = Field(default=3, ge=1, le=10)
     """Gap-check turns per round (KAMAC's defaults: 1 round x 3 turns)."""
     max_new_per_turn: int = Field(default=2, ge=1, le=5)
+    """Specialists the recruiter may add after one turn."""
     max_agents: int = Field(default=5, ge=1, le=10)
+    """The panel cap (KAMAC sets none; this bounds the cost)."""
 
     @model_validator(mode="after")
     def _room(self) -> KamacSettings:
