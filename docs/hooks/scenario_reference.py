@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
+import sys
 import types
 import typing
+from pathlib import Path
 from typing import Any
 
 import annotated_types
@@ -49,16 +52,15 @@ def _import(path: str) -> type[BaseModel]:
 
 @functools.cache
 def _module(name: str) -> griffe.Module:
-    loaded = griffe.load(name, resolve_aliases=False)
-    assert isinstance(loaded, griffe.Module), name
-    return loaded
+    # One file, statically: griffe.load would read the whole package (every module) for each.
+    path = Path(inspect.getfile(sys.modules[name]))
+    return griffe.visit(name, filepath=path, code=path.read_text(encoding="utf-8"))
 
 
 def field_doc(model: type[BaseModel], field: str) -> str:
     """The docstring under `field` in the first class of `model`'s MRO that declares it."""
     for cls in model.__mro__:
-        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or field not in cls.__dict__.get(
-                "__annotations__", {}):
+        if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or field not in inspect.get_annotations(cls):
             continue
         member = _module(cls.__module__)[cls.__qualname__].members.get(field)
         doc = member.docstring if member is not None else None
@@ -157,7 +159,9 @@ def generate() -> str:
         intro = (" Every key of [`model:`](#model) too (endpoint, key variable, sampling, cache ...), plus:"
                  if skip else "")
         doc = " ".join((model.__doc__ or "").split()) if model.__doc__ and anchor != "top-level" else ""
-        parts.append(f"## {heading} {{#{anchor}}}\n\n{doc}{intro}\n\n{model_table(model, links, skip=skip)}\n")
+        lead = f"{doc}{intro}".strip()
+        parts.append(f"## {heading} {{#{anchor}}}\n\n" + (f"{lead}\n\n" if lead else "")
+                     + f"{model_table(model, links, skip=skip)}\n")
     parts.append("## Pipeline settings\n\nThe `settings:` block is validated by the pipeline the scenario "
                  "names; unknown keys are refused. One table per settings model, with the `pipeline:` "
                  "names that read it.\n")
