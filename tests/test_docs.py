@@ -30,6 +30,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.experiments.cli.catalogue import catalogue, markdown_table
 from medpanel.experiments.cli.main import main
 from medpanel.experiments.run.scenario import Scenario
@@ -282,3 +283,15 @@ def test_the_debate_picture_is_small() -> None:
     assert picture.stat().st_size < 300_000
     assert "docs/img/debate.png" in README.read_text(encoding="utf-8")
     assert "img/debate.png" in (DOCS / "index.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_model_lines_are_valid_model_blocks() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## Pointing at a real model"):]
+    block = re.search(r"^```yaml\n(.*?)^```", section, re.S | re.M)
+    assert block is not None
+    lines = block.group(1).strip().splitlines()
+    assert len(lines) == 2
+    specs = [ModelSpec.model_validate(yaml.safe_load(line)["model"]) for line in lines]
+    assert [s.backend for s in specs] == ["openai", "openai"]
+    assert specs[0].api_key_env == "OPENAI_API_KEY" and specs[1].base_url == "http://gpu-box:8000/v1"
