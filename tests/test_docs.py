@@ -165,8 +165,12 @@ def test_a_renamed_option_or_key_is_caught(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_readme_is_short() -> None:
-    n = len(README.read_text(encoding="utf-8").splitlines())
+    text = README.read_text(encoding="utf-8")
+    n = len(text.splitlines())
     assert n <= MAX_README_LINES, f"README.md has {n} lines; the docs site holds the rest"
+    shown = text[text.index("<!-- quickstart-output -->"):]
+    block = re.search(r"^```text\n(.*?)^```", shown, re.S | re.M)
+    assert block is not None and 5 <= len(block.group(1).splitlines()) <= 10  # the quickstart's output, trimmed
 
 
 def test_readme_opens_with_the_two_commands() -> None:
