@@ -299,3 +299,34 @@ def test_the_readme_model_lines_are_valid_model_blocks() -> None:
     specs = [ModelSpec.model_validate(yaml.safe_load(line)["model"]) for line in lines]
     assert [s.backend for s in specs] == ["openai", "openai"]
     assert specs[0].api_key_env == "OPENAI_API_KEY" and specs[1].base_url == "http://gpu-box:8000/v1"
+
+
+def _table_commands() -> list[str]:
+    """The usage forms of the commands table in docs/cli.md (its first column)."""
+    out = []
+    for line in (DOCS / "cli.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| `medpanel "):
+            first = line.split(" | ")[0].removeprefix("| ")
+            out += [c for c in re.findall(r"`(medpanel [^`]+)`", first)]
+    return out
+
+
+@pytest.mark.parametrize("usage", _table_commands())
+def test_the_commands_table_names_real_commands_and_options(usage: str) -> None:
+    words = usage.split()[1:]
+    if words[0].startswith("--"):
+        head: tuple[str, ...] = ()
+    else:
+        head = tuple(words[:2]) if words[0] in GROUPS else (words[0],)
+    used = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", usage))
+    unknown = used - _options(head)
+    assert not unknown, f"docs/cli.md: `{usage}` names {sorted(unknown)}, which `medpanel {' '.join(head)}` lacks"
+
+
+def test_the_commands_table_lists_every_command() -> None:
+    rc, out = _invoke(["--help"])
+    assert rc == 0
+    listed = set(re.findall(r"^  ([a-z]+)\s", out[out.index("Commands:"):], re.M))
+    assert len(listed) >= 14
+    shown = {u.split()[1] for u in _table_commands() if not u.split()[1].startswith("-")}
+    assert listed == shown, (listed - shown, shown - listed)
