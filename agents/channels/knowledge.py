@@ -86,7 +86,8 @@ class KnowledgeSettings(PipelineSettings):
         web = web_corpus_for(self.corpus, self.web_corpus)
         if web is None:
             raise ValueError(f"the offline web needs a corpus of its own: set settings.web_corpus to a URL-bearing "
-                             f"corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+                             f"corpus other than the local {self.corpus!r} (docs/methods/knowledge.md: "
+                             "Retrieval corpora)")
         return web
 
     @field_validator("source")
