@@ -114,7 +114,7 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=862)
     ap.add_argument("--boot", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, nargs="+", default=[1, 5])
-    ap.add_argument("--plan", action="store_true", help="print the 2x2 plan under the README's assumptions")
+    ap.add_argument("--plan", action="store_true", help="print the 2x2 plan under the assumptions of docs/reports.md")
     args = ap.parse_args()
     if args.plan:
         # Calls per question: bench_cache's scripted 2x2 without the cache (an upper bound).

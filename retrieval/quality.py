@@ -18,7 +18,7 @@ The entries follow the table in CLEAR's released code (`source_quality.py`, as d
 medpanel adds rows of its own (`origin="medpanel"`) only for hosts the authors' table does not
 name, each of the same kind as an authors' row (a national health agency like nih.gov, a
 journal like nejm.org, a preprint server), and one rule: a title saying "retracted" forces low.
-The README prints the whole table with each row's origin. A host matches a row when it is the
+docs/methods/knowledge.md prints the whole table with each row's origin. A host matches a row when it is the
 row's pattern or a subdomain of it; the longest matching pattern wins.
 """
 
@@ -46,7 +46,7 @@ class QualityRule(NamedTuple):
     tier: QualityTier
     """Tier of a host that matches (its score is `TIER_SCORE[tier]`)."""
     kind: str
-    """Why: the kind of authority, shown in the README table."""
+    """Why: the kind of authority, shown in the docs table (docs/methods/knowledge.md)."""
     origin: Origin = "clear"
     """`clear`: the authors' table; `medpanel`: added here for a host the authors do not name."""
     flag: str | None = None

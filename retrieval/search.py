@@ -179,7 +179,7 @@ def check_separate(local: str | Path, web: str | Path, *, field: str) -> None:
     would say nothing about the local evidence."""
     lf, wf = open_retriever(local, "bm25"), open_retriever(web, "bm25")
     fix = ("use two corpora with no document in both, e.g. the PubMed abstracts as the local corpus and "
-           "MedQuAD's web pages as the web (README: Retrieval corpora)")
+           "MedQuAD's web pages as the web (docs/methods/knowledge.md: Retrieval corpora)")
     local_dir, web_dir = getattr(lf, "corpus_dir", None), getattr(wf, "corpus_dir", None)
     if local_dir is not None and local_dir == web_dir:
         raise SourceConfigError(f"the offline web {str(web)!r} is the local corpus {str(local)!r}; {fix}",

@@ -225,9 +225,8 @@ def test_a_pipeline_from_an_installed_packages_entry_point(tmp_path: Path, monke
     assert medpanel.load_run(result.run_dir).record.plan["conditions"]["d1"]["advocate"] is True  # type: ignore[index]
 
 
-def test_the_readme_shows_the_example_that_runs() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Your own pipeline and evidence source"):]
+def test_the_docs_show_the_example_that_runs() -> None:
+    section = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
     start = section.index("```python\n") + len("```python\n")
     shown = section[start:section.index("```\n", start)]
     module = EXAMPLE.read_text(encoding="utf-8")

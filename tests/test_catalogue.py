@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from medpanel.experiments.cli.catalogue import first_sentence
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario import load_scenario
@@ -34,6 +35,26 @@ def test_scenarios_lists_every_shipped_file_with_its_facts(monkeypatch: pytest.M
     assert "Table 5" in next(line for line in lines if " clear_followup.yaml " in line)  # from its description
     assert " - " in next(line for line in lines if " quickstart.yaml " in line)  # no figure: nothing guessed
 
+
+
+def test_scenarios_markdown_is_one_row_per_file_with_the_first_sentence(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    res = CliRunner().invoke(app, ["scenarios", "--markdown"])
+    assert res.exit_code == 0, res.output
+    lines = res.output.strip().splitlines()
+    assert lines[0].startswith("| scenario | pipeline | conditions |") and lines[1].startswith("|---")
+    shipped = sorted(p.name for p in (ROOT / "scenarios").glob("*.yaml"))
+    assert len(lines) == 2 + len(shipped)
+    row = next(line for line in lines if line.startswith("| `self_assessment.yaml` "))
+    # The description's first sentence only: its declared deviation stays in the file and the docs.
+    assert row.endswith("| Question-level self-assessment (paper Table 2B). |"), row
+    assert "| `panel` | 1 | Table 2B |" in row
+
+
+def test_first_sentence_stops_at_a_full_stop_before_a_capital() -> None:
+    assert first_sentence("One (e.g. two) three. Four five.") == "One (e.g. two) three."
+    assert first_sentence("k = 16,\n 3 x 3 turns. deviations follow") == "k = 16, 3 x 3 turns. deviations follow"
+    assert first_sentence("") == ""
 
 def test_an_about_block_is_optional_and_checked(tmp_path: Path) -> None:
     f = tmp_path / "x.yaml"

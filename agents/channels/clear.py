@@ -91,7 +91,8 @@ def prepare_channel(settings: KnowledgeSettings) -> None:
         web = web_corpus_for(settings.corpus, settings.web_corpus)
         if web is None:
             raise SourceConfigError(f"the offline web needs a corpus of its own: set it to a URL-bearing corpus other "
-                                    f"than the local {settings.corpus!r} (README: Retrieval corpora)",
+                                    f"than the local {settings.corpus!r} (docs/methods/knowledge.md: Retrieval "
+                                    "corpora)",
                                     field="settings.web_corpus")
         check_separate(settings.corpus, web, field="settings.web_corpus")
     open_source(settings.local_spec()).open()

@@ -63,6 +63,7 @@ class KnowledgeSettings(PipelineSettings):
     """Local corpus NAME (under $MEDPANEL_HOME/corpora) or folder. `quickstart` is built in and
     ingested on first use; ingest others with `medpanel corpus ingest`."""
     retriever: Literal["bm25", "dense", "hybrid"] = "bm25"
+    """BM25 (both papers), dense (MiniLM in ChromaDB; the `dense` extra) or their reciprocal rank fusion."""
     source: str = "corpus"
     """Where the channel's evidence comes from: a registered source (`medpanel.retrieval.sources`):
     `corpus` (the local corpus), `snapshot` (the offline web: the URL-bearing corpus `web_corpus`),
@@ -85,7 +86,8 @@ class KnowledgeSettings(PipelineSettings):
         web = web_corpus_for(self.corpus, self.web_corpus)
         if web is None:
             raise ValueError(f"the offline web needs a corpus of its own: set settings.web_corpus to a URL-bearing "
-                             f"corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+                             f"corpus other than the local {self.corpus!r} (docs/methods/knowledge.md: "
+                             "Retrieval corpora)")
         return web
 
     @field_validator("source")

@@ -134,7 +134,7 @@ class ClearSettings(PipelineSettings):
                 and self.dynamic_corpus == self.corpus):
             raise ValueError(f"settings.dynamic_corpus is the local corpus {self.corpus!r}: the offline web must be a "
                              f"corpus of its own (e.g. the MedQuAD pages, with the PubMed abstracts as the local "
-                             f"corpus; README: Retrieval corpora)")
+                             f"corpus; docs/methods/knowledge.md: Retrieval corpora)")
         return self
 
     @property
@@ -142,7 +142,8 @@ class ClearSettings(PipelineSettings):
         web = web_corpus_for(self.corpus, self.dynamic_corpus)
         if web is None:
             raise ValueError(f"the offline web needs a corpus of its own: set settings.dynamic_corpus to a "
-                             f"URL-bearing corpus other than the local {self.corpus!r} (README: Retrieval corpora)")
+                             f"URL-bearing corpus other than the local {self.corpus!r} (docs/methods/knowledge.md: "
+                             "Retrieval corpora)")
         return web
 
     @property

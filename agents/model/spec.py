@@ -43,8 +43,11 @@ class ModelSpec(BaseModel):
     api_version: str | None = None
     """Azure API version (backend `azure`)."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    """Sampling temperature of every call; the papers' protocol is 0."""
     seed: int | None = 42
+    """Sampling seed sent with every call (the papers' 42); repeats use seed, seed + 1, ..."""
     max_tokens: int = Field(default=512, ge=16)
+    """The reply cap of one call, in tokens."""
     structured_output: str = "auto"
     """How answers are constrained: `json_schema` (OpenAI, vLLM), `json_object` (+ schema, what
     llama.cpp's server accepts), `prompt` (instructions + validate + one re-ask). `auto` picks by

@@ -79,7 +79,9 @@ class BenchmarkSettings(BaselineSettings):
     shuffles: int = Field(default=3, ge=1, le=64)
     """medprompt: ensemble members, each with its own seeded option order (the benchmark's medprompt-3)."""
     refine_iterations: int = Field(default=3, ge=1, le=10)
+    """self-refine: (feedback, revision) iterations at most."""
     refine_stop_early: bool = True
+    """self-refine: stop when the feedback finds nothing to revise (false: always run every iteration)."""
     persona_rounds: int = Field(default=2, ge=1, le=10)
     """multipersona: collaboration rounds (the benchmark's multipersona-2)."""
     panel: dict[str, Any] = Field(default_factory=dict)

@@ -62,8 +62,11 @@ class CalibratedSettings(KnowledgeSettings):
     groups: int = Field(default=2, ge=2, le=4)
     """Panels in the advanced level's multi-group discussion."""
     group_size: int = Field(default=2, ge=2, le=5)
+    """Specialists in each of the advanced level's panels."""
     rounds: int = Field(default=1, ge=1)
+    """Discussion rounds of each panel."""
     turns_per_round: int = Field(default=2, ge=1)
+    """Turns per round of each panel."""
 
 
 class CalibratedSummary(GeneralistSummary, PanelSummary):

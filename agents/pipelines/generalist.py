@@ -41,6 +41,7 @@ TIMING_CONDITIONS: dict[str, Timing] = {
 
 class GeneralistSettings(KnowledgeSettings):
     challenger_depth: Literal["light", "standard", "deep"] = "standard"
+    """How hard the Challenger looks (the calibrated backbone sets it from the triage level)."""
 
 
 class GeneralistPlan(ConditionPlan):

@@ -55,6 +55,7 @@ class KamacSettings(PipelineSettings):
     initial_agents: int = Field(default=1, ge=1, le=5)
     """Specialists at the start (KAMAC's `--num_agents` default 1)."""
     rounds: int = Field(default=1, ge=1, le=5)
+    """Gap-check rounds."""
     turns: int = Field(default=3, ge=1, le=10)
     """Turns per round before any extension (KAMAC's defaults: 1 round x 3 turns)."""
     max_turns: int = Field(default=10, ge=1, le=30)

@@ -62,8 +62,11 @@ class MDAgentsSettings(PipelineSettings):
     turns: int = Field(default=5, ge=1, le=10)
     """Turns per round (both codes' 5)."""
     mdt_experts: int = Field(default=5, ge=2, le=10)
+    """Experts the recruiter seats in the moderate route's MDT (one of them the lead)."""
     ict_groups: int = Field(default=3, ge=2, le=6)
+    """Teams of the high route's ICT."""
     ict_members: int = Field(default=3, ge=2, le=6)
+    """Clinicians per ICT team (a lead and its members)."""
     exemplars: int = Field(default=5, ge=0, le=20)
     """Solved examples for the low and moderate routes (both codes' 5 from the training split)."""
     exemplar_file: str | None = BUILTIN

@@ -29,8 +29,11 @@ VARIANTS: dict[str, tuple[str, str | None]] = {
 
 class MultiAgentSettings(PipelineSettings):
     medagents: MedAgentsSettings = Field(default_factory=MedAgentsSettings)
+    """The `medagents` variant's settings."""
     mdagents: MDAgentsSettings = Field(default_factory=MDAgentsSettings)
+    """The `mdagents` variant's settings."""
     kamac: KamacSettings = Field(default_factory=KamacSettings)
+    """The `kamac` variant's settings."""
 
 
 class MultiAgentPlan(ConditionPlan):

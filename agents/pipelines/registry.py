@@ -82,6 +82,6 @@ def get_pipeline(name: str) -> Pipeline[Any, Any]:
         factory = loaded  # type: ignore[assignment]
     pipeline = factory() if callable(factory) else factory
     if not isinstance(pipeline, Pipeline):
-        raise UnknownPipeline(f"{name!r} is not a medpanel pipeline: subclass medpanel.Pipeline (README: your own "
-                              "pipeline)")
+        raise UnknownPipeline(f"{name!r} is not a medpanel pipeline: subclass medpanel.Pipeline (docs/extending.md: "
+                              "your own pipeline)")
     return pipeline

@@ -24,7 +24,7 @@ where it fired and nothing changed after any of its firings (no agent moved, the
 The row `(none)` counts the transitions no intervention came before. Two interventions before the
 same transition both count its flip. Error rows are left out (their debate is incomplete; the
 transition table counts them, the export shows their trajectory), and so are free-text rows.
-This is association within a debate, not causation (README: "Answer transitions").
+This is association within a debate, not causation (docs/reports.md: "Answer transitions").
 """
 
 from __future__ import annotations

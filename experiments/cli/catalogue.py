@@ -28,7 +28,7 @@ HEADER = """\
 # {name}: a medpanel scenario. Edit it, check it, run it:
 #   medpanel validate {file}
 #   medpanel run {file} --limit 5
-# Blocks (README "Scenario files" lists every key):
+# Blocks (docs/scenario-reference.md lists every key):
 #   name / description   the run's name (a slug: runs/<name>-<stamp>/) and one line for the catalogue
 #   pipeline             generalist | panel | calibrated | clear | baselines (or module:Class)
 #   flags / variants     the condition grid: {{c: [0, 1]}} -> conditions c0 and c1
@@ -71,30 +71,61 @@ def _paper_table(text: str, about: str | None) -> str:
     return m.group(0) if m else "-"
 
 
-def scenarios(
-    folder: Annotated[Path | None, typer.Option("--dir", help="A folder of scenario files (default: scenarios/).")]
-    = None,
-) -> None:
-    """List the shipped scenarios: description, paper table, conditions, calls per question."""
-    root = scenario_dir(folder)
+def first_sentence(text: str) -> str:
+    """A description's first sentence (up to a full stop followed by a capital), on one line."""
+    flat = " ".join(text.split())
+    m = re.search(r"\.\s+(?=[A-Z])", flat)
+    return flat[:m.start() + 1] if m else flat
+
+
+def catalogue(root: Path) -> list[dict[str, str]]:
+    """One row per scenario file of `root`: file, pipeline, description, paper table, conditions, calls."""
     files = sorted(root.glob("*.yaml")) if root.is_dir() else []
     if not files:
         raise UserError(f"no scenario files (*.yaml) in {root}. Pass --dir FOLDER", field="--dir")
-    table = RichTable(title=f"Scenarios in {root}", show_lines=False)
-    for col in ("file", "description", "paper table", "conditions", "calls/question"):
-        table.add_column(col, overflow="fold")
+    rows = []
     for f in files:
         text = f.read_text(encoding="utf-8")
         head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
         try:
             sc = load_scenario(f)
         except UserError as exc:
-            table.add_row(f.name, f"(does not load: {exc})", "-", "-", "-")
+            rows.append({"file": f.name, "pipeline": "-", "description": f"(does not load: {exc})",
+                         "table": "-", "conditions": "-", "calls": "-"})
             continue
         about = sc.about
-        table.add_row(f.name, " ".join(sc.description.split()) or "-",
-                      _paper_table(f"{sc.description}\n{head}", about.table if about else None),
-                      str(len(sc.conditions())), (about.calls_per_question if about else None) or "-")
+        rows.append({"file": f.name, "pipeline": sc.pipeline, "description": " ".join(sc.description.split()) or "-",
+                     "table": _paper_table(f"{sc.description}\n{head}", about.table if about else None),
+                     "conditions": str(len(sc.conditions())),
+                     "calls": (about.calls_per_question if about else None) or "-"})
+    return rows
+
+
+def markdown_table(rows: list[dict[str, str]]) -> str:
+    """The catalogue as the README prints it: the description's first sentence per scenario."""
+    lines = ["| scenario | pipeline | conditions | paper table | what it runs |", "|---|---|---|---|---|"]
+    for r in rows:
+        cells = [f"`{r['file']}`", f"`{r['pipeline']}`", r["conditions"], r["table"], first_sentence(r["description"])]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def scenarios(
+    folder: Annotated[Path | None, typer.Option("--dir", help="A folder of scenario files (default: scenarios/).")]
+    = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print a markdown table (the README's).")] = False,
+) -> None:
+    """List the shipped scenarios: description, paper table, conditions, calls per question."""
+    root = scenario_dir(folder)
+    rows = catalogue(root)
+    if markdown:
+        print(markdown_table(rows))
+        return
+    table = RichTable(title=f"Scenarios in {root}", show_lines=False)
+    for col in ("file", "description", "paper table", "conditions", "calls/question"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r["file"], r["description"], r["table"], r["conditions"], r["calls"])
     console.print(table)
 
 

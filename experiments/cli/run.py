@@ -155,7 +155,7 @@ def worker(
     tpm: Annotated[float | None, typer.Option(help="This process's share of the tokens per minute.")] = None,
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
-    # Limits hold per process: N workers of one key each take a share (README, "Rate limits").
+    # Limits hold per process: N workers of one key each take a share (docs/operations.md, "Rate limits").
     limits = {"workers": workers, "requests_per_minute": rpm, "tokens_per_minute": tpm}
     updated(RunSpec(), limits, block="run")  # before connecting anywhere
     if "://" in target:

@@ -46,10 +46,13 @@ class ModelLimits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_calls: int | None = Field(default=None, ge=1)
+    """Requests this model may receive, as `run.max_calls`."""
     max_tokens: int | None = Field(default=None, ge=1)
     """Tokens spent (prompt + completion), as `run.max_tokens`; not the reply cap `max_tokens` of the block."""
     max_cost_usd: float | None = Field(default=None, gt=0)
+    """Dollars this model may cost, priced with its `prices`."""
     requests_per_minute: float | None = Field(default=None, gt=0)
+    """This model's own request rate, shared by every worker of the process."""
 
 
 class ModelEntry(ModelSpec):

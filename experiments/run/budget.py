@@ -28,7 +28,9 @@ class Price(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     input: float = Field(ge=0)
+    """$ per million prompt tokens."""
     output: float = Field(ge=0)
+    """$ per million completion tokens."""
     cached_input: float | None = Field(default=None, ge=0)
     """Prompt tokens the endpoint's prompt cache served (`usage.prompt_tokens_details.cached_tokens`);
     unset prices them as ordinary input."""

@@ -46,11 +46,9 @@ MAX_CONDITIONS = 1_024
 
 # The run options of `medpanel run`/`worker` and the scenario keys they override: an override is
 # validated by the same model as the key, and its error names the option the user typed.
-CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls",
-               "max_tokens": "--max-tokens", "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors",
-               "max_wall_s": "--max-wall-s", "requests_per_minute": "--rpm",
-               "tokens_per_minute": "--tpm", "storage": "--storage",
-               "limit": "--limit"}
+CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls", "max_tokens": "--max-tokens",
+               "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors", "max_wall_s": "--max-wall-s",
+               "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "storage": "--storage", "limit": "--limit"}
 
 
 class _Strict(BaseModel):
@@ -119,7 +117,7 @@ class RunSpec(_Strict):
     """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
     saved; then they stop at their next model call, unrecorded, and a resume redoes them."""
     requests_per_minute: float | None = Field(default=None, gt=0)
-    """A request rate shared by all workers of this process (see the README's "Rate limits")."""
+    """A request rate shared by all workers of this process (docs/operations.md, "Rate limits")."""
     tokens_per_minute: float | None = Field(default=None, gt=0)
     """A token rate (prompt + completion) shared by all workers of this process."""
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -167,10 +165,13 @@ class About(_Strict):
 
 class Scenario(_Strict):
     name: str
+    """The run's name, a slug: run directories are `runs/<name>-<UTC stamp>/`."""
     description: str = ""
+    """One line for the catalogue and the report header; `Deviation: name = value` declares a deviation."""
     about: About | None = None
     """Catalogue facts (`medpanel scenarios`); no effect on the run."""
     pipeline: str = "generalist"
+    """A built-in pipeline (`medpanel validate` lists them on a typo), `module:Class`, or a registered name."""
     flags: dict[str, list[int | str]] = Field(default_factory=dict)
     """A grid: every combination of values is one condition, e.g. `{c: [0, 1], r: [0, 1]}`."""
     variants: list[str] = Field(default_factory=list)
@@ -180,8 +181,11 @@ class Scenario(_Strict):
     compare: list[tuple[str, str]] = Field(default_factory=list)
     """Condition pairs (a, b) for paired statistics; default: every pair differing in one flag."""
     dataset: DatasetSpec = Field(default_factory=DatasetSpec)
+    """Which questions the run asks."""
     model: ModelSpec = Field(default_factory=ModelSpec)
+    """The backend, endpoint, sampling and cache of every call (or `models:` for several)."""
     run: RunSpec = Field(default_factory=RunSpec)
+    """Workers, storage, repeats, budgets and rate limits."""
     budget_match: BudgetMatch | None = None
     """Per-question budgets for a sampling baseline (`sc`), measured from a reference run."""
     models: list[ModelEntry] = Field(default_factory=list)
@@ -282,11 +286,8 @@ def _hint(err_type: str, loc: tuple[Any, ...]) -> str:
             else:
                 break
         return f"Remove it, or use one of: {', '.join(model.model_fields)}"
-    if err_type == "missing":
-        return "Add it"
-    if err_type == "value_error":
-        return ""  # medpanel's own validators already end with the fix
-    return "Fix the value"
+    # medpanel's own validators (value_error) already end with the fix
+    return {"missing": "Add it", "value_error": ""}.get(err_type, "Fix the value")
 
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:

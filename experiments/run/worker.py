@@ -9,7 +9,7 @@ and before the worker returns; a failed commit releases its pair and raises.
 
 Width: a worker keeps `run.questions_per_worker` questions in flight on its one event loop (lanes
 that draw from one iterator of pairs), so hundreds of questions wait on the network without a
-thread each (`benchmarks/bench_perf.py --width` measured both designs; see the README). A lane
+thread each (`benchmarks/bench_perf.py --width` measured both designs; see docs/operations.md). A lane
 that fails stops its siblings from starting new questions; what they have in flight finishes and
 is committed, then the first failure is raised.
 """
@@ -181,7 +181,7 @@ class Worker:
         if n > 1:
             # Claims and commits run in the loop's default executor, one store connection each:
             # bounded, so a process holds at most THREADS_PER_WORKER connections per worker
-            # (PostgreSQL's pool and max_connections; see the README).
+            # (PostgreSQL's pool and max_connections; see docs/operations.md).
             asyncio.get_running_loop().set_default_executor(
                 concurrent.futures.ThreadPoolExecutor(THREADS_PER_WORKER, thread_name_prefix="medpanel-store"))
         try:

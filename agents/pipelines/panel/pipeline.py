@@ -23,7 +23,7 @@ trajectory, briefs included. `c1r1k1-ind` (independent, paper section 3.2 and A.
 never enters the evidence-informed discussion: it is consulted once, on joining, for a targeted
 assessment of the gap that summoned it (the Challenger's critique and what the panel said was
 missing; never a brief, never the panel's posts), and the moderator decides from the panel's votes
-and these auxiliary assessments (`moderate_with_auxiliary`, README: "Independent coordination").
+and these auxiliary assessments (`moderate_with_auxiliary`, docs/methods/panel.md: "Independent coordination").
 
 Routed coordination (`c1-routed`, beyond the paper): the Challenger's gap type picks one channel
 per turn, recorded as a `route` note: insufficient evidence -> the Knowledge Gate and retrieval;
@@ -33,7 +33,7 @@ point by point); no material weakness -> nothing. Recruits never receive a brief
 and the moderator counts agents who saw the same briefs as one correlated block (see `moderate`).
 
 The final answer is the majority of the active agents' last valid letters; a tie goes to the
-moderator model, which may choose only among the tied letters (README: "Tie rule").
+moderator model, which may choose only among the tied letters (docs/methods/panel.md: "Vote and tie rule").
 """
 
 from __future__ import annotations

@@ -11,11 +11,17 @@ from medpanel.agents.channels.knowledge import KnowledgeSettings
 
 class PanelSettings(KnowledgeSettings):
     rounds: int = Field(default=3, ge=1)
+    """Discussion rounds (the paper's 3)."""
     turns_per_round: int = Field(default=3, ge=1)
+    """Turns per round (the paper's 3); in a turn every active agent answers the same state."""
     initial_specialists: int = Field(default=2, ge=1, le=5)
+    """Specialists the selector seats from the question (the paper's 2)."""
     max_recruit_per_turn: int = Field(default=2, ge=0)
+    """Recruits that may join after one turn."""
     max_recruit_total: int = Field(default=3, ge=0)
+    """Recruits per question."""
     max_panel: int = Field(default=5, ge=1)
+    """The panel never grows beyond this many agents."""
     early_stop: bool = False
     """Stop when every agent agrees and the Challenger (if on) finds no weakness."""
     challenger_depth: Literal["light", "standard", "deep"] = "standard"

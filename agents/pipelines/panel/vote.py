@@ -13,7 +13,7 @@ AUXILIARY_RULE = "auxiliary-informed moderator"
 
 
 async def moderate_with_auxiliary(state: PanelState) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """`-ind`'s decision: the panel's votes plus the auxiliary assessments (README: "Independent
+    """`-ind`'s decision: the panel's votes plus the auxiliary assessments (docs/methods/panel.md: "Independent
     coordination").
 
     1. No valid assessment: the panel's usual vote (majority, tie-break, support).
