@@ -37,6 +37,8 @@ BLOCKS: list[tuple[str, str, str]] = [
     ("`run.prices.<model name>:`", "prices", "medpanel.experiments.run.budget:Price"),
     ("`budget_match:`", "budget_match", "medpanel.experiments.run.scenario:BudgetMatch"),
     ("`about:`", "about", "medpanel.experiments.run.scenario:About"),
+    ("`references:`", "references", "medpanel.experiments.run.references:References"),
+    ("`references.runs[]:`", "references-runs", "medpanel.experiments.run.references:ReferenceRun"),
     ("`models:` (each block)", "models", "medpanel.experiments.run.axes:ModelEntry"),
     ("`models[].budget:`", "models-budget", "medpanel.experiments.run.axes:ModelLimits"),
     ("`roles.<role>:`", "roles", "medpanel.experiments.run.axes:RoleModel"),
