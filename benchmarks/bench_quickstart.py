@@ -15,9 +15,14 @@ prints:
   wall time when several decode at once);
 - calls, accuracy per condition and the answers' digest: tuning must change neither.
 
-`before` passes the server options medpanel used before tuning (one compute thread on 2 cores,
-no chunk reuse) through MEDPANEL_LLAMA_SERVER_ARGS, whose options come last and win; `after`
-passes nothing, so it measures the defaults. Target: <= 30 s wall on a quiet 2-core machine.
+`before` passes llama-server's options as medpanel set them before (one compute thread on 2
+cores, no chunk reuse, llama.cpp's batch sizes) through MEDPANEL_LLAMA_SERVER_ARGS, whose options
+come last and win; `after` passes nothing, so it measures the defaults; `two-threads` gives the
+server both cores. Target: <= 30 s wall on a quiet 2-core machine.
+
+Two runs of one configuration may differ in calls and answers: llama-server decodes up to 4
+requests in one batch, which requests share a batch depends on timing, and a batch rounds
+differently from a request alone. The answers' digest tells whether two runs answered alike.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ TARGET_S = 30.0
 CONFIGS = {
     "before": "--threads 1 --threads-batch 1 --cache-reuse 0 --batch-size 2048 --ubatch-size 512",
     "after": "",
+    "two-threads": "--threads 2 --threads-batch 2",
 }
 PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 EVAL = re.compile(r"\|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
