@@ -142,8 +142,9 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
     return {"role": "unknown", "content": str(message)}
 
 
-SAMPLING_OVERRIDES = ("seed", "temperature")
-"""What `RecordingClient.overrides` may change per call."""
+SAMPLING_OVERRIDES = ("seed", "temperature", "max_tokens")
+"""What `RecordingClient.overrides` may change per call. `max_tokens: None` sends no reply cap (the
+endpoint's own limit), as a method whose original code sets none asks."""
 
 
 @dataclass
@@ -199,8 +200,9 @@ class RecordingClient(ChatCompletionClient):
         """The reply model the next call must satisfy; enforced as the backend's mode allows."""
         self.last_event: TranscriptEvent | None = None
         self.overrides: dict[str, Any] = {}
-        """Per-call sampling parameters (`seed`, `temperature`) that replace the spec's: merged into
-        the cache key and sent as create args, so self-consistency samples are distinct requests."""
+        """Per-call sampling parameters (`seed`, `temperature`, `max_tokens`) that replace the spec's:
+        merged into the cache key and sent as create args, so self-consistency samples are distinct
+        requests and a per-stage reply cap is part of what the cache answers."""
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec

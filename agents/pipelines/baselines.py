@@ -151,8 +151,10 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
         return Outcome(answer=answer, invalid=not answer, summary=BaselineSummary.model_validate({"method": kind}))
 
-    async def _self_consistency(self, question: Question, session: QuestionSession,
-                                settings: BaselineSettings) -> Outcome:
+    async def _self_consistency(self, question: Question, session: QuestionSession, settings: BaselineSettings,
+                                *, overrides: dict[str, Any] | None = None, decide: bool = True) -> Outcome:
+        # `overrides` (a reply cap) and `decide=False` are for CoT-SC, which sends these samples and
+        # then decides by an aggregation call of its own (agents/pipelines/benchmark_flows.py).
         base = session.spec.seed or 0
         budget = settings.budget
         samples: list[dict[str, Any]] = []
@@ -173,7 +175,8 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             i = len(samples)
             seed = base + i * SEED_STRIDE
             before = _spent(session)
-            parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature)
+            parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature,
+                                           overrides=overrides)
             after = _spent(session)
             answer = letters_of(parsed) if parsed is not None else None
             answers.append(answer)
@@ -185,9 +188,10 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                                        content=result["answer"] or "invalid",
                                        data={**result, "samples": [s["answer"] for s in samples]}))
         final = tuple(result["answer"].split(",")) if result["answer"] else ()
-        session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
-                                       content=",".join(final) or "invalid",
-                                       data={"answer": list(final), "rule": result["rule"]}))
+        if decide:
+            session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
+                                           content=",".join(final) or "invalid",
+                                           data={"answer": list(final), "rule": result["rule"]}))
         summary: dict[str, Any] = {
             "method": "sc", "n_samples": len(samples), "temperature": settings.temperature,
             "valid_samples": sum(s["valid"] for s in samples),

@@ -4,7 +4,8 @@ temperature)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -17,17 +18,20 @@ from medpanel.agents.types import Question
 PROMPTS = Prompts(__name__)
 
 
-async def answer(session: QuestionSession, question: Question, kind: Literal["direct", "cot"]) -> BaseModel | None:
-    """One call: the letter only (`direct`) or reasoning first (`cot`)."""
+async def answer(session: QuestionSession, question: Question, kind: Literal["direct", "cot"],
+                 overrides: Mapping[str, Any] | None = None) -> BaseModel | None:
+    """One call: the letter only (`direct`) or reasoning first (`cot`). `overrides`: per-call sampling
+    parameters (the benchmark context's reply caps); none keeps the request the baselines send."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=kind == "cot")
     agent = RoleAgent(session, name=kind, role=kind, system_message=PROMPTS.render(kind))
+    agent.client.overrides = dict(overrides or {})
     return await agent.speak(format_question(question), answer_type, step="answer")
 
 
 async def sample(session: QuestionSession, question: Question, *, i: int, seed: int,
-                 temperature: float) -> BaseModel | None:
+                 temperature: float, overrides: Mapping[str, Any] | None = None) -> BaseModel | None:
     """Self-consistency sample `i`: a fresh agent that sees no other sample."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
     agent = RoleAgent(session, name="sampler", role="sc", system_message=PROMPTS.render("cot"))
-    agent.client.overrides = {"seed": seed, "temperature": temperature}
+    agent.client.overrides = {**(overrides or {}), "seed": seed, "temperature": temperature}
     return await agent.speak(format_question(question), answer_type, step=f"sample_{i}")
