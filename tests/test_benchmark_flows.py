@@ -229,6 +229,7 @@ def test_only_zero_shot_is_capped_as_in_the_benchmarks_code() -> None:
     """zero_shot.py lines 88-94 send `max_tokens=512`; cot.py 68-73, cot_sc.py 68-73 and 135-140,
     self_refine.py 65-71, multi_persona.py 69-75 and medprompt.py 49-55 send none (the gpt-4o branch)."""
     zero, c = run(method("zero-shot"), Q4, lambda r: {"answer": "A"})
+    assert zero.answer == ("A",)
     assert [r.extra["max_tokens"] for r in c.requests] == [512]
     for name in ("cot", "cot-sc", "multipersona", "self-refine", "medprompt", "spp", "medprompt-shuffle"):
         _, c = run(method(name), Q4, valid)

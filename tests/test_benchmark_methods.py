@@ -117,7 +117,7 @@ def test_cot_sc_samples_at_distinct_seeds_and_temperature() -> None:
     assert result.summary["vote"]["rule"] == "tie_first_to_reach_count" and result.summary["method"] == "cot-sc"
 
 
-# -- spp (MultiPersona as Solo Performance Prompting) ----------------------------------------------------------------------------------------
+# -- spp (MultiPersona as Solo Performance Prompting) --------------------------------------------------------
 
 
 def persona_responder(final: str) -> Any:
@@ -151,7 +151,7 @@ def test_spp_invalid_final_answer_is_counted_invalid() -> None:
     assert result.invalid and result.answer == () and steps(result)[-2:] == ["final_answer", "final_answer:reask"]
 
 
-# -- medprompt-shuffle (Nori et al.'s choice-shuffle ensemble) -------------------------------------------------------------------------------------------
+# -- medprompt-shuffle (Nori et al.'s choice-shuffle ensemble) -----------------------------------------------
 
 
 def test_medprompt_shuffle_unshuffles_each_member_before_the_vote() -> None:
