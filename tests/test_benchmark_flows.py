@@ -271,3 +271,20 @@ def test_self_refine_ends_when_a_revision_is_invalid_and_keeps_the_last_answer()
     result, client = run(method("self-refine"), Q4, respond)
     assert steps(client) == ["answer", "review", "refine", "refine:reask"]
     assert result.answer == ("B",) and not result.invalid and result.summary["stopped"] == "revision_invalid"
+
+
+def test_the_protocol_line_declares_what_differs_from_the_benchmarks_code() -> None:
+    from medpanel.experiments.analysis.protocol import deviations, protocol_line
+
+    scenario = {"name": "b", "pipeline": "benchmark", "variants": ["medprompt", "cot-sc"],
+                "settings": {"knn_k": 5, "temperature": 0.7, "reply_caps": "model"}}
+    found = {d.key: (d.value, d.paper, d.source) for d in deviations(scenario)}
+    code = "benchmark's code"
+    assert found == {"settings.knn_k": (5, 3, code), "settings.temperature": (0.7, 0.0, code),
+                     "settings.reply_caps": ("model", "benchmark", code)}
+    line = protocol_line(scenario)
+    assert "knn_k = 5 (benchmark's code: 3)" in line and "medprompt: kNN by BM25" in line
+    assert "cot-sc: each sample its own seed" in line and "few-shot:" not in line  # only the run's methods
+    assert "benchmark's code" not in protocol_line({"name": "p", "pipeline": "panel", "flags": {"c": [1]}})
+    # a single-method pipeline at the benchmark's values differs by design only
+    assert [d.source for d in deviations({"name": "m", "pipeline": "medprompt"})] == []
