@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedRequest, synthesize
+from medpanel.agents.model.structured import BRIEF_REASONING, FREE_REASONING
 from medpanel.agents.types import Condition
 
 from .scripted_helpers import Q4, run
@@ -234,8 +235,16 @@ def test_only_zero_shot_is_capped_as_in_the_benchmarks_code() -> None:
     for name in ("cot", "cot-sc", "multipersona", "self-refine", "medprompt", "spp", "medprompt-shuffle"):
         _, c = run(method(name), Q4, valid)
         assert c.requests and all(r.extra["max_tokens"] is None for r in c.requests), name
+        # an uncapped reply is not asked to keep its reasoning brief (gpt-4o's CoT averaged 412 tokens)
+        assert {r.model.model_fields["reasoning"].description for r in c.requests
+                if r.model is not None and "reasoning" in r.model.model_fields} == {FREE_REASONING}, name
     _, c = run(method("medprompt", reply_caps="model"), Q4, valid, max_tokens=96)
     assert all("max_tokens" not in r.extra for r in c.requests)  # the model block's cap, as create args set it
+    assert c.requests[0].model is not None
+    assert c.requests[0].model.model_fields["reasoning"].description == BRIEF_REASONING
+    _, c = run(Condition(slug="cot", pipeline="cot"), Q4, valid)  # the baselines keep theirs
+    assert "max_tokens" not in c.requests[0].extra and c.requests[0].model is not None
+    assert c.requests[0].model.model_fields["reasoning"].description == BRIEF_REASONING
 
 
 def test_an_uncapped_call_is_posted_without_max_tokens() -> None:

@@ -25,7 +25,8 @@ pipelines of their own (`pipeline: medprompt`).
 
 **Reply caps** (`reply_caps`): `benchmark` (default) sends each call's `max_tokens` as the
 benchmark's code does: 512 for zero-shot, none for every other call (the endpoint's own limit; its
-gpt-4o CoT replies averaged 412 completion tokens). `model` caps every call at `model.max_tokens`
+gpt-4o CoT replies averaged 412 completion tokens), and an uncapped reply's reasoning field asks for
+full-length reasoning; `model` caps every call at `model.max_tokens` and asks for brief reasoning
 (short replies for a small local model). The seed's conditions and the multi-agent methods keep
 `model.max_tokens`.
 """

@@ -62,6 +62,12 @@ def _agent(session: QuestionSession, *, name: str, role: str, system: str | None
     return agent
 
 
+def reasoned(question: Question, overrides: Overrides | None) -> type[BaseModel]:
+    """The answering reply with reasoning first; full-length reasoning when the call has no reply cap."""
+    return answer_model(question.letters, multi=question.multi_answer, reasoning=True,
+                        reasoning_hint=baseline.reasoning_hint(overrides))
+
+
 def _examples(exemplars: Sequence[Exemplar], *, with_rationale: bool) -> str:
     return "\n\n".join(f"Example {i}:\n{e.block(with_rationale=with_rationale)}"
                        for i, e in enumerate(exemplars, start=1))
@@ -94,7 +100,7 @@ async def medprompt_generate(session: QuestionSession, question: Question, exemp
                              i: int, overrides: Overrides) -> BaseModel | None:
     """Generation i: the kNN examples as question and answer text, then the question with its options
     in their own order. A user turn alone (the benchmark sends no system message)."""
-    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+    answer_type = reasoned(question, overrides)
     agent = _agent(session, name=f"medprompt_generate_{i}", role="medprompt", system=None, overrides=overrides)
     examples = "\n\n".join(f"Example {n}:\n{e.qa_block()}" for n, e in enumerate(exemplars, start=1))
     content = PROMPTS.render("medprompt.generate", examples=examples, question=format_question(question))
@@ -116,7 +122,7 @@ async def medprompt_choose(session: QuestionSession, question: Question, solutio
 async def medprompt_shuffle_member(session: QuestionSession, shuffled: Question, exemplars: list[Exemplar], *,
                                    i: int, seed: int, overrides: Overrides) -> BaseModel | None:
     """One member of Nori et al.'s ensemble: kNN examples with their reasoning, the options shuffled."""
-    answer_type = answer_model(shuffled.letters, multi=shuffled.multi_answer, reasoning=True)
+    answer_type = reasoned(shuffled, overrides)
     agent = _agent(session, name=f"medprompt_{i}", role="medprompt", system=baseline.PROMPTS.render("cot"),
                    overrides=overrides)
     # Its own seed, so two members that drew the same order are still two requests (not one cache hit).
@@ -138,7 +144,7 @@ class Refiner:
         self.session = session
         self.question = question
         self.overrides = overrides
-        self.answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+        self.answer_type = reasoned(question, overrides)
 
     def _fresh(self, stage: str) -> RoleAgent:
         return _agent(self.session, name=f"refiner_{stage}", role="self-refine", system=None,
@@ -165,7 +171,7 @@ async def cot_sc_aggregate(session: QuestionSession, question: Question, letters
                            overrides: Overrides) -> BaseModel | None:
     """The question, its options and each sample's letter (never its reasoning), as `cot_sc.py`'s
     `ensemble_solutions` shows them; the reply names the most consistent answer."""
-    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+    answer_type = reasoned(question, overrides)
     agent = _agent(session, name="cot_sc_aggregator", role="cot-sc", system=PROMPTS.render("cotsc.system"),
                    overrides=overrides)
     solutions = "\n".join(f"Solution {n}:\n{x}" for n, x in enumerate(letters, start=1))
@@ -181,6 +187,7 @@ class PersonaSolver:
 
     def __init__(self, session: QuestionSession, question: Question, overrides: Overrides | None = None) -> None:
         self.question = question
+        self.overrides = overrides
         self.agent = _agent(session, name="solo_performer", role="multipersona",
                             system=PROMPTS.render("persona.system"), overrides=overrides)
 
@@ -198,5 +205,5 @@ class PersonaSolver:
                                                      rounds=rounds), Collaboration, step="collaborate", round=round)
 
     async def final(self) -> BaseModel | None:
-        answer_type = answer_model(self.question.letters, multi=self.question.multi_answer, reasoning=True)
+        answer_type = reasoned(self.question, self.overrides)
         return await self.agent.speak(PROMPTS.render("persona.final"), answer_type, step="final_answer")

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model
 from medpanel.agents.prompting import Prompts, format_question
+from medpanel.agents.roles.benchmark import reasoned
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)
@@ -42,7 +42,7 @@ async def speak(session: QuestionSession, question: Question, *, index: int, rou
                 peers: Sequence[tuple[str, str]], overrides: Mapping[str, Any]) -> BaseModel | None:
     """Role `index` in `round` (1-based). `peers`: (role, reasoning) of the other roles' last round."""
     role = ROLES[index]
-    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+    answer_type = reasoned(question, overrides)
     if round == 1:
         content = PROMPTS.render("initial", role=role, question=format_question(question))
     else:
@@ -55,7 +55,7 @@ async def speak(session: QuestionSession, question: Question, *, index: int, rou
 async def decide(session: QuestionSession, question: Question, last: Sequence[tuple[str, str, str]],
                  overrides: Mapping[str, Any]) -> BaseModel | None:
     """The senior expert: `last` is (role, reasoning, letters) of every role's last round."""
-    answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True)
+    answer_type = reasoned(question, overrides)
     thinking = "\n".join(f"{role}'s final thinking: {t}" for role, t, _ in last)
     answers = "\n".join(f"{role}'s final answer: {a}" for role, _, a in last)
     content = PROMPTS.render("final", thinking=thinking, answers=answers, question=format_question(question))

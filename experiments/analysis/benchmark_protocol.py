@@ -29,8 +29,8 @@ EVERY_METHOD = [("reply_caps", "benchmark")]
 """zero_shot.py lines 88-94 cap at 512; no other call of the benchmark's code sets `max_tokens`."""
 
 COMMON = ("every reply structured (letters constrained to the options) instead of a free reply and a second "
-          "extractor call, its reasoning field asking for at most 4 sentences; prompts in medpanel's words and "
-          "question format; an invalid answer is counted, never dropped")
+          "extractor call; prompts in medpanel's words and question format; an invalid answer is counted, never "
+          "dropped")
 BY_DESIGN: dict[str, str] = {
     "few-shot": "exemplars from settings.exemplars (builtin: the team's six), shown with options and the letter, "
                 "instead of the dataset's train.jsonl[:5] with the answer text",
