@@ -81,6 +81,8 @@ def test_medprompt_generates_three_answers_then_three_calls_choose_among_them() 
         assert set(r.model.model_fields) == {"choice"}
     assert result.answer == ("C",)
     assert [c["chose"] for c in result.summary["choices"]] == [1, 1, 1]
+    vote = next(e for e in result.events if e.kind == "vote")
+    assert (vote.content, vote.data["counts"], vote.data["chosen_generation"]) == ("C", {"1": 3}, 1)
     assert [g["answer"] for g in result.summary["generations"]] == [["B"], ["C"], ["B"]]
     assert result.summary["requested_calls"] == 6
 

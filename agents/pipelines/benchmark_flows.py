@@ -184,12 +184,19 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
         choices.append({"i": j, "order": [solutions[k][0] for k in order],
                         "chose": solutions[chosen][0] if chosen is not None else None})
     best = first_most_common(picks)
+    answer = solutions[best][2] if best is not None else ()
     facts["choices"] = choices
+    counts: dict[str, int] = {}
+    for c in choices:
+        if c["chose"] is not None:
+            counts[str(c["chose"])] = counts.get(str(c["chose"]), 0) + 1
+    # The vote is over generations (counts keyed by generation); its content is the chosen one's letters.
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
-                                   content=str(solutions[best][0]) if best is not None else "invalid",
-                                   data={"picks": [c["chose"] for c in choices],
+                                   content=",".join(answer) or "invalid",
+                                   data={"rule": "most_chosen_first_chosen_on_tie", "counts": counts,
+                                         "picks": [c["chose"] for c in choices],
                                          "chosen_generation": solutions[best][0] if best is not None else None}))
-    return solutions[best][2] if best is not None else ()
+    return answer
 
 
 async def medprompt_shuffle(question: Question, session: QuestionSession, settings: BenchmarkSettings,
