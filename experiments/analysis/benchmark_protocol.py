@@ -35,6 +35,7 @@ BY_DESIGN: dict[str, str] = {
     "few-shot": "exemplars from settings.exemplars (builtin: the team's six), shown with options and the letter, "
                 "instead of the dataset's train.jsonl[:5] with the answer text",
     "cot-sc": "each sample its own seed",
+    "multipersona": "a role's unparsed reply is shown to the others as \"(no valid reply)\"",
     "self-refine": "a review that cannot be parsed ends the loop",
     "medprompt": "kNN by BM25 over the pool's stems (builtin: the team's six) instead of embeddings of the first "
                  "100 train items (whose helper gives every text the first text's vector, medprompt.py line 110, so "
