@@ -219,6 +219,9 @@ def test_cot_sc_sends_a_sixth_call_that_sees_the_five_letters_and_decides() -> N
     # The samples' majority is A; the aggregation call's C is the answer.
     assert result.summary["vote"]["answer"] == "A" and result.answer == ("C",)
     assert result.summary["aggregated"] == ["C"] and result.summary["requested_calls"] == 6
+    # the majority is recorded as a note; the one vote-or-decision event is the aggregated answer
+    finals = [e for e in result.events if e.kind in ("vote", "decision")]
+    assert [(e.kind, e.content) for e in finals] == [("decision", "C")]
 
 
 # -- reply caps: max_tokens as the benchmark's code sets it ---------------------------------------------------

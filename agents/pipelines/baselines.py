@@ -184,8 +184,9 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                             "answer": list(answer) if answer else None, "valid": answer is not None,
                             "calls": after[0] - before[0], "tokens": after[1] - before[1]})
         result = vote(answers)
-        session.record(TranscriptEvent(kind="vote", role="pipeline", agent="sc", step="vote",
-                                       content=result["answer"] or "invalid",
+        # Without `decide` the majority is a note: the caller's own decision is the question's answer.
+        session.record(TranscriptEvent(kind="vote" if decide else "note", role="pipeline", agent="sc",
+                                       step="vote" if decide else "majority", content=result["answer"] or "invalid",
                                        data={**result, "samples": [s["answer"] for s in samples]}))
         final = tuple(result["answer"].split(",")) if result["answer"] else ()
         if decide:
