@@ -302,3 +302,13 @@ def test_the_protocol_line_declares_what_differs_from_the_benchmarks_code() -> N
     assert "benchmark's code" not in protocol_line({"name": "p", "pipeline": "panel", "flags": {"c": [1]}})
     # a single-method pipeline at the benchmark's values differs by design only
     assert [d.source for d in deviations({"name": "m", "pipeline": "medprompt"})] == []
+
+
+def test_cot_shares_the_baselines_request_only_when_capped_like_it(tmp_path: Any) -> None:
+    from medpanel.agents.model.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache")
+    run(Condition(slug="cot", pipeline="cot"), Q4, lambda r: {"reasoning": "r", "answer": "B"}, cache=cache)
+    _, uncapped = run(method("cot"), Q4, lambda r: {"reasoning": "r", "answer": "C"}, cache=cache)
+    _, capped = run(method("cot", reply_caps="model"), Q4, lambda r: {"reasoning": "r", "answer": "D"}, cache=cache)
+    assert len(uncapped.requests) == 1 and len(capped.requests) == 0  # the latter answered from the cache
