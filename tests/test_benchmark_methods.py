@@ -1,5 +1,6 @@
-"""The benchmark context (issue 15, single-model rows): each method's control flow on scripted models,
-the exemplar sources, the shared cache, and the Table 7-shaped report counted by hand."""
+"""The benchmark context (single-model rows): zero-shot, few-shot and the named variants (`spp`,
+`medprompt-shuffle`) on scripted models, the exemplar sources, the shared cache, and the Table 7-shaped
+report counted by hand. The methods traced against the benchmark's code are in test_benchmark_flows.py."""
 
 from __future__ import annotations
 
@@ -55,14 +56,6 @@ def test_zero_shot_is_directs_request_and_shares_its_cache(tmp_path: Path) -> No
     assert len(c3.requests) == 1 and cot.answer == ("C",)  # cot is another request
 
 
-def test_self_refines_first_answer_is_cots_request_and_shares_its_cache(tmp_path: Path) -> None:
-    cache = ResponseCache(tmp_path / "cache")
-    run(method("cot"), Q4, lambda r: {"reasoning": "zqcot", "answer": "B"}, cache=cache)
-    result, client = run(method("self-refine"), Q4, refine_responder(False, ["D"]), cache=cache)
-    assert [r.tag.step for r in client.requests] == ["feedback"]  # the first answer came from the cache
-    assert result.answer == ("B",) and any("zqcot" in str(m["content"]) for m in client.requests[0].messages)
-
-
 # -- few-shot -----------------------------------------------------------------------------------------
 
 
@@ -112,18 +105,19 @@ def test_cot_sc_at_temperature_zero_is_refused_in_one_line(tmp_path: Path) -> No
     assert [c.slug for c in plan.conditions] == ["cot-sc"]
 
 
-def test_cot_sc_samples_at_distinct_seeds_and_votes() -> None:
+def test_cot_sc_samples_at_distinct_seeds_and_temperature() -> None:
     answers = iter(["B", "A", "A", "B", "C"])
     result, client = run(method("cot-sc", n_samples=5, temperature=0.7), Q4,
-                         lambda r: {"reasoning": "r", "answer": next(answers)})
-    assert steps(result) == [f"sample_{i}" for i in range(5)]
-    assert len({r.extra["seed"] for r in client.requests}) == 5
-    assert {r.extra["temperature"] for r in client.requests} == {0.7}
-    assert result.answer == ("A",) and result.summary["vote"]["rule"] == "tie_first_to_reach_count"
-    assert result.summary["method"] == "cot-sc"
+                         lambda r: {"reasoning": "r", "answer": next(answers) if r.tag.step != "aggregate" else "A"})
+    samples = client.requests[:5]
+    assert [r.tag.step for r in samples] == [f"sample_{i}" for i in range(5)]
+    assert len({r.extra["seed"] for r in samples}) == 5
+    assert {r.extra["temperature"] for r in samples} == {0.7}
+    assert "temperature" not in client.requests[5].extra  # the aggregation call keeps the model's own
+    assert result.summary["vote"]["rule"] == "tie_first_to_reach_count" and result.summary["method"] == "cot-sc"
 
 
-# -- multipersona ----------------------------------------------------------------------------------------
+# -- spp (MultiPersona as Solo Performance Prompting) --------------------------------------------------------
 
 
 def persona_responder(final: str) -> Any:
@@ -139,8 +133,8 @@ def persona_responder(final: str) -> Any:
     return respond
 
 
-def test_multipersona_stages_in_order_and_each_sees_the_last() -> None:
-    result, client = run(method("multipersona", persona_rounds=2), Q4, persona_responder("A"))
+def test_spp_stages_in_order_and_each_sees_the_last() -> None:
+    result, client = run(method("spp", persona_rounds=2), Q4, persona_responder("A"))
     assert steps(result) == ["personas", "brainstorm", "collaborate", "collaborate", "final_answer"]
     brainstorm, collab1, collab2, final = client.requests[1:]
     assert "zqcardiologist" in brainstorm.last and "zqpharmacist" in brainstorm.last
@@ -152,58 +146,20 @@ def test_multipersona_stages_in_order_and_each_sees_the_last() -> None:
     assert result.answer == ("A",) and result.summary["personas"] == ["zqcardiologist", "zqpharmacist"]
 
 
-def test_multipersona_invalid_final_answer_is_counted_invalid() -> None:
-    result, _ = run(method("multipersona"), Q4, persona_responder("Z"))
+def test_spp_invalid_final_answer_is_counted_invalid() -> None:
+    result, _ = run(method("spp"), Q4, persona_responder("Z"))
     assert result.invalid and result.answer == () and steps(result)[-2:] == ["final_answer", "final_answer:reask"]
 
 
-# -- self-refine -----------------------------------------------------------------------------------------
+# -- medprompt-shuffle (Nori et al.'s choice-shuffle ensemble) -----------------------------------------------
 
 
-def refine_responder(needs: bool, answers: list[str]) -> Any:
-    it = iter(answers)
-
-    def respond(r: ScriptedRequest) -> Any:
-        if r.tag.step == "feedback":
-            return {"needs_revision": needs, "feedback": f"zqfeedback-{r.tag.round}"}
-        return {"reasoning": "r", "answer": next(it)}
-    return respond
-
-
-def test_self_refine_runs_three_feedback_and_revision_rounds() -> None:
-    result, client = run(method("self-refine"), Q4, refine_responder(True, ["B", "C", "D", "A"]))
-    assert steps(result) == ["answer", "feedback", "refine", "feedback", "refine", "feedback", "refine"]
-    assert len(client.requests) == 7
-    assert any("zqfeedback-3" in str(m["content"]) for m in client.requests[-1].messages)  # revision sees feedback
-    assert result.answer == ("A",) and result.summary["stopped"] == "iterations_done"
-    assert [i["answer"] for i in result.summary["iterations"]] == [["C"], ["D"], ["A"]]
-
-
-def test_self_refine_stops_when_the_feedback_finds_nothing() -> None:
-    result, _ = run(method("self-refine"), Q4, refine_responder(False, ["B"]))
-    assert steps(result) == ["answer", "feedback"] and result.answer == ("B",)
-    assert result.summary["stopped"] == "no_revision_needed"
-    always, _ = run(method("self-refine", refine_stop_early=False, refine_iterations=2), Q4,
-                    refine_responder(False, ["B", "C", "D"]))
-    assert steps(always) == ["answer", "feedback", "refine", "feedback", "refine"] and always.answer == ("D",)
-
-
-def test_self_refine_keeps_the_last_valid_answer_when_a_revision_is_invalid() -> None:
-    result, _ = run(method("self-refine", refine_iterations=1), Q4, refine_responder(True, ["B", "Z", "Z"]))
-    assert result.answer == ("B",) and not result.invalid
-    assert result.summary["iterations"] == [{"iteration": 1, "needs_revision": True, "answer": None,
-                                             "fell_back": True}]
-
-
-# -- medprompt -------------------------------------------------------------------------------------------
-
-
-def test_medprompt_unshuffles_each_member_before_the_vote() -> None:
+def test_medprompt_shuffle_unshuffles_each_member_before_the_vote() -> None:
     def by_text(r: ScriptedRequest) -> Any:  # always the option whose text is "ECG", wherever it was shuffled
         shown = options_block(r)
         return {"reasoning": "r", "answer": next(k for k, v in shown.items() if v == "ECG")}
 
-    result, client = run(method("medprompt", shuffles=3), Q4, by_text)
+    result, client = run(method("medprompt-shuffle", shuffles=3), Q4, by_text)
     assert steps(result) == ["shuffle_0", "shuffle_1", "shuffle_2"]
     orders = [options_block(r) for r in client.requests]
     assert len({tuple(o.values()) for o in orders}) > 1  # the members saw different option orders
@@ -211,8 +167,8 @@ def test_medprompt_unshuffles_each_member_before_the_vote() -> None:
     assert result.answer == ("A",) and result.summary["vote"]["rule"] == "majority"
 
 
-def test_medprompt_votes_on_original_letters_not_shown_ones() -> None:
-    result, _ = run(method("medprompt", shuffles=3), Q4, lambda r: {"reasoning": "r", "answer": "A"})
+def test_medprompt_shuffle_votes_on_original_letters_not_shown_ones() -> None:
+    result, _ = run(method("medprompt-shuffle", shuffles=3), Q4, lambda r: {"reasoning": "r", "answer": "A"})
     members = result.summary["members"]
     originals = [m["order"][0] for m in members]  # shown A is the option first in each member's order
     assert [m["answer"] for m in members] == [[o] for o in originals]
@@ -223,13 +179,19 @@ def test_medprompt_votes_on_original_letters_not_shown_ones() -> None:
 
 
 def test_medprompt_shuffles_are_seeded_and_knn_picks_the_closest_exemplar() -> None:
+    # Both MedPrompts rank the pool alike: `medprompt` by `knn_k`, `medprompt-shuffle` by `shuffle_knn_k`.
     q = Question(dataset="unit", qid="mi", text="ECG shows ST elevation in leads II, III and aVF. Which artery?",
                  options={"A": "LAD", "B": "RCA", "C": "LCx", "D": "Left main"}, gold=("B",))
     assert permutation(q, 42, 0) == permutation(q, 42, 0) and permutation(q, 42, 0) != permutation(q, 43, 0)
-    result, client = run(method("medprompt", knn_k=2, shuffles=1), q, lambda r: {"reasoning": "r", "answer": "B"})
+    result, client = run(method("medprompt-shuffle", shuffle_knn_k=2, shuffles=1), q,
+                         lambda r: {"reasoning": "r", "answer": "B"})
     assert result.summary["exemplars"][0] == "mp-ex-1"
     assert "Reasoning: ST elevation in II, III and aVF" in client.requests[0].last  # CoT exemplars
     assert len(client.requests) == 1
+    knn, client = run(method("medprompt", knn_k=1, medprompt_generations=1, medprompt_choices=1), q,
+                      lambda r: {"reasoning": "r", "answer": "B"} if r.tag.step.startswith("generate") else
+                      {"choice": "0"})
+    assert knn.summary["exemplars"] == ["mp-ex-1"] and "A: Right coronary artery" in client.requests[0].last
 
 
 # -- the seed's conditions run through their own pipelines ----------------------------------------------
@@ -275,6 +237,11 @@ def test_table7_counts_mean_pooled_invalid_errors_and_cost() -> None:
     assert (z["invalid"], z["errors"], z["tokens/q"], z["sent_tokens/q"], z["sent_usd/q"]) == (1, 0, 250.0, 250.0,
                                                                                           "0.00100")
     assert (z["gpt-4o_tokens/q"], z["gpt-4o_usd/q"]) == (284, "0.00073")
+    few_table = context_table([row("few-shot", "medqa", "1", True)], ["few-shot"])
+    few = dict(zip(few_table.columns, few_table.rows[0], strict=True))
+    # reference_results.csv, gpt-4o few_shot: (1,361,087 prompt + 26,192 completion) tokens / 862 = 1,609;
+    # USD at $2.5 / $10 per M tokens: (1,361,087 x 2.5 + 26,192 x 10) / 1e6 / 862 = 0.00425
+    assert (few["gpt-4o_tokens/q"], few["gpt-4o_usd/q"]) == (1609, "0.00425")
     assert (p["medqa"], p["pubmedqa"], p["mean_%"], p["pooled_%"]) == (100.0, 0.0, 50.0, 75.0)
     assert (p["invalid"], p["errors"], p["sent_usd/q"], p["gpt-4o_tokens/q"]) == (0, 1, "0.01000", "-")
 
@@ -312,7 +279,7 @@ def test_pareto_figure_is_written(tmp_path: Path) -> None:
 def test_every_table7_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
     """All ten methods of the benchmark context on two sample questions through the embedded model,
     in one run, with the smallest stages that keep each method's structure (one exemplar, two
-    samples or shuffles, one refinement, one persona round, MedAgents 1 + 1 domains and one vote,
+    samples, generations and choices, one refinement, one persona round, MedAgents 1 + 1 domains and one vote,
     MDAgents 1 x 1, KAMAC one turn) and short replies, so it stays within minutes on 2 cores. The
     defaults are pinned on the scripted model above."""
     import sqlite3
@@ -328,8 +295,10 @@ def test_every_table7_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
         [sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "benchmark_context.yaml"),
          "--run-dir", str(run_dir), "--quiet", "--set", f"variants=[{', '.join(methods)}]",
          "--set", "compare=[]", "--set", "dataset={source: sample, subsets: [medqa-style], limit: 2}",
-         "--set", "settings.n_samples=2", "--set", "settings.shuffles=2", "--set", "settings.refine_iterations=1",
+         "--set", "settings.n_samples=2", "--set", "settings.medprompt_generations=2",
+         "--set", "settings.medprompt_choices=2", "--set", "settings.refine_iterations=1",
          "--set", "settings.persona_rounds=1", "--set", "settings.k_shots=1", "--set", "settings.knn_k=1",
+         "--set", "settings.reply_caps=model",
          "--set", "settings.medagents={question_domains: 1, option_domains: 1, max_attempts: 1}",
          "--set", "settings.mdagents={rounds: 1, turns: 1, mdt_experts: 2, ict_groups: 2, ict_members: 2}",
          "--set", "settings.kamac={turns: 1, max_turns: 1, max_agents: 2}",
@@ -342,7 +311,7 @@ def test_every_table7_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
     assert all(r[3] is None for r in rows), rows
     assert all((r[1] == "") == bool(r[2]) for r in rows)  # invalid is counted, never an empty "answer"
     first = {"medagents": "domains.question", "mdagents": "triage.complexity", "kamac": "recruit.initial",
-             "multipersona": "personas"}
+             "multipersona": "debate", "medprompt": "generate_0"}
     for name, step in first.items():
         doc = json.loads(next((run_dir / "transcripts" / name).glob("*.json")).read_text())
         calls = [e for e in doc["events"] if e["kind"] == "call"]

@@ -45,7 +45,9 @@ class RoleAgent:
     drop (earlier positions); everything else in it is kept.
     """
 
-    def __init__(self, session: QuestionSession, *, name: str, role: str, system_message: str) -> None:
+    def __init__(self, session: QuestionSession, *, name: str, role: str, system_message: str | None) -> None:
+        # `system_message=None`: the request carries no system message (a method whose original
+        # sends the user turn alone).
         session = for_role(session, role)  # `roles: {challenger: {model: LABEL}}` routes its calls
         self.session = session
         self.name = name
@@ -55,7 +57,7 @@ class RoleAgent:
         self.client = RecordingClient(session)
         spec = session.spec
         self.context = WindowedContext(window=spec.context_limit,
-                                       reserve=estimate_tokens(system_message) + spec.max_tokens,
+                                       reserve=estimate_tokens(system_message or "") + spec.max_tokens,
                                        on_trim=self._trimmed)
         self.agent = AssistantAgent(name=name, model_client=self.client, system_message=system_message,
                                     model_context=self.context)

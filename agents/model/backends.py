@@ -122,6 +122,8 @@ class PostedChat:
         if stream:
             raise ValueError("medpanel roles do not stream")
         body = {k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {})
+        if "max_tokens" in body and body["max_tokens"] is None:
+            del body["max_tokens"]  # a per-call `max_tokens: None` override: no cap, the endpoint's own limit
         options: dict[str, Any] = {}
         if not isinstance(timeout, openai.NotGiven):
             options["timeout"] = timeout

@@ -144,7 +144,8 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
 
 SAMPLING_OVERRIDES = ("seed", "temperature", "max_tokens")
 """What `RecordingClient.overrides` may change per call (`max_tokens`: a stage's own reply cap,
-where a method's original code sets one for that call)."""
+where a method's original code sets one for that call; `None` sends no reply cap, the endpoint's
+own limit, as a method whose original code sets none asks)."""
 
 
 @dataclass
@@ -200,13 +201,15 @@ class RecordingClient(ChatCompletionClient):
         """The reply model the next call must satisfy; enforced as the backend's mode allows."""
         self.last_event: TranscriptEvent | None = None
         self.overrides: dict[str, Any] = {}
-        """Per-call sampling parameters (`seed`, `temperature`) that replace the spec's: merged into
-        the cache key and sent as create args, so self-consistency samples are distinct requests."""
+        """Per-call sampling parameters (`seed`, `temperature`, `max_tokens`) that replace the spec's:
+        merged into the cache key and sent as create args, so self-consistency samples are distinct
+        requests and a per-stage reply cap is part of what the cache answers."""
 
     @property
-    def max_tokens(self) -> int:
-        """This call's reply cap: the stage's own (`overrides`) or the model block's."""
-        return int(self.overrides.get("max_tokens", self.session.spec.max_tokens))
+    def max_tokens(self) -> int | None:
+        """This call's reply cap: the stage's own (`overrides`, None for none) or the model block's."""
+        cap = self.overrides["max_tokens"] if "max_tokens" in self.overrides else self.session.spec.max_tokens
+        return None if cap is None else int(cap)
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec
@@ -317,7 +320,9 @@ class RecordingClient(ChatCompletionClient):
                 async for attempt in retrying:
                     with attempt:
                         attempts += 1
-                        ticket = await limits.acquire(request_tokens(oai, self.max_tokens)) if limits else None
+                        # An uncapped call reserves the model block's cap in the token budget.
+                        reserve = self.max_tokens or spec.max_tokens
+                        ticket = await limits.acquire(request_tokens(oai, reserve)) if limits else None
                         used: int | None = None
                         try:
                             with probing(limits) as probe:

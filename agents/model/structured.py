@@ -19,22 +19,28 @@ def letters_type(letters: Sequence[str]) -> Any:
     return Literal[tuple(letters)]
 
 
+BRIEF_REASONING = "Brief reasoning, at most 4 sentences."
+FREE_REASONING = "Your step-by-step reasoning, as long as the question needs."
+"""For a reply sent with no length cap (a method whose original sets none): its reasoning is not cut short."""
+
+
 def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",
-                 reasoning: bool = True) -> type[BaseModel]:
+                 reasoning: bool = True, reasoning_hint: str = BRIEF_REASONING) -> type[BaseModel]:
     """A reply with (optional) reasoning and an answer constrained to `letters`.
 
     One class per distinct shape: building a pydantic model and its schema costs milliseconds,
     paid on every question otherwise, and a benchmark has few distinct option sets.
     """
-    return _answer_model(tuple(letters), multi, name, reasoning)
+    return _answer_model(tuple(letters), multi, name, reasoning, reasoning_hint)
 
 
 @functools.lru_cache(maxsize=256)
-def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: bool) -> type[BaseModel]:
+def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: bool,
+                  hint: str = BRIEF_REASONING) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     if reasoning:
         # Reasoning comes first so a model that writes fields in order thinks before it answers.
-        fields["reasoning"] = (str, Field(description="Brief reasoning, at most 4 sentences."))
+        fields["reasoning"] = (str, Field(description=hint))
     if multi:
         fields["answer"] = (list[letters_type(letters)], Field(min_length=1, description="All correct letters."))  # type: ignore[misc]
     else:

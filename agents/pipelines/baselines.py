@@ -151,8 +151,10 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
         return Outcome(answer=answer, invalid=not answer, summary=BaselineSummary.model_validate({"method": kind}))
 
-    async def _self_consistency(self, question: Question, session: QuestionSession,
-                                settings: BaselineSettings) -> Outcome:
+    async def _self_consistency(self, question: Question, session: QuestionSession, settings: BaselineSettings,
+                                *, overrides: dict[str, Any] | None = None, decide: bool = True) -> Outcome:
+        # `overrides` (a reply cap) and `decide=False` are for CoT-SC, which sends these samples and
+        # then decides by an aggregation call of its own (agents/pipelines/benchmark_flows.py).
         base = session.spec.seed or 0
         budget = settings.budget
         samples: list[dict[str, Any]] = []
@@ -173,7 +175,8 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             i = len(samples)
             seed = base + i * SEED_STRIDE
             before = _spent(session)
-            parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature)
+            parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature,
+                                           overrides=overrides)
             after = _spent(session)
             answer = letters_of(parsed) if parsed is not None else None
             answers.append(answer)
@@ -181,13 +184,15 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                             "answer": list(answer) if answer else None, "valid": answer is not None,
                             "calls": after[0] - before[0], "tokens": after[1] - before[1]})
         result = vote(answers)
-        session.record(TranscriptEvent(kind="vote", role="pipeline", agent="sc", step="vote",
-                                       content=result["answer"] or "invalid",
+        # Without `decide` the majority is a note: the caller's own decision is the question's answer.
+        session.record(TranscriptEvent(kind="vote" if decide else "note", role="pipeline", agent="sc",
+                                       step="vote" if decide else "majority", content=result["answer"] or "invalid",
                                        data={**result, "samples": [s["answer"] for s in samples]}))
         final = tuple(result["answer"].split(",")) if result["answer"] else ()
-        session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
-                                       content=",".join(final) or "invalid",
-                                       data={"answer": list(final), "rule": result["rule"]}))
+        if decide:
+            session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
+                                           content=",".join(final) or "invalid",
+                                           data={"answer": list(final), "rule": result["rule"]}))
         summary: dict[str, Any] = {
             "method": "sc", "n_samples": len(samples), "temperature": settings.temperature,
             "valid_samples": sum(s["valid"] for s in samples),

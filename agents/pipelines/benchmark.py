@@ -2,50 +2,49 @@
 seed's own best conditions, as variants of one `benchmark` pipeline, so one run answers them all
 on the same questions with one backend, cache and paired statistics.
 
-| variant                  | calls / question                  | what it does                                      |
-|--------------------------|-----------------------------------|---------------------------------------------------|
-| `zero-shot`              | 1                                 | `direct`'s request exactly (shares its cache)    |
-| `few-shot`               | 1                                 | zero-shot + `k_shots` solved exemplars (`exemplars`)|
-| `cot`                    | 1                                 | `cot`'s request exactly                           |
-| `cot-sc`                 | `n_samples`                       | `sc`: seeded samples at `temperature` > 0, majority|
-| `multipersona`           | 3 + `persona_rounds`              | personas, brainstorm, collaboration x R, answer   |
-| `self-refine`            | 1 + 2 x iterations run (max 7)    | answer, then feedback + revision x `refine_iterations`|
-| `medprompt`              | `shuffles`                        | kNN (BM25) CoT exemplars, choice-shuffle ensemble |
-| `panel-c1r1`, `panel-c1r0k1`, `generalist-between-gap` | as those pipelines | the seed's conditions |
+Each method's default follows the benchmark's own code (`baselines/MedPrompt/*.py` of
+MedAgentsBench, whose logged gpt-4o runs are the price anchors); where the original paper's method
+differs, the original is a named variant. docs/methods/benchmark.md lists, per method, what follows
+which and what still differs.
 
-The seed's conditions run through their own pipelines, with `settings.panel` / `settings.generalist`.
+| variant             | calls / question (defaults)   | what it does                                       |
+|---------------------|-------------------------------|----------------------------------------------------|
+| `zero-shot`         | 1                             | `direct`'s prompt, reply capped at 512 tokens      |
+| `few-shot`          | 1                             | zero-shot + `k_shots` solved exemplars             |
+| `cot`               | 1                             | `cot`'s prompt, no reply cap                       |
+| `cot-sc`            | `n_samples` + 1 (6)           | seeded CoT samples, a call aggregates their letters|
+| `multipersona`      | 3 x `persona_rounds` + 1 (7)  | 3 fixed roles in separate calls, a final decision  |
+| `spp`               | 3 + `persona_rounds` (5)      | Solo Performance Prompting in one conversation     |
+| `self-refine`       | 1 + up to 3 x (review, revise)| stateless calls; the review sees the stem only     |
+| `medprompt`         | 3 generations + 3 choices     | kNN examples (Q, A text), calls pick a solution    |
+| `medprompt-shuffle` | `shuffles` (5)                | Nori et al.: kNN CoT exemplars, shuffled options   |
+| `panel-*`, `generalist-between-gap`, `medagents`, `mdagents`, `kamac` | as those pipelines | their own pipelines |
 
 `zero-shot`, `few-shot`, `cot`, `cot-sc`, `multipersona`, `self-refine` and `medprompt` are also
-pipelines of their own (`pipeline: medprompt`). Vote rules: `cot-sc` and `medprompt` use the
-baselines' majority with its tie rule (first answer to reach the winning count, in member order);
-MedPrompt maps each member's letter back to the original option before the vote. Self-Refine's
-answer is its last valid answer (a revision still invalid after the re-ask keeps the previous one,
-recorded as `fell_back`); it stops early when the feedback finds nothing to revise (as the paper
-and the benchmark's `self_refine-3` do), unless `refine_stop_early: false`.
+pipelines of their own (`pipeline: medprompt`).
+
+**Reply caps** (`reply_caps`): `benchmark` (default) sends each call's `max_tokens` as the
+benchmark's code does: 512 for zero-shot, none for every other call (the endpoint's own limit; its
+gpt-4o CoT replies averaged 412 completion tokens), and an uncapped reply's reasoning field asks for
+full-length reasoning; `model` caps every call at `model.max_tokens` and asks for brief reasoning
+(short replies for a small local model). The seed's conditions and the multi-agent methods keep
+`model.max_tokens`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 import re
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import Field
-
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
+from medpanel.agents.pipelines import benchmark_flows as flows
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PlanError
-from medpanel.agents.pipelines.baselines import (
-    SEED_STRIDE,
-    BaselinePipeline,
-    BaselineSettings,
-    BaselineSummary,
-    _spent,
-    vote,
-)
-from medpanel.agents.pipelines.exemplars import BUILTIN, ExemplarPool
+from medpanel.agents.pipelines.baselines import BaselineSummary, _spent
+from medpanel.agents.pipelines.benchmark_flows import permutation, shuffled
+from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
+from medpanel.agents.pipelines.exemplars import ExemplarPool
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
 from medpanel.agents.pipelines.kamac import KamacPipeline
 from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
@@ -54,8 +53,17 @@ from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 from medpanel.agents.roles import baseline, benchmark
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
-Method = Literal["zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt"]
+Method = Literal["zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt", "spp",
+                 "medprompt-shuffle"]
 METHODS: tuple[Method, ...] = ("zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt")
+"""The benchmark's single-model methods, each as its code runs it (a pipeline of its own too)."""
+ORIGINALS: tuple[Method, ...] = ("spp", "medprompt-shuffle")
+"""Named variants with the original papers' shape: MultiPersona as SPP, MedPrompt as Nori et al.'s ensemble."""
+SINGLE: tuple[Method, ...] = (*METHODS, *ORIGINALS)
+POOLED = ("few-shot", "medprompt", "medprompt-shuffle")
+"""The methods that read the exemplar pool."""
+ZERO_SHOT_CAP = 512
+"""zero_shot.py lines 88-94: the one call of the benchmark's code that sets `max_tokens` (gpt-4o branch)."""
 SEED_CONDITIONS: dict[str, tuple[str, str]] = {
     # variant -> (pipeline, that pipeline's condition slug)
     "panel-c1r1": ("panel", "c1r1"),
@@ -66,34 +74,10 @@ SEED_CONDITIONS: dict[str, tuple[str, str]] = {
     "medagents": ("medagents", ""),
     "mdagents": ("mdagents", ""),
     "kamac": ("kamac", ""),
+    # The papers' own repositories, where they differ from the benchmark's copies.
+    "medagents-original": ("medagents", "original"),
+    "mdagents-original": ("mdagents", "original"),
 }
-
-
-class BenchmarkSettings(BaselineSettings):
-    exemplars: str = BUILTIN
-    """`builtin` (the team's own six exemplars) or a JSONL path of a split that is not evaluated."""
-    k_shots: int = Field(default=5, ge=1, le=32)
-    """few-shot: exemplars shown (the first k of the pool, the same for every question)."""
-    knn_k: int = Field(default=5, ge=1, le=32)
-    """medprompt: exemplars chosen per question by BM25 similarity to the stem."""
-    shuffles: int = Field(default=3, ge=1, le=64)
-    """medprompt: ensemble members, each with its own seeded option order (the benchmark's medprompt-3)."""
-    refine_iterations: int = Field(default=3, ge=1, le=10)
-    """self-refine: (feedback, revision) iterations at most."""
-    refine_stop_early: bool = True
-    """self-refine: stop when the feedback finds nothing to revise (false: always run every iteration)."""
-    persona_rounds: int = Field(default=2, ge=1, le=10)
-    """multipersona: collaboration rounds (the benchmark's multipersona-2)."""
-    panel: dict[str, Any] = Field(default_factory=dict)
-    """The panel's settings for `panel-*` conditions (validated by the panel pipeline)."""
-    generalist: dict[str, Any] = Field(default_factory=dict)
-    """The generalist's settings for `generalist-*` conditions."""
-    medagents: dict[str, Any] = Field(default_factory=dict)
-    """MedAgents' settings (validated by its pipeline), for the `medagents` variant."""
-    mdagents: dict[str, Any] = Field(default_factory=dict)
-    """MDAgents' settings, for the `mdagents` variant."""
-    kamac: dict[str, Any] = Field(default_factory=dict)
-    """KAMAC's settings, for the `kamac` variant."""
 
 
 class BenchmarkPlan(ConditionPlan):
@@ -110,6 +94,14 @@ class BenchmarkSummary(BaselineSummary):
     iterations: list[dict[str, Any]] | None = None
     stopped: str | None = None
     members: list[dict[str, Any]] | None = None
+    generations: list[dict[str, Any]] | None = None
+    """medprompt: each valid generation's letters."""
+    choices: list[dict[str, Any]] | None = None
+    """medprompt: each choosing call's order of generations and the generation it chose."""
+    rounds_answers: list[list[str | None]] | None = None
+    """multipersona: each round's letters per role."""
+    aggregated: list[str] | None = None
+    """cot-sc: the aggregation call's answer (`vote` holds the samples' majority, for comparison)."""
 
 
 INNER: dict[str, type[Pipeline[Any, Any]]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
@@ -132,20 +124,24 @@ def condition_for(slug: str, pipeline: str) -> Condition:
     return Condition(slug=slug, pipeline=pipeline, flags=flags)
 
 
-def permutation(question: Question, seed: int, i: int) -> list[str]:
-    """Member i's option order: a shuffle of the letters seeded by (model seed, question, i)."""
-    h = hashlib.sha256(f"{seed}/{question.dataset}/{question.qid}/{i}".encode()).hexdigest()
-    letters = list(question.letters)
-    random.Random(int(h, 16)).shuffle(letters)
-    return letters
+def reply_caps(method: str, settings: BenchmarkSettings) -> dict[str, Any]:
+    """The per-call override of `max_tokens` for `method`'s calls (every stage alike: the benchmark's code
+    caps zero-shot's one call and no other). `{}` under `reply_caps: model` keeps `model.max_tokens`."""
+    if settings.reply_caps == "model":
+        return {}
+    return {"max_tokens": ZERO_SHOT_CAP if method == "zero-shot" else None}
 
 
-def shuffled(question: Question, order: list[str]) -> tuple[Question, dict[str, str]]:
-    """The question with option texts in `order` under the original letters; shown letter -> original."""
-    letters = question.letters
-    options = {shown: question.options[orig] for shown, orig in zip(letters, order, strict=True)}
-    back = dict(zip(letters, order, strict=True))
-    return question.model_copy(update={"options": options, "gold": ()}), back
+__all__ = [
+    "METHODS",
+    "ORIGINALS",
+    "SEED_CONDITIONS",
+    "BenchmarkPipeline",
+    "BenchmarkSettings",
+    "permutation",
+    "reply_caps",
+    "shuffled",
+]
 
 
 class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
@@ -155,7 +151,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
 
     def __init__(self, method: Method | None = None) -> None:
         self.method = method
-        self.variants = () if method else (*METHODS, *SEED_CONDITIONS)
+        self.variants = () if method else (*SINGLE, *SEED_CONDITIONS)
         self.requires_variant = method is None
         self._pools: dict[str, ExemplarPool] = {}
 
@@ -172,15 +168,15 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
             inner_plan = inner.plan(inner_cond, inner_settings)
             return BenchmarkPlan(slug=condition.slug, flags=condition.flags, variant=variant_s, method=str(method),
                                  inner=inner_plan.model_dump(mode="json"))
-        if method not in METHODS:
-            raise PlanError(f"pipeline benchmark needs a variant, one of {', '.join((*METHODS, *SEED_CONDITIONS))}; "
+        if method not in SINGLE:
+            raise PlanError(f"pipeline benchmark needs a variant, one of {', '.join((*SINGLE, *SEED_CONDITIONS))}; "
                             f"got {variant!r}", field="variants")
-        if method in ("few-shot", "medprompt"):
+        if method in POOLED:
             self.pool(settings.exemplars)  # a missing, malformed or test-split pool fails in planning
         return BenchmarkPlan(slug=condition.slug, flags=condition.flags, variant=variant_s, method=str(method))
 
     def prepare(self, plans: Sequence[BenchmarkPlan], settings: BenchmarkSettings) -> None:
-        if any(p.method in ("few-shot", "medprompt") for p in plans):
+        if any(p.method in POOLED for p in plans):
             self.pool(settings.exemplars)
         for name in INNER:
             inner_plans = [p for p in plans if p.inner is not None and SEED_CONDITIONS[p.method][0] == name]
@@ -194,12 +190,6 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         if source not in self._pools:
             self._pools[source] = ExemplarPool(source)
         return self._pools[source]
-
-    def accepts_budget(self, plan: BenchmarkPlan) -> bool:
-        return plan.method == "cot-sc"
-
-    def with_budget(self, settings: BenchmarkSettings, budget: dict[str, Any]) -> BenchmarkSettings:
-        return BaselinePipeline("sc").with_budget(settings, budget)  # type: ignore[return-value]
 
     async def __call__(self, question: Question, plan: BenchmarkPlan, session: QuestionSession,
                        settings: BenchmarkSettings) -> Outcome:
@@ -218,90 +208,31 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
             inner = _inner(name)
             return await inner(question, inner.plan_model.model_validate(plan.inner), session,
                                inner.settings_model.model_validate(getattr(settings, name)))
-        if method == "cot-sc":
-            out = await BaselinePipeline("sc")._self_consistency(question, session, settings)
-            return Outcome(answer=out.answer, invalid=out.invalid,
-                           summary=BenchmarkSummary.model_validate({**out.summary.data(), "method": "cot-sc"}))
         facts: dict[str, Any] = {"method": method}
+        caps = reply_caps(str(method), settings)
         if method in ("zero-shot", "cot"):
-            parsed = await baseline.answer(session, question, "direct" if method == "zero-shot" else "cot")
+            parsed = await baseline.answer(session, question, "direct" if method == "zero-shot" else "cot", caps)
             answer = letters_of(parsed) if parsed is not None else ()
         elif method == "few-shot":
             pool = self.pool(settings.exemplars)
             shots, excluded = pool.first(question, settings.k_shots)
             facts |= {"exemplar_source": settings.exemplars, "exemplars": [e.eid for e in shots],
                       "excluded_exemplars": excluded}
-            parsed = await benchmark.few_shot(session, question, shots)
+            parsed = await benchmark.few_shot(session, question, shots, caps)
             answer = letters_of(parsed) if parsed is not None else ()
+        elif method == "cot-sc":
+            answer = await flows.cot_sc(question, session, settings, caps, facts)
         elif method == "multipersona":
-            answer = await self._multipersona(question, session, settings, facts)
+            answer = await flows.multipersona_debate(question, session, settings, caps, facts)
+        elif method == "spp":
+            answer = await flows.spp(question, session, settings, caps, facts)
         elif method == "self-refine":
-            answer = await self._self_refine(question, session, settings, facts)
+            answer = await flows.self_refine(question, session, settings, caps, facts)
+        elif method == "medprompt":
+            answer = await flows.medprompt(question, session, settings, self.pool(settings.exemplars), caps, facts)
         else:
-            answer = await self._medprompt(question, session, settings, facts)
+            answer = await flows.medprompt_shuffle(question, session, settings, self.pool(settings.exemplars), caps,
+                                                   facts)
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent=method, step="final",
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
         return Outcome(answer=answer, invalid=not answer, summary=BenchmarkSummary.model_validate(facts))
-
-    async def _multipersona(self, question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                            facts: dict[str, Any]) -> tuple[str, ...]:
-        solver = benchmark.PersonaSolver(session, question)
-        found = await solver.identify()
-        personas = found.personas if found is not None else []
-        facts["personas"] = personas
-        # An unparsed persona list still lets the model go on as "the relevant experts" (recorded above).
-        names = ", ".join(personas) if personas else "the relevant experts"
-        await solver.brainstorm(names)
-        for r in range(1, settings.persona_rounds + 1):
-            await solver.collaborate(names, round=r, rounds=settings.persona_rounds)
-        parsed = await solver.final()
-        return letters_of(parsed) if parsed is not None else ()
-
-    async def _self_refine(self, question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                           facts: dict[str, Any]) -> tuple[str, ...]:
-        refiner = benchmark.Refiner(session, question)
-        parsed = await refiner.initial()
-        answer = letters_of(parsed) if parsed is not None else ()
-        iterations: list[dict[str, Any]] = []
-        stopped = "iterations_done"
-        for it in range(1, settings.refine_iterations + 1):
-            fb = await refiner.feedback(it)
-            if fb is None:
-                stopped = "feedback_unparsed"
-                break
-            if settings.refine_stop_early and not fb.needs_revision:
-                iterations.append({"iteration": it, "needs_revision": False})
-                stopped = "no_revision_needed"
-                break
-            revised = await refiner.revise(it, settings.refine_iterations)
-            new = letters_of(revised) if revised is not None else ()
-            iterations.append({"iteration": it, "needs_revision": fb.needs_revision, "answer": list(new) or None,
-                               "fell_back": not new and bool(answer)})
-            answer = new or answer
-        facts |= {"iterations": iterations, "stopped": stopped}
-        return answer
-
-    async def _medprompt(self, question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                         facts: dict[str, Any]) -> tuple[str, ...]:
-        pool = self.pool(settings.exemplars)
-        shots, excluded = pool.nearest(question, settings.knn_k)
-        base = session.spec.seed or 0
-        members: list[dict[str, Any]] = []
-        answers: list[tuple[str, ...] | None] = []
-        for i in range(settings.shuffles):
-            order = permutation(question, base, i)
-            view, back = shuffled(question, order)
-            seed = base + i * SEED_STRIDE
-            parsed = await benchmark.medprompt_answer(session, view, shots, i=i, seed=seed)
-            shown = letters_of(parsed) if parsed is not None else ()
-            original = tuple(sorted(back[x] for x in shown)) if shown else None
-            answers.append(original)
-            members.append({"i": i, "order": order, "shown": list(shown) or None,
-                            "answer": list(original) if original else None})
-        result = vote(answers)
-        session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
-                                       content=result["answer"] or "invalid",
-                                       data={**result, "members": [m["answer"] for m in members]}))
-        facts |= {"exemplar_source": settings.exemplars, "exemplars": [e.eid for e in shots],
-                  "excluded_exemplars": excluded, "members": members, "vote": result}
-        return tuple(result["answer"].split(",")) if result["answer"] else ()

@@ -46,6 +46,11 @@ class Exemplar:
         why = f"\nReasoning: {self.rationale}" if with_rationale and self.rationale else ""
         return f"Question:\n{self.question}\n\nOptions:\n{opts}{why}\nAnswer: {self.answer}"
 
+    def qa_block(self) -> str:
+        """The question and its answer's text, no options and no letter (the benchmark's medprompt-3
+        shows its kNN examples this way)."""
+        return f"Q: {self.question}\nA: {self.options[self.answer]}"
+
 
 def normalise(text: str) -> str:
     """A stem as compared for overlap: lowercase, whitespace collapsed."""

@@ -32,8 +32,9 @@ PIPELINES: dict[str, Factory] = {
     "direct": lambda: BaselinePipeline("direct"),
     "cot": lambda: BaselinePipeline("cot"),
     "sc": lambda: BaselinePipeline("sc"),
-    # The benchmark context (issue 15): every single-model Table 7 method as a variant of `benchmark`,
-    # and each as a pipeline of its own. `zero-shot` sends `direct`'s request, `cot-sc` runs `sc`.
+    # The benchmark context: every single-model Table 7 method as a variant of `benchmark`, and each
+    # as a pipeline of its own. `zero-shot` sends `direct`'s prompt; `cot-sc` sends `sc`'s samples and
+    # then an aggregation call (docs/methods/benchmark.md).
     "benchmark": BenchmarkPipeline,
     "zero-shot": lambda: BenchmarkPipeline("zero-shot"),
     "few-shot": lambda: BenchmarkPipeline("few-shot"),

@@ -41,6 +41,7 @@ REFERENCES = ("panel-c1r1", "c1r1", "generalist-between-gap", "between-gap", "pa
 GPT4O_ANCHOR: dict[str, tuple[int, float]] = {
     # method -> (tokens per question, USD per question) for gpt-4o, from the benchmark's stored outputs
     "zero-shot": (284, 0.00073), "direct": (284, 0.00073),
+    "few-shot": (1609, 0.00425),
     "cot": (708, 0.00486),
     "cot-sc": (4038, 0.02660), "sc": (4038, 0.02660),
     "self-refine": (2601, 0.01485),

@@ -18,6 +18,10 @@ MedAgentsBench's numbers; what still differs from that code is a fixed list per 
 (`METHOD_DIFFERENCES`, each written out in `docs/methods/<method>.md`), and a report whose run holds
 one of them names those differences in its `protocol:` line.
 
+For the benchmark context's single-model methods the reference is MedAgentsBench's own code
+(`benchmark_protocol`): the values it fixes count as deviations too, written `(benchmark's code: X)`,
+and the line adds what differs from that code by design.
+
 `deviations` compares a scenario's resolved values (the pipeline's defaults filled in) with that
 table. A shipped scenario that deviates says so in its `description` (a test holds every
 shipped scenario to it), and every report header prints the deviations of the run it describes,
@@ -31,6 +35,7 @@ from typing import Any
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.registry import get_pipeline
+from medpanel.experiments.analysis import benchmark_protocol
 from medpanel.experiments.run.scenario import Scenario
 
 PANEL_PIPELINES = ("panel", "calibrated")
@@ -44,13 +49,15 @@ class Deviation:
     """Dotted key, e.g. `settings.rounds`."""
     value: Any
     paper: Any
+    source: str = "paper"
+    """Whose value `paper` is: the papers', or the benchmark's code (its single-model methods)."""
 
     @property
     def name(self) -> str:
         return self.key.rsplit(".", 1)[-1]
 
     def __str__(self) -> str:
-        return f"{self.name} = {self.value} (paper: {self.paper})"
+        return f"{self.name} = {self.value} ({self.source}: {self.paper})"
 
 
 def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +113,11 @@ def deviations(scenario: dict[str, Any]) -> list[Deviation]:
     if pipeline == "sc" or (pipeline == "baseline" and "sc" in variants):
         want.append(("settings.temperature", s.get("temperature"), 0.0))
     # A settings key the pipeline does not have resolves to None: nothing to compare there.
-    return [Deviation(key, value, paper) for key, value, paper in want
-            if value != paper and not (value is None and key.startswith("settings."))]
+    found = [Deviation(key, value, paper) for key, value, paper in want
+             if value != paper and not (value is None and key.startswith("settings."))]
+    methods = benchmark_protocol.methods_of(pipeline, variants)
+    return found + [Deviation(key, value, code, "benchmark's code")
+                    for key, value, code in benchmark_protocol.setting_differences(methods, s)]
 
 
 def undeclared(description: str, found: list[Deviation]) -> list[Deviation]:
@@ -156,8 +166,9 @@ def protocol_line(scenario: dict[str, Any]) -> str:
     """One line for a report header: the deviations in force (or that the run keeps the protocol),
     then how each published multi-agent method in the run differs from its code."""
     found = deviations(scenario)
-    if not found:
-        line = "keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)"
-    else:
-        line = "differs from the papers' protocol: " + "; ".join(map(str, found))
-    return "; ".join([line, *method_differences(scenario)])
+    line = ("keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)" if not found
+            else "differs from the papers' protocol: " + "; ".join(map(str, found)))
+    line = "; ".join([line, *method_differences(scenario)])
+    variants = {str(c.get("flags", {}).get("variant", "")) for c in _conditions(scenario)}
+    design = benchmark_protocol.by_design(benchmark_protocol.methods_of(str(scenario.get("pipeline", "")), variants))
+    return f"{line}. Differs from the benchmark's code by design: {design}" if design else line
