@@ -143,9 +143,8 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
 
 
 SAMPLING_OVERRIDES = ("seed", "temperature", "max_tokens")
-"""What `RecordingClient.overrides` may change per call (`max_tokens`: a stage's own reply cap,
-where a method's original code sets one for that call; `None` sends no reply cap, the endpoint's
-own limit, as a method whose original code sets none asks)."""
+"""What `RecordingClient.overrides` may change per call; `max_tokens` is a stage's own cap as its
+method's code sets it, or None for none (the endpoint's limit)."""
 
 
 @dataclass
@@ -320,8 +319,7 @@ class RecordingClient(ChatCompletionClient):
                 async for attempt in retrying:
                     with attempt:
                         attempts += 1
-                        # An uncapped call reserves the model block's cap in the token budget.
-                        reserve = self.max_tokens or spec.max_tokens
+                        reserve = self.max_tokens or spec.max_tokens  # an uncapped call reserves the block's
                         ticket = await limits.acquire(request_tokens(oai, reserve)) if limits else None
                         used: int | None = None
                         try:
