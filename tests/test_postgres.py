@@ -82,3 +82,34 @@ def test_worker_on_an_empty_database_is_a_clear_error(pg_url: str) -> None:
     proc = subprocess.run([sys.executable, "-m", "medpanel", "worker", pg_url], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 2 and "no medpanel run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_runner_and_a_worker_with_hundreds_in_flight_execute_each_pair_exactly_once(tmp_path: Path,
+                                                                                     pg_url: str) -> None:
+    # 12 questions x 2 conditions x 20 repeats = 480 pairs at 50 ms a call, 2 workers x 64 lanes in
+    # each process: claims and commits race all the time, which is where a pair ran twice before.
+    f = write(tmp_path / "s.yaml", "name: pgload\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
+                                   "model: {backend: scripted, latency_ms: 50, cache: 'off'}\n"
+                                   "run: {workers: 2, questions_per_worker: 64, repeats: 20}\n")
+    main_dir, worker_dir = tmp_path / "main", tmp_path / "worker"
+    runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(f), "--storage", pg_url,
+                               "--run-dir", str(main_dir), "--quiet"], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 60
+    while not (main_dir / "run.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    worker = subprocess.Popen([sys.executable, "-m", "medpanel", "worker", pg_url, "--run-dir", str(worker_dir),
+                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out_w, _ = worker.communicate(timeout=300)
+    out_r, _ = runner.communicate(timeout=300)
+    assert runner.returncode == 0, out_r[-3000:]
+    assert worker.returncode == 0, out_w[-3000:]
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        rows = conn.execute("select condition, dataset, qid, repeat from mp_results").fetchall()
+        execs = Counter(conn.execute("select condition, dataset, qid, repeat from mp_executions").fetchall())
+    assert len(rows) == 480 and len(set(rows)) == 480
+    twice = {pair: n for pair, n in execs.items() if n > 1}
+    assert not twice, f"pairs executed more than once: {twice}"
+    assert set(execs) == set(rows)
