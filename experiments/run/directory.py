@@ -17,6 +17,7 @@ from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference
 from medpanel.experiments.run.files import write_atomic
+from medpanel.experiments.run.ownership import check_new_run_folder, check_parts_belong, new_run_id
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.provenance import git_commit, versions
 from medpanel.experiments.run.records import RUN_FORMAT, RunRecord
@@ -41,6 +42,7 @@ def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> P
                         "or choose another --run-dir", field="--run-dir")
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is a file, not a folder. Choose another --run-dir", field="--run-dir")
+    check_new_run_folder(run_dir)
     if plan.scenario.run.storage:
         # Reach the storage before anything is written, so a wrong URL leaves no half-made run.
         Store(normalize_url(plan.scenario.run.storage), run_dir).close()
@@ -62,6 +64,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
     resolved = plan.resolvable()
     return RunRecord.model_validate({
         "format_version": RUN_FORMAT,
+        "run_id": new_run_id(),
         "name": plan.scenario.name,
         "scenario_file": scenario_file,
         "scenario": scenario_doc,
@@ -133,6 +136,11 @@ def read_plan(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         raise UserError(f"run.json is damaged or from an incompatible medpanel ({detail}). Restore it from a "
                         "backup, or start the run again", file=str(run_dir / "run.json")) from None
     return plan, meta
+
+
+def check_parts(run_dir: Path, meta: dict[str, Any], store: Store) -> None:
+    """Refuse to go on with a run whose run.json or questions.jsonl is another run's (`ownership`)."""
+    check_parts_belong(run_dir, meta, store.get_meta("run_json"), store.get_meta("questions"))
 
 
 def join_files(url: str, run_dir: Path | None) -> Path:

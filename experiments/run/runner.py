@@ -142,6 +142,11 @@ class Runner:
         runner = cls(run_dir, plan)
         if not runner.shared:
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
+        store = Store(runner.storage_url, run_dir)
+        try:
+            directory.check_parts(run_dir, meta, store)  # run.json and questions of another run: refused
+        finally:
+            store.close()
         runner.created_with = meta.get("versions") or {}
         return runner
 

@@ -1,0 +1,167 @@
+"""The second hostile probe: writes where medpanel should not, waits without end, tracebacks, inputs
+accepted silently, misleading messages and leaks through a scenario.
+
+Each case goes through `medpanel.experiments.cli.main` like the first probe (tests/test_bad_inputs.py,
+whose workspace and checks it reuses): a bad input is one `error:` line, exit 2, no traceback, and
+the line names the file or field. Cases that are not refusals (a note a reader prints, a record
+left intact) assert that directly.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from medpanel.experiments.run.runlock import run_lock
+from tests.test_bad_inputs import GOOD, Case, Result, Workspace, base_run, invoke, shape_problem, ws
+
+__all__ = ["base_run", "ws"]  # the first probe's fixtures, used here
+
+BAD: list[Case] = []
+
+
+def bad(case_id: str, expect: str) -> Callable[[Callable[[Workspace], list[str]]], Callable[[Workspace], list[str]]]:
+    def deco(fn: Callable[[Workspace], list[str]]) -> Callable[[Workspace], list[str]]:
+        BAD.append(Case(case_id, fn, expect))
+        return fn
+    return deco
+
+
+def check_refused(res: Result, expect: str, argv: list[str]) -> None:
+    problem = shape_problem(res)
+    assert problem is None, f"{argv}: {problem}"
+    assert expect.lower() in res.err.lower(), f"{argv}: the line does not name {expect!r}: {res.err}"
+
+
+def other_run(ws: Workspace) -> Path:
+    """A second, independent run (another run id, two questions) in the workspace."""
+    dest = ws.path("other-run")
+    if not dest.exists():
+        body = GOOD.replace("name: probe", "name: other").replace("limit: 1", "limit: 2")
+        res = invoke(["run", ws.scenario(body, "other.yaml"), "--run-dir", str(dest), "--quiet"])
+        assert res.rc == 0, res.err + res.tb
+    return dest
+
+
+# -- writes where it should not ---------------------------------------------------------------------
+
+def _foreign_folder(ws: Workspace) -> str:
+    ws.text("mine/notes.txt", "my thesis")
+    ws.text("mine/status.json", '{"mine": true}')
+    return str(ws.path("mine"))
+
+
+def _foreign_db(ws: Workspace) -> str:
+    folder = ws.path("db-folder")
+    folder.mkdir()
+    with sqlite3.connect(folder / "study.db") as conn:
+        conn.execute("create table patients (id integer)")
+    return str(folder)
+
+
+def _cache_only(ws: Workspace) -> str:
+    ws.text("cached/cache/x", "someone's cache")
+    return str(ws.path("cached"))
+
+
+def _swapped(part: str) -> Callable[[Workspace], str]:
+    def make(ws: Workspace) -> str:
+        run = ws.run()
+        shutil.copy(other_run(ws) / part, run / part)
+        return str(run)
+    return make
+
+
+for case_id, make_dir in [("run-dir-foreign-files", _foreign_folder), ("run-dir-foreign-study-db", _foreign_db),
+                          ("run-dir-foreign-cache", _cache_only)]:
+    bad(case_id, "not a medpanel run")(lambda ws, make_dir=make_dir: ["run", ws.scenario(), "--run-dir",
+                                                                        make_dir(ws), "--quiet"])
+for name in ("run.json", "study.db", "questions.jsonl", "status.json", "transcripts/c0/x.json"):
+    bad(f"export-into-records-{name.split('/')[0]}", "--out")(
+        lambda ws, name=name: ["export", str(ws.run()), "--out", str(ws.run() / name)])
+bad("export-inspect-into-transcripts", "--out")(
+    lambda ws: ["export", str(ws.run()), "--format", "inspect", "--out", str(ws.run() / "transcripts")])
+bad("compare-out-into-cache", "--out")(
+    lambda ws: ["compare", str(ws.run()), str(ws.run("b")), "--out", str(ws.run() / "cache")])
+bad("resume-run-json-of-another-run", "run.json")(lambda ws: ["run", "--resume", _swapped("run.json")(ws), "--quiet"])
+bad("resume-questions-of-another-run", "questions.jsonl")(
+    lambda ws: ["run", "--resume", _swapped("questions.jsonl")(ws), "--quiet"])
+bad("resume-study-of-another-run", "run.json")(lambda ws: ["run", "--resume", _swapped("study.db")(ws), "--quiet"])
+
+
+def test_run_dir_root_is_refused(ws: Workspace) -> None:
+    argv = ["run", ws.scenario(), "--run-dir", "/", "--quiet"]
+    check_refused(invoke(argv), "root", argv)
+    assert not Path("/run.json").exists() and not Path("/study.db").exists()
+
+
+def test_foreign_folder_is_left_as_it_was(ws: Workspace) -> None:
+    folder = Path(_foreign_folder(ws))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    invoke(["run", ws.scenario(), "--run-dir", str(folder), "--quiet"])
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+
+
+def test_interrupted_creation_may_still_be_reused(ws: Workspace) -> None:
+    """A folder holding only what a killed creation writes (no run.json yet) is medpanel's own."""
+    run = ws.run()
+    (run / "run.json").unlink()
+    for name in ("status.json", "transcripts", "cache", "report"):
+        p = run / name
+        shutil.rmtree(p) if p.is_dir() else p.unlink(missing_ok=True)
+    res = invoke(["run", ws.scenario(), "--run-dir", str(run), "--quiet"])
+    assert res.rc == 0, res.err + res.tb
+
+
+def test_export_leaves_run_json_intact(ws: Workspace) -> None:
+    run = ws.run()
+    before = (run / "run.json").read_bytes()
+    invoke(["export", str(run), "--out", str(run / "run.json")])
+    assert (run / "run.json").read_bytes() == before
+    assert invoke(["report", str(run)]).rc == 0
+
+
+def _drop_one_row(run: Path) -> None:
+    with sqlite3.connect(run / "study.db") as conn:
+        conn.execute("delete from mp_results where rowid = (select min(rowid) from mp_results)")
+
+
+@pytest.mark.parametrize("command", ["report", "export", "show", "view"])
+def test_readers_say_a_running_run_is_in_progress(command: str, ws: Workspace) -> None:
+    run = ws.run()
+    with sqlite3.connect(run / "study.db") as conn:
+        qid = str(conn.execute("select qid from mp_results limit 1").fetchone()[0])
+    total = json.loads((run / "run.json").read_text())["n_pairs"]
+    _drop_one_row(run)
+    argv = {"report": ["report", str(run)], "export": ["export", str(run), "--out", "-"],
+            "show": ["show", str(run), qid], "view": ["view", str(run), "--rebuild", "--port", "0"]}[command]
+    with run_lock(run, "probe-holder"):
+        res = invoke(argv)
+    assert res.rc == 0, res.err + res.tb
+    assert f"in progress: {total - 1} of {total}" in res.err, res.err
+    res = invoke(argv)  # no process holds it now: it stopped short
+    assert f"incomplete: {total - 1} of {total}" in res.err and "--resume" in res.err, res.err
+
+
+def test_a_finished_run_gets_no_note(ws: Workspace) -> None:
+    res = invoke(["report", str(ws.run())])
+    assert res.rc == 0 and "progress" not in res.err and "incomplete" not in res.err, res.err
+
+
+# -- the probe --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.id for c in BAD])
+def test_second_probe_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) -> None:
+    argv = case.build(ws)
+    check_refused(invoke(argv), case.expect, argv)
+
+
+def test_second_probe_ids_are_unique() -> None:
+    assert len({c.id for c in BAD}) == len(BAD)
+
