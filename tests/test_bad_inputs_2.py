@@ -10,7 +10,9 @@ left intact) assert that directly.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.run.runlock import run_lock
-from tests.test_bad_inputs import GOOD, Case, Result, Workspace, base_run, invoke, shape_problem, ws
+from tests.test_bad_inputs import GOOD, QUESTION, Case, Result, Workspace, base_run, invoke, shape_problem, ws
 
 __all__ = ["base_run", "ws"]  # the first probe's fixtures, used here
 
@@ -153,13 +155,141 @@ def test_a_finished_run_gets_no_note(ws: Workspace) -> None:
     assert res.rc == 0 and "progress" not in res.err and "incomplete" not in res.err, res.err
 
 
+# -- waits forever: only regular files are opened -----------------------------------------------------
+
+def _fifo(ws: Workspace, name: str) -> str:
+    path = ws.path(name)
+    os.mkfifo(path)
+    return str(path)
+
+
+bad("fifo-scenario", "FIFO")(lambda ws: ["validate", _fifo(ws, "s.yaml")])
+bad("fifo-dataset", "FIFO")(lambda ws: [_fifo(ws, "q.jsonl"), "validate",
+                                        ws.with_dataset("{source: jsonl, path: q.jsonl}")][1:])
+bad("dev-zero-dataset", "device")(lambda ws: ["validate", ws.with_dataset("{source: jsonl, path: /dev/zero}")])
+bad("fifo-prompt-file", "FIFO")(lambda ws: [_fifo(ws, "p.md"), "validate",
+                                            ws.scenario(GOOD + "prompts: {generalist: p.md}\n")][1:])
+bad("fifo-provenance", "FIFO")(lambda ws: ["audit", str(ws.run()), "--provenance", _fifo(ws, "p.jsonl")])
+
+
+# -- mistakes that ended in a traceback or the wrong exit code ---------------------------------------
+
+def _model(ws: Workspace, model: str, *, name: str = "s.yaml") -> str:
+    return ws.scenario(GOOD.replace("model: {backend: scripted}", f"model: {model}"), name)
+
+
+NO_KEY = "api_key_env: MEDPANEL_PROBE_NO_KEY"
+for case_id, model, expect in [
+    ("key-missing-remote-url", f"{{backend: openai, name: m, base_url: 'https://api.example.org/v1', {NO_KEY}}}",
+     "MEDPANEL_PROBE_NO_KEY"),
+    ("key-missing-no-url", f"{{backend: openai, name: m, {NO_KEY}}}", "MEDPANEL_PROBE_NO_KEY"),
+    ("key-missing-azure-no-url", f"{{backend: azure, name: m, {NO_KEY}}}", "model.base_url"),
+]:
+    bad(case_id, expect)(lambda ws, model=model: ["run", _model(ws, model), "--run-dir", str(ws.path("r")),
+                                                  "--quiet"])
+
+for case_id, url in [("base-url-broken-ipv6", "http://[::1/v1"), ("base-url-port-99999", "http://h.example:99999/v1"),
+                     ("base-url-space", "http://h.example /v1"), ("base-url-port-word", "http://h.example:abc/v1")]:
+    bad(case_id, "model.base_url")(
+        lambda ws, url=url: ["validate", _model(ws, f"{{backend: openai, base_url: '{url}'}}")])
+
+
+def _dataset_line(ws: Workspace, line: str) -> list[str]:
+    ws.text("q.jsonl", line + "\n")
+    return ["validate", ws.with_dataset("{source: jsonl, path: q.jsonl}")]
+
+
+_Q = json.dumps(QUESTION)[1:-1]  # the record's members, to add one before or after
+for case_id, line, expect in [
+    ("data-lone-surrogate-question", _Q.replace('"Which?"', '"Which \\ud800?"'), "question"),
+    ("data-lone-surrogate-qid", _Q.replace('"q1"', '"q\\udc00"'), "realidx"),
+    ("data-lone-surrogate-option", _Q.replace('"x"', '"\\ud800"'), "options.A"),
+    ("data-realidx-5000-digits", _Q.replace('"q1"', "1" * 5000), "q.jsonl:1"),
+    ("data-realidx-600-chars", _Q.replace('"q1"', '"' + "q" * 600 + '"'), "realidx"),
+    ("data-nul-in-qid", _Q.replace('"q1"', '"q\\u0000"'), "realidx"),
+    ("data-nested-200000", _Q + ', "extra": ' + "[" * 200_000 + "]" * 200_000, "q.jsonl:1"),
+]:
+    bad(case_id, expect)(lambda ws, line=line: _dataset_line(ws, "{" + line + "}"))
+
+for case_id, change, expect in [
+    ("number-timeout-inf", ("backend: scripted", "backend: scripted, timeout_s: .inf"), "model.timeout_s"),
+    ("number-timeout-nan", ("backend: scripted", "backend: scripted, timeout_s: .nan"), "model.timeout_s"),
+    ("number-seed-huge", ("backend: scripted", "backend: scripted, seed: 1.2e29"), "model.seed"),
+    ("number-seed-float", ("backend: scripted", "backend: scripted, seed: 4.5"), "model.seed"),
+    ("number-repeats-50m", ("run: {workers: 1}", "run: {workers: 1, repeats: 50000000}"), "run.repeats"),
+    ("number-grace-inf", ("run: {workers: 1}", "run: {workers: 1, interrupt_grace_s: .inf}"), "run.interrupt_grace_s"),
+    ("number-claim-timeout-inf", ("run: {workers: 1}", "run: {workers: 1, claim_timeout_s: .inf}"),
+     "run.claim_timeout_s"),
+    ("number-dataset-seed-huge", ("limit: 1", "limit: 1, seed: 1.2e29"), "dataset.seed"),
+    ("number-max-retries-huge", ("backend: scripted", "backend: scripted, max_retries: 1000000"), "model.max_retries"),
+]:
+    bad(case_id, expect)(lambda ws, change=change: ["validate", ws.scenario(GOOD.replace(*change))])
+bad("override-rpm-inf", "--rpm")(lambda ws: ["run", ws.scenario(), "--rpm", "inf", "--run-dir", str(ws.path("r"))])
+bad("override-max-cost-inf", "--max-cost-usd")(lambda ws: ["run", ws.scenario(), "--max-cost-usd", "inf"])
+bad("pipeline-os-system", "pipeline")(
+    lambda ws: ["validate", ws.scenario(GOOD.replace("pipeline: generalist", 'pipeline: "os:system"'))])
+bad("pipeline-a-function", "pipeline")(
+    lambda ws: ["validate", ws.scenario(GOOD.replace("pipeline: generalist", 'pipeline: "json:dumps"'))])
+
+
+def test_a_missing_key_leaves_no_run_directory(ws: Workspace) -> None:
+    argv = ["run", _model(ws, f"{{backend: openai, name: m, {NO_KEY}}}"), "--run-dir", str(ws.path("r")), "--quiet"]
+    check_refused(invoke(argv), "MEDPANEL_PROBE_NO_KEY", argv)
+    assert not ws.path("r").exists()
+
+
+# -- accepted silently ------------------------------------------------------------------------------
+
+for case_id, line, expect in [
+    ("data-duplicate-options", _Q + ', "options": {"A": "p", "B": "q"}', "options"),
+    ("data-duplicate-realidx", _Q + ', "realidx": "q2"', "realidx"),
+    ("data-duplicate-answer", _Q + ', "answer_idx": "B"', "answer_idx"),
+    ("data-duplicate-option-letter", _Q.replace('"B": "y"', '"B": "y", "B": "z"'), "'B'"),
+    ("data-empty-option", _Q.replace('"B": "y"', '"B": "  "'), "options.B"),
+]:
+    bad(case_id, expect)(lambda ws, line=line: _dataset_line(ws, "{" + line + "}"))
+bad("yaml-limit-true", "dataset.limit")(lambda ws: ["validate", ws.scenario(GOOD.replace("limit: 1", "limit: true"))])
+
+
+def _future_format(ws: Workspace) -> str:
+    run = ws.run()
+    meta = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**meta, "format_version": 99}))
+    return str(run)
+
+
+bad("run-json-format-99-resume", "format 99")(lambda ws: ["run", "--resume", _future_format(ws), "--quiet"])
+bad("run-json-format-99-report", "format 99")(lambda ws: ["report", _future_format(ws)])
+
+
+# -- misleading messages ----------------------------------------------------------------------------
+
+def test_bare_cache_off_means_off(ws: Workspace) -> None:
+    res = invoke(["run", ws.scenario(GOOD.replace("backend: scripted", "backend: scripted, cache: off")),
+                  "--run-dir", str(ws.path("r")), "--quiet"])
+    assert res.rc == 0, res.err + res.tb
+    assert json.loads((ws.path("r") / "run.json").read_text())["model"]["cache"] == "off"
+    assert not (ws.path("r") / "cache").exists()
+
+
 # -- the probe --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", BAD, ids=[c.id for c in BAD])
 def test_second_probe_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) -> None:
     argv = case.build(ws)
-    check_refused(invoke(argv), case.expect, argv)
+
+    def too_long(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{argv} still waiting after 60 s")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)  # a blocked open() is interrupted, so a case that would wait forever fails instead
+    try:
+        res = invoke(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    check_refused(res, case.expect, argv)
 
 
 def test_second_probe_ids_are_unique() -> None:

@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletion
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.probe import note_usage, on_response
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
+from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec, credential_problem, key_env
 from medpanel.agents.redact import register_secret
 
 __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
@@ -69,14 +69,11 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
     if spec.backend == "local":
         key = "sk-local-no-key"  # llama.cpp's server ignores it; the openai client insists on one
     else:
-        env = spec.api_key_env or ("AZURE_OPENAI_API_KEY" if spec.backend == "azure" else "OPENAI_API_KEY")
-        value = os.environ.get(env)
-        if not value:
-            if url and ("127.0.0.1" in url or "localhost" in url):
-                value = "sk-no-key"  # local servers (vLLM, Ollama, llama.cpp) need no key
-            else:
-                raise BackendError(f"model.api_key_env: environment variable {env} is not set. "
-                                   f"Export your key as {env}")
+        problem = credential_problem(spec, url)
+        if problem:
+            raise BackendError(problem)
+        # Local servers (vLLM, Ollama, llama.cpp) need no key; the openai client insists on one.
+        value = os.environ.get(key_env(spec)) or "sk-no-key"
         key = value
         register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
     sdk_args: dict[str, Any] = dict(api_key=key, timeout=spec.timeout_s, http_client=_http_client(spec),
@@ -86,9 +83,7 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         create_args["seed"] = spec.seed
     sdk: Any
     if spec.backend == "azure":
-        if not url:
-            raise BackendError("model.base_url: Azure needs the endpoint URL. "
-                               "Set model.base_url to https://<name>.openai.azure.com")
+        assert url is not None  # credential_problem refused Azure without one
         sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
                                       api_version=spec.api_version or "2024-10-21", **sdk_args)
     else:

@@ -37,6 +37,7 @@ from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
+from medpanel.agents.model.spec import credential_problem
 from medpanel.agents.redact import install_log_redaction, redact
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
@@ -50,7 +51,7 @@ from medpanel.experiments.run.rundir import require_study
 from medpanel.experiments.run.runlock import run_lock
 from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
-from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
+from medpanel.experiments.run.storage import Pair, is_shared, normalize_url, redact_url
 from medpanel.experiments.run.store import Store
 from medpanel.experiments.run.tracker import open_tracker
 from medpanel.experiments.run.worker import Shared, Worker
@@ -98,7 +99,16 @@ class Runner:
         return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
                       max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
                       # Always present: with no rpm/tpm set it still reads the endpoint's headers and 429s.
-                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute))
+                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute,
+                                         max_wait_s=run.max_retry_wait_s, on_long_wait=self._long_wait))
+
+    def _long_wait(self, seconds: float) -> None:
+        """An endpoint asked for a wait longer than `run.max_retry_wait_s`: stop now, resumably."""
+        model = self.plan.scenario.model
+        where = redact(redact_url(model.base_url)) if model.base_url else f"the {model.backend} endpoint"
+        cap = self.plan.scenario.run.max_retry_wait_s
+        self.stop.abort(f"{where} asked to wait {seconds:,.0f} s before the next request, longer than "
+                        f"run.max_retry_wait_s ({cap:g} s); resume later, or raise run.max_retry_wait_s")
 
     def override(self, **values: Any) -> None:
         """Change run settings for this session (a higher budget on resume, more workers)."""
@@ -113,6 +123,7 @@ class Runner:
     @classmethod
     def create(cls, plan: Plan, *, runs_dir: Path | None = None, run_dir: Path | None = None,
                scenario_file: str | None = None) -> Runner:
+        check_credentials(plan)  # before anything is created: a run that cannot call its model is no run
         run_dir = directory.new_run_dir(plan, runs_dir=runs_dir, run_dir=run_dir)
         runner = cls(run_dir, plan)
         questions = directory.write_questions(run_dir, plan)
@@ -139,6 +150,7 @@ class Runner:
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
         plan, meta = directory.read_plan(run_dir)
+        check_credentials(plan)
         runner = cls(run_dir, plan)
         if not runner.shared:
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
@@ -357,6 +369,15 @@ class Runner:
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)
         return [p for p in self.plan.pairs if p not in done]
+
+
+def check_credentials(plan: Plan) -> None:
+    """Every model the run calls has its key (or, for Azure, its URL): one line, exit 2, otherwise."""
+    for spec in [plan.scenario.model, *plan.axes.models.values()]:
+        problem = credential_problem(spec)
+        if problem:
+            field, _, message = problem.partition(": ")
+            raise UserError(message, field=field)
 
 
 def _in_a_thread(work: Callable[[], Any]) -> None:

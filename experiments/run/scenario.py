@@ -52,7 +52,8 @@ CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--ma
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Finite numbers only: `.inf` or `nan` would be stored in run.json as null and break its readers.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -65,9 +66,9 @@ class DatasetSpec(_Strict):
     """A MedAgentsBench folder (`<subset>/test_hard.jsonl`), a clone of its repo, or a JSONL file."""
     subsets: list[str] | None = None
     """Subsets to load; all of them when omitted."""
-    limit: int | None = Field(default=None, ge=1)
-    """Questions per subset, sampled deterministically with `seed`. All when omitted."""
-    seed: int = 42
+    limit: int | None = Field(default=None, ge=1, le=10_000_000, strict=True)
+    """Questions per subset, sampled deterministically with `seed`. All when omitted (`true` is not 1)."""
+    seed: int = Field(default=42, ge=-(2**63), le=2**63 - 1, strict=True)
     """Seed of the per-subset sample."""
     scoring: Literal["exact_set", "any_of"] = "exact_set"
     """How multi-answer items are scored; single-answer items score the same either way."""
@@ -94,7 +95,7 @@ class RunSpec(_Strict):
     max_errors: int | None = Field(default=10, ge=0)
     """Stop the run (resumably) when more questions than this have error rows, counted over every
     session of the run. `null` means no limit."""
-    repeats: int = Field(default=1, ge=1)
+    repeats: int = Field(default=1, ge=1, le=1000)
     """Run every condition this many times with different seeds (reported as mean ± sd)."""
     shard_size: int | None = Field(default=None, ge=1)
     """(condition, question) pairs per Optuna trial. Chosen from the grid size when omitted."""
@@ -113,9 +114,12 @@ class RunSpec(_Strict):
     """Halt this session after this many seconds."""
     per_call_timeout_s: float | None = Field(default=None, gt=0)
     """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
-    interrupt_grace_s: float = Field(default=60.0, ge=0)
+    interrupt_grace_s: float = Field(default=60.0, ge=0, le=86400)
     """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
-    saved; then they stop at their next model call, unrecorded, and a resume redoes them."""
+    saved; then they are cancelled where they are, unrecorded, and a resume redoes them."""
+    max_retry_wait_s: float = Field(default=300.0, gt=0, le=86400)
+    """The longest wait an endpoint may ask for (`Retry-After`, a rate-limit reset): a longer one
+    stops the run, resumably, naming the endpoint and the wait it asked for."""
     requests_per_minute: float | None = Field(default=None, gt=0)
     """A request rate shared by all workers of this process (see the README's "Rate limits")."""
     tokens_per_minute: float | None = Field(default=None, gt=0)
