@@ -95,6 +95,15 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
                                           model_info=info)
 
 
+def sent(reply: Any) -> str:
+    """What an endpoint sent instead of a usable chat completion, briefly."""
+    if isinstance(reply, ChatCompletion):
+        return "a chat completion with no choices"
+    text = " ".join(str(reply).split())
+    kind = "an HTML page" if text[:100].lower().lstrip().startswith(("<!doctype html", "<html", "<")) else "text"
+    return f"{kind} ({text[:80]!r}{'...' if len(text) > 80 else ''})"
+
+
 class PostedChat:
     """`client.chat.completions.create` for AutoGen's OpenAI client, sent with the SDK's `post`.
 
@@ -123,8 +132,12 @@ class PostedChat:
         if extra_headers:
             options["headers"] = dict(extra_headers)
         # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
-        completion = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                         options=cast(Any, options))
+        completion: Any = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                                              options=cast(Any, options))
+        if not isinstance(completion, ChatCompletion) or not completion.choices:
+            # Named here: AutoGen would fail on it with its own internal text ("'str' object has no
+            # attribute 'usage'", "list index out of range"). A ValueError is a retried bad_response.
+            raise ValueError(f"the endpoint answered 200 with {sent(completion)}, not a chat completion's choices")
         note_usage(completion.usage)  # cached prompt tokens, which AutoGen's CreateResult drops
         return completion
 
