@@ -295,3 +295,44 @@ def test_second_probe_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) ->
 def test_second_probe_ids_are_unique() -> None:
     assert len({c.id for c in BAD}) == len(BAD)
 
+
+
+# -- security ---------------------------------------------------------------------------------------
+
+URL_SECRET, USER_SECRET = "qq-url-secret-4711", "pw-user-secret-0815"
+
+
+def _secret_url_run(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, str]:
+    monkeypatch.setenv("MEDPANEL_PROBE_QKEY", URL_SECRET)
+    monkeypatch.setenv("MEDPANEL_PROBE_PW", USER_SECRET)
+    url = "https://user:${MEDPANEL_PROBE_PW}@h.example/v1?deployment=x&key=${MEDPANEL_PROBE_QKEY}"
+    scenario = _model(ws, f"{{backend: scripted, base_url: '{url}'}}")
+    run = ws.path("secret-run")
+    res = invoke(["run", scenario, "--run-dir", str(run), "--quiet"])
+    assert res.rc == 0, res.err + res.tb
+    return run, scenario
+
+
+def test_url_credentials_are_written_nowhere(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = _secret_url_run(ws, monkeypatch)
+    assert invoke(["report", str(run), "--html"]).rc == 0
+    assert invoke(["export", str(run)]).rc == 0
+    with sqlite3.connect(run / "study.db") as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert any(p.name == "index.html" for p in files)
+    leaks = [str(p) for p in files if URL_SECRET.encode() in p.read_bytes() or USER_SECRET.encode() in p.read_bytes()]
+    assert not leaks, leaks
+    recorded = json.loads((run / "run.json").read_text())["model"]["base_url"]
+    assert "deployment=x" in recorded and "h.example" in recorded  # masked, not dropped
+
+
+def test_a_run_with_url_credentials_resumes_from_its_scenario(ws: Workspace, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, scenario = _secret_url_run(ws, monkeypatch)
+    _drop_one_row(run)
+    res = invoke(["run", "--resume", str(run), "--quiet"])
+    assert res.rc == 0, res.err + res.tb
+    _drop_one_row(run)
+    Path(scenario).unlink()
+    argv = ["run", "--resume", str(run), "--quiet"]
+    check_refused(invoke(argv), "credentials", argv)

@@ -38,7 +38,7 @@ from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.spec import credential_problem
-from medpanel.agents.redact import install_log_redaction, redact
+from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
 from medpanel.experiments.run.axes import ModelBudget
@@ -51,7 +51,7 @@ from medpanel.experiments.run.rundir import require_study
 from medpanel.experiments.run.runlock import run_lock
 from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
-from medpanel.experiments.run.storage import Pair, is_shared, normalize_url, redact_url
+from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
 from medpanel.experiments.run.store import Store
 from medpanel.experiments.run.tracker import open_tracker
 from medpanel.experiments.run.worker import Shared, Worker
@@ -105,7 +105,7 @@ class Runner:
     def _long_wait(self, seconds: float) -> None:
         """An endpoint asked for a wait longer than `run.max_retry_wait_s`: stop now, resumably."""
         model = self.plan.scenario.model
-        where = redact(redact_url(model.base_url)) if model.base_url else f"the {model.backend} endpoint"
+        where = redact_url(model.base_url) if model.base_url else f"the {model.backend} endpoint"
         cap = self.plan.scenario.run.max_retry_wait_s
         self.stop.abort(f"{where} asked to wait {seconds:,.0f} s before the next request, longer than "
                         f"run.max_retry_wait_s ({cap:g} s); resume later, or raise run.max_retry_wait_s")
