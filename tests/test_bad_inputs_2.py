@@ -20,7 +20,18 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.run.runlock import run_lock
-from tests.test_bad_inputs import GOOD, QUESTION, Case, Result, Workspace, base_run, invoke, shape_problem, ws
+from tests.test_bad_inputs import (
+    GOOD,
+    QUESTION,
+    Case,
+    Result,
+    Workspace,
+    _first_transcript,
+    base_run,
+    invoke,
+    shape_problem,
+    ws,
+)
 
 __all__ = ["base_run", "ws"]  # the first probe's fixtures, used here
 
@@ -272,31 +283,6 @@ def test_bare_cache_off_means_off(ws: Workspace) -> None:
     assert not (ws.path("r") / "cache").exists()
 
 
-# -- the probe --------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("case", BAD, ids=[c.id for c in BAD])
-def test_second_probe_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) -> None:
-    argv = case.build(ws)
-
-    def too_long(signum: int, frame: object) -> None:
-        raise TimeoutError(f"{argv} still waiting after 60 s")
-
-    old = signal.signal(signal.SIGALRM, too_long)
-    signal.alarm(60)  # a blocked open() is interrupted, so a case that would wait forever fails instead
-    try:
-        res = invoke(argv)
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-    check_refused(res, case.expect, argv)
-
-
-def test_second_probe_ids_are_unique() -> None:
-    assert len({c.id for c in BAD}) == len(BAD)
-
-
-
 # -- security ---------------------------------------------------------------------------------------
 
 URL_SECRET, USER_SECRET = "qq-url-secret-4711", "pw-user-secret-0815"
@@ -336,3 +322,109 @@ def test_a_run_with_url_credentials_resumes_from_its_scenario(ws: Workspace, mon
     Path(scenario).unlink()
     argv = ["run", "--resume", str(run), "--quiet"]
     check_refused(invoke(argv), "credentials", argv)
+
+
+bad("prompt-file-outside-the-project", "prompts_root")(
+    lambda ws: ["validate", ws.scenario(GOOD + "prompts: {generalist: /etc/passwd}\n")])
+bad("prompt-file-dotdot-outside", "prompts.generalist")(
+    lambda ws: ["validate", ws.scenario(GOOD + "prompts: {generalist: ../../../../../../etc/hostname}\n")])
+bad("prompt-file-binary", "p.md")(
+    lambda ws: [ws.bytes("p.md", bytes(range(256))), "validate",
+                ws.scenario(GOOD + "prompts: {generalist: p.md}\n")][1:])
+
+
+def test_prompts_root_opts_in_to_a_folder_elsewhere(ws: Workspace, tmp_path_factory: pytest.TempPathFactory) -> None:
+    elsewhere = tmp_path_factory.mktemp("shared-prompts")
+    original = (Path(__file__).parents[1] / "agents").rglob("generalist.system.md")
+    (elsewhere / "g.md").write_text(next(original).read_text())
+    body = GOOD + f"prompts: {{generalist: {elsewhere / 'g.md'}}}\n"
+    argv = ["validate", ws.scenario(body)]
+    check_refused(invoke(argv), "prompts_root", argv)
+    res = invoke(["validate", ws.scenario(body + f"prompts_root: {elsewhere}\n")])
+    assert res.rc == 0, res.err + res.tb
+
+
+@pytest.mark.parametrize("where", ["/etc/hostname", "../outside.json"])
+def test_the_api_refuses_a_transcript_path_out_of_the_run(where: str, ws: Workspace) -> None:
+    import medpanel
+    from medpanel.experiments.errors import UserError
+
+    run = ws.run()
+    shutil.copy(_first_transcript(run), ws.path("outside.json"))  # a valid transcript, just not the run's
+    with sqlite3.connect(run / "study.db") as conn:
+        conn.execute("update mp_results set transcript = ?", (where,))
+    loaded = medpanel.load_run(run)
+    with pytest.raises(UserError, match="leaves the run directory"):
+        list(loaded.transcripts())
+    with pytest.raises(UserError, match="leaves the run directory"):
+        loaded.transcript(loaded.rows[0])
+
+
+def test_show_prints_escape_sequences_escaped(ws: Workspace) -> None:
+    run = ws.run()
+    path = _first_transcript(run)
+    doc = json.loads(path.read_text())
+    doc["question"]["text"] = "Which?\x1b]0;pwned\x07\x1b[2J"
+    doc["question"]["options"]["A"] = "\x1b[31mred\x9b0m"
+    for e in doc["events"]:
+        e["content"] = "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
+    path.write_text(json.dumps(doc))
+    res = invoke(["show", str(run), doc["question"]["qid"], "--condition", doc["condition"], "--full"])
+    assert res.rc == 0, res.err + res.tb
+    assert "\x1b" not in res.out and "\x9b" not in res.out and "\x07" not in res.out
+    assert "\\x1b]0;pwned" in res.out  # shown, escaped
+
+
+def test_view_refuses_a_foreign_host_header(tmp_path: Path) -> None:
+    import http.client
+    import threading
+
+    from medpanel.experiments.view.viewer import make_server
+
+    (tmp_path / "index.html").write_text("<p>report</p>")
+    server = make_server(tmp_path, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    port = server.server_address[1]
+
+    def get(host: str, method: str = "GET") -> int:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.putrequest(method, "/index.html", skip_host=True)
+        conn.putheader("Host", host)
+        conn.endheaders()
+        status = conn.getresponse().status
+        conn.close()
+        return status
+
+    try:
+        assert get(f"127.0.0.1:{port}") == 200 and get(f"localhost:{port}") == 200
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", ""):
+            assert get(host) == 403, host
+        assert get("evil.example", "HEAD") == 403
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+# -- the probe --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", BAD, ids=[c.id for c in BAD])
+def test_second_probe_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) -> None:
+    argv = case.build(ws)
+
+    def too_long(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{argv} still waiting after 60 s")
+
+    old = signal.signal(signal.SIGALRM, too_long)
+    signal.alarm(60)  # a blocked open() is interrupted, so a case that would wait forever fails instead
+    try:
+        res = invoke(argv)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    check_refused(res, case.expect, argv)
+
+
+def test_second_probe_ids_are_unique() -> None:
+    assert len({c.id for c in BAD}) == len(BAD)

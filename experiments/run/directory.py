@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.model.embedded import served_by
+from medpanel.agents.model.spec import credential_problem
 from medpanel.agents.redact import URL_MASK, redact_urls
 from medpanel.agents.redact import redact_url as redact_url_secrets
 from medpanel.agents.types import Condition
@@ -27,6 +28,15 @@ from medpanel.experiments.run.rundir import load_meta, read_run_questions
 from medpanel.experiments.run.scenario import Scenario, load_scenario
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.store import Store
+
+
+def check_credentials(plan: Plan) -> None:
+    """Every model the run calls has its key (or, for Azure, its URL): one line, exit 2, otherwise."""
+    for spec in [plan.scenario.model, *plan.axes.models.values()]:
+        problem = credential_problem(spec)
+        if problem:
+            field, _, message = problem.partition(": ")
+            raise UserError(message, field=field)
 
 
 def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> Path:

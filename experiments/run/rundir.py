@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_json, read_text
+from medpanel.experiments.run.files import row_file
 from medpanel.experiments.run.records import (
     RUN_FORMAT,
     RunRecord,
@@ -53,10 +54,18 @@ class RunData:
         return condition_order(self.rows, [c["slug"] for c in self.meta.get("conditions", [])])
 
     def transcript(self, row: Row) -> dict[str, Any] | None:
-        path = self.run_dir / row.transcript
+        path = transcript_path(self.run_dir, row)
         if not path.is_file():
             return None
         return read_transcript(path)
+
+
+def transcript_path(run_dir: Path, row: Row) -> Path:
+    """Where a row's transcript is, inside the run directory; a `UserError` when the row points out of it."""
+    try:
+        return row_file(run_dir, row.transcript)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:

@@ -37,7 +37,6 @@ from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.model.spec import credential_problem
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
@@ -123,7 +122,7 @@ class Runner:
     @classmethod
     def create(cls, plan: Plan, *, runs_dir: Path | None = None, run_dir: Path | None = None,
                scenario_file: str | None = None) -> Runner:
-        check_credentials(plan)  # before anything is created: a run that cannot call its model is no run
+        directory.check_credentials(plan)  # before anything is created: a run that cannot call its model is no run
         run_dir = directory.new_run_dir(plan, runs_dir=runs_dir, run_dir=run_dir)
         runner = cls(run_dir, plan)
         questions = directory.write_questions(run_dir, plan)
@@ -150,7 +149,7 @@ class Runner:
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
         plan, meta = directory.read_plan(run_dir)
-        check_credentials(plan)
+        directory.check_credentials(plan)
         runner = cls(run_dir, plan)
         if not runner.shared:
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
@@ -369,15 +368,6 @@ class Runner:
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)
         return [p for p in self.plan.pairs if p not in done]
-
-
-def check_credentials(plan: Plan) -> None:
-    """Every model the run calls has its key (or, for Azure, its URL): one line, exit 2, otherwise."""
-    for spec in [plan.scenario.model, *plan.axes.models.values()]:
-        problem = credential_problem(spec)
-        if problem:
-            field, _, message = problem.partition(": ")
-            raise UserError(message, field=field)
 
 
 def _in_a_thread(work: Callable[[], Any]) -> None:

@@ -52,8 +52,7 @@ CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--ma
 
 
 class _Strict(BaseModel):
-    # Finite numbers only: `.inf` or `nan` would be stored in run.json as null and break its readers.
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `.inf` would be stored as null
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -102,8 +101,7 @@ class RunSpec(_Strict):
     runs_dir: str = "runs"
     """Where run directories are created, relative to the current directory."""
     claim_timeout_s: float = Field(default=3600.0, gt=0)
-    """Shared storage: a pair claimed this long ago by a worker that never finished it may be taken
-    over by another worker (its machine died)."""
+    """Shared storage: a pair claimed this long ago by a worker that never finished is taken over."""
     max_calls: int | None = Field(default=None, ge=1)
     """Halt (resumably) once this many requests have reached the model, over all sessions of the run."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -115,11 +113,9 @@ class RunSpec(_Strict):
     per_call_timeout_s: float | None = Field(default=None, gt=0)
     """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
     interrupt_grace_s: float = Field(default=60.0, ge=0, le=86400)
-    """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
-    saved; then they are cancelled where they are, unrecorded, and a resume redoes them."""
+    """After the first Ctrl-C or SIGTERM, questions in progress get this long; then they are cancelled."""
     max_retry_wait_s: float = Field(default=300.0, gt=0, le=86400)
-    """The longest wait an endpoint may ask for (`Retry-After`, a rate-limit reset): a longer one
-    stops the run, resumably, naming the endpoint and the wait it asked for."""
+    """The longest wait an endpoint may ask for (`Retry-After`); a longer one stops the run, resumably."""
     requests_per_minute: float | None = Field(default=None, gt=0)
     """A request rate shared by all workers of this process (see the README's "Rate limits")."""
     tokens_per_minute: float | None = Field(default=None, gt=0)
@@ -194,6 +190,8 @@ class Scenario(_Strict):
     """`<role>` or `<role>.<part>` -> a prompt file replacing that role's prompt in every condition."""
     prompt_variants: dict[str, dict[str, PromptRef]] = Field(default_factory=dict)
     """Named sets of prompt overrides, run as a grid axis beside the defaults (`c1r1+terse-challenger`)."""
+    prompts_root: str | None = None
+    """A folder prompt files may also come from; else only the scenario's folder and its project."""
 
     @model_validator(mode="after")
     def _model_of_models(self) -> Scenario:
