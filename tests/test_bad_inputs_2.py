@@ -14,7 +14,8 @@ import os
 import shutil
 import signal
 import sqlite3
-from collections.abc import Callable
+import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -273,6 +274,17 @@ bad("run-json-format-99-resume", "format 99")(lambda ws: ["run", "--resume", _fu
 bad("run-json-format-99-report", "format 99")(lambda ws: ["report", _future_format(ws)])
 
 
+def test_report_html_warns_of_a_condition_without_transcripts(ws: Workspace) -> None:
+    run = ws.run()
+    condition = _first_transcript(run).parent.name
+    shutil.rmtree(run / "transcripts" / condition)
+    res = invoke(["report", str(run), "--html"])
+    assert res.rc == 0, res.err + res.tb
+    warning = [line for line in res.err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1 and f"condition {condition}:" in warning[0] and "missing" in warning[0], res.err
+    assert "warning" not in invoke(["report", str(ws.run("intact")), "--html"]).err
+
+
 # -- misleading messages ----------------------------------------------------------------------------
 
 def test_bare_cache_off_means_off(ws: Workspace) -> None:
@@ -281,6 +293,33 @@ def test_bare_cache_off_means_off(ws: Workspace) -> None:
     assert res.rc == 0, res.err + res.tb
     assert json.loads((ws.path("r") / "run.json").read_text())["model"]["cache"] == "off"
     assert not (ws.path("r") / "cache").exists()
+
+
+@pytest.fixture
+def read_only_run(ws: Workspace) -> Iterator[Path]:
+    """A copy of the run on a filesystem mounted read-only (needs root's mount; skipped elsewhere)."""
+    mount = ws.path("ro")
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "tmpfs", str(mount)], capture_output=True).returncode != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        # A run made there, as a run is left: its study's WAL journal beside it.
+        res = invoke(["run", ws.scenario(), "--run-dir", str(mount / "run"), "--quiet"])
+        assert res.rc == 0, res.err + res.tb
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True, capture_output=True)
+        yield mount / "run"
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)  # lazy: a handle may still be open
+
+
+@pytest.mark.parametrize("command", ["resume", "report", "export", "show"])
+def test_a_read_only_run_is_said_to_be_read_only(command: str, read_only_run: Path) -> None:
+    run = str(read_only_run)
+    argv = {"resume": ["run", "--resume", run, "--quiet"], "report": ["report", run],
+            "export": ["export", run, "--out", "-"], "show": ["show", run, "any-qid"]}[command]
+    res = invoke(argv)
+    check_refused(res, "read-only", argv)
+    assert "damaged" not in res.err and "backup" not in res.err
 
 
 # -- security ---------------------------------------------------------------------------------------

@@ -27,7 +27,15 @@ from medpanel.experiments.cli.output import console, print_table, print_transcri
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.ownership import refuse_run_records
-from medpanel.experiments.run.rundir import load_meta, load_record, load_run, open_store, progress_note, read_transcript
+from medpanel.experiments.run.rundir import (
+    load_meta,
+    load_record,
+    load_run,
+    open_store,
+    progress_note,
+    read_transcript,
+    transcript_path,
+)
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.view.viewer import build_site, make_server
 from medpanel.retrieval.leakage import Thresholds
@@ -47,6 +55,20 @@ def _print_tables(tables: list[Table]) -> None:
 
 def _echo(text: str) -> None:
     console.print(text, markup=False, highlight=False)
+
+
+def _warn_missing_transcripts(run_dir: Path) -> None:
+    """Say which conditions' pages and figures lack transcripts (deleted, or a copy made without them)."""
+    data = load_run(run_dir)
+    missing: dict[str, list[int]] = {}
+    for row in data.rows:
+        counts = missing.setdefault(row.condition, [0, 0])
+        counts[1] += 1
+        counts[0] += not transcript_path(run_dir, row).is_file()
+    for condition, (gone, total) in missing.items():
+        if gone:
+            sys.stderr.write(f"warning: condition {condition}: {gone} of {total} transcripts are missing from "
+                             f"{run_dir / 'transcripts'}; its question pages and transition figures lack them\n")
 
 
 def _note_progress(run_dir: Path) -> None:
@@ -213,6 +235,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     if html:
         paths = write_html_report(run_dir)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
+        _warn_missing_transcripts(run_dir)
     _note_progress(run_dir)
 
 
