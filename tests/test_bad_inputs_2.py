@@ -227,6 +227,7 @@ for case_id, change, expect in [
     ("number-timeout-inf", ("backend: scripted", "backend: scripted, timeout_s: .inf"), "model.timeout_s"),
     ("number-timeout-nan", ("backend: scripted", "backend: scripted, timeout_s: .nan"), "model.timeout_s"),
     ("number-seed-huge", ("backend: scripted", "backend: scripted, seed: 1.2e29"), "model.seed"),
+    ("number-seed-1.2e+29", ("backend: scripted", "backend: scripted, seed: 1.2e+29"), "model.seed"),
     ("number-seed-float", ("backend: scripted", "backend: scripted, seed: 4.5"), "model.seed"),
     ("number-repeats-50m", ("run: {workers: 1}", "run: {workers: 1, repeats: 50000000}"), "run.repeats"),
     ("number-grace-inf", ("run: {workers: 1}", "run: {workers: 1, interrupt_grace_s: .inf}"), "run.interrupt_grace_s"),
