@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import threading
+import urllib.parse
 from typing import Any
 
 MASK = "[REDACTED]"
@@ -94,6 +95,45 @@ def redact_any(value: Any) -> Any:
         return {k: redact_any(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_any(v) for v in value]
+    return value
+
+
+URL_MASK = "%5BREDACTED%5D"
+"""`MASK` as it stands inside a URL (percent-encoded, so the URL still parses)."""
+
+_SECRET_PARAM = re.compile(r"(key|token|secret|pass|pwd|sig|auth|cred)", re.IGNORECASE)
+"""URL query parameters whose value is a credential (`?key=`, `?api-key=`, `?sig=`, `?access_token=`)."""
+
+
+def redact_url(url: str) -> str:
+    """`url` with its password (`user:pw@`) and secret query values masked, then `redact`ed.
+
+    A scenario's `base_url: "...?key=${OPENAI_API_KEY}"` holds the key itself once interpolated:
+    run.json, the study's copy of it and the report would all show it otherwise."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return redact(url)
+    netloc = parts.netloc
+    if password:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.split(':', 1)[0]}:{URL_MASK}@{host}"
+    query = "&".join(f"{k}={URL_MASK}" if _SECRET_PARAM.search(k) and v else piece
+                     for piece in parts.query.split("&") if piece
+                     for k, _, v in [piece.partition("=")])
+    text = redact(urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment)))
+    return text.replace(MASK, URL_MASK)
+
+
+def redact_urls(value: Any) -> Any:
+    """`redact_url` over every string of a JSON-like value that looks like a URL."""
+    if isinstance(value, str):
+        return redact_url(value) if "://" in value else value
+    if isinstance(value, dict):
+        return {k: redact_urls(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_urls(v) for v in value]
     return value
 
 

@@ -8,12 +8,32 @@ way such a file can be unreadable (missing, a folder, not UTF-8, not JSON, damag
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
-MAX_STREAM_BYTES = 100_000_000
-"""What is read from a file that is not a regular file (a pipe, a device) when no smaller limit applies."""
+
+def special_kind(path: Path | str) -> str | None:
+    """What `path` is when it exists but is neither a regular file nor a folder (a FIFO, a device,
+    a socket), else None. Such a file may block a reader forever or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def not_regular(path: Path | str, *, what: str, field: str | None = None) -> UserError:
+    return UserError(f"is {special_kind(path) or 'not a regular file'}, not a {what} saved as a file. "
+                     f"Give the path of a regular file", file=str(path), field=field)
 
 
 class UserError(Exception):
@@ -43,16 +63,18 @@ def read_text(path: Path | str, *, what: str = "file", fix: str = "Check the pat
     try:
         if p.is_dir():
             raise UserError(f"is a folder, not a {what}. {fix}", file=str(p), field=field)
-        if max_bytes is not None and p.is_file() and p.stat().st_size > max_bytes:
-            raise UserError(f"is {p.stat().st_size:,} bytes; a {what} may have at most {max_bytes:,}. "
-                            "Use a smaller file", file=str(p), field=field)
-        # A pipe or a device (/dev/stdin, /dev/zero) has no size to check first: read a bounded amount.
-        limit = max_bytes if max_bytes is not None else None if p.is_file() else MAX_STREAM_BYTES
-        with p.open("rb") as fh:
-            data = fh.read() if limit is None else fh.read(limit + 1)
-        if limit is not None and len(data) > limit:
-            raise UserError(f"gives more than {limit:,} bytes; a {what} may have at most that. Use a smaller file",
-                            file=str(p), field=field)
+        # Only regular files: a FIFO would block the open (or the read) forever, /dev/zero never ends.
+        # O_NONBLOCK keeps the open itself from blocking; fstat then checks what was opened.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise not_regular(p, what=what, field=field)
+            if max_bytes is not None and info.st_size > max_bytes:
+                raise UserError(f"is {info.st_size:,} bytes; a {what} may have at most {max_bytes:,}. "
+                                "Use a smaller file", file=str(p), field=field)
+            os.set_blocking(fh.fileno(), True)
+            data = fh.read()
     except FileNotFoundError:
         raise UserError(f"no such {what}. {fix}", file=str(p), field=field) from None
     except OSError as exc:

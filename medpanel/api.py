@@ -37,7 +37,7 @@ from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
-from medpanel.experiments.run.rundir import RunData, load_meta, load_record, load_transcript
+from medpanel.experiments.run.rundir import RunData, load_meta, load_record, load_transcript, transcript_path
 from medpanel.experiments.run.rundir import load_run as _load_run_data
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import CLI_OPTIONS, Scenario, check_cost_budget, load_scenario
@@ -94,7 +94,7 @@ class Run:
         return self._data.conditions
 
     def transcript(self, row: Row) -> TranscriptRecord:
-        return load_transcript(self.run_dir / row.transcript)
+        return load_transcript(transcript_path(self.run_dir, row))  # never a path out of the run
 
     def transcripts(self) -> Iterator[TranscriptRecord]:
         """Every transcript, in the rows' order (condition, dataset, qid, repeat)."""

@@ -613,7 +613,8 @@ def test_bad_input_is_one_line_exit_2(case: Case, ws: Workspace) -> None:
     assert problem is None, f"{argv}: {problem}"
     if not SHAPE_ONLY:
         assert case.expect.lower() in res.err.lower(), f"{argv}: the line does not name {case.expect!r}: {res.err}"
-        assert elapsed < 10, f"{argv} took {elapsed:.1f} s to refuse"
+        # Generous: a refusal does no real work, but a loaded machine can make even that slow.
+        assert elapsed < 60, f"{argv} took {elapsed:.1f} s to refuse"
 
 
 @pytest.mark.parametrize("build", [b for _, b in LEGAL], ids=[i for i, _ in LEGAL])

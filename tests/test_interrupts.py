@@ -132,7 +132,8 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     out, _ = proc.communicate(timeout=30)
     out = "".join(seen) + out
     assert proc.returncode == 130, out
-    assert time.time() - began < 0.9, "the second Ctrl-C waited for the questions in flight"
+    # The calls in flight take 60 s: an exit well before that did not wait for them, however loaded the machine.
+    assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
     assert _count(run_dir, "mp_results") == 0
 
 

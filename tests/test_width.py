@@ -26,16 +26,33 @@ def _expected(i: int) -> str:
     return LETTERS[(i * 7 + 3) % 4]
 
 
-class _Meter:
-    """A handler that answers each question with a letter derived from its own number (so a reply
-    landing in another question's record shows), and counts the requests served at once."""
+GATE_TIMEOUT_S = 300.0
+"""How long the gate holds requests before giving up on the width arriving: far longer than 256
+requests take to be sent even on a loaded machine, so only a runner that does not keep them all in
+flight at once meets it."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.now = 0
-        self.peak = 0
+
+class _Gate:
+    """A handler that holds every request until `width` of them have arrived, then answers them all,
+    each with a letter derived from its own question number (so a reply landing in another
+    question's record shows). Only a runner that keeps `width` requests in flight at once opens it;
+    how fast the machine sends them does not matter."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+        self.cond = threading.Condition()
+        self.arrived = 0
+        self.opened = False
+        self.timed_out = False
 
     def __call__(self, body: dict[str, Any], n: int) -> tuple[int, dict[str, str], Any]:
+        with self.cond:
+            self.arrived += 1
+            if self.arrived >= self.width:
+                self.opened = True
+                self.cond.notify_all()
+            elif not self.cond.wait_for(lambda: self.opened, timeout=GATE_TIMEOUT_S):
+                self.timed_out = True
         text = json.dumps(body["messages"])
         i = int(re.search(r"Width question (\d+)\?", text).group(1))  # type: ignore[union-attr]
         reply = schema_reply(body) | {"answer": _expected(i)}
@@ -61,27 +78,13 @@ def _run(tmp_path: Path, base_url: str, n: int, workers: int, per_worker: int, *
 
 
 def test_256_in_flight_every_record_intact(tmp_path: Path) -> None:
-    meter = _Meter()
-    # A server that holds each request 1.5 s: 256 questions finish in about one latency only if
-    # they are all in flight at once.
-    with FakeOpenAI(meter, latency_ms=1500) as srv:
-        original = srv.server.RequestHandlerClass.do_POST  # type: ignore[attr-defined]
-
-        def counted(handler: Any) -> None:
-            with meter.lock:
-                meter.now += 1
-                meter.peak = max(meter.peak, meter.now)
-            try:
-                original(handler)
-            finally:
-                with meter.lock:
-                    meter.now -= 1
-
-        srv.server.RequestHandlerClass.do_POST = counted  # type: ignore[attr-defined]
-        runner = _run(tmp_path, srv.base_url, 256, 4, 64)
+    # 4 workers x 64 questions: the gate opens only when all 256 requests are held at once.
+    gate = _Gate(256)
+    with FakeOpenAI(gate) as srv:
+        runner = _run(tmp_path, srv.base_url, 256, 4, 64, per_call_timeout_s=GATE_TIMEOUT_S + 60)
         status = runner.run(install_signals=False)
     assert status["state"] == "complete", status
-    assert meter.peak >= 200, f"only {meter.peak} requests were in flight at once"
+    assert gate.opened and not gate.timed_out, f"only {gate.arrived} requests were in flight before the gate gave up"
     store = Store(runner.storage_url, runner.run_dir)
     rows = store.rows()
     executions = Counter(store.executions())
@@ -101,7 +104,7 @@ def test_a_failing_lane_stops_its_siblings_and_releases_claims(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """One question's commit raising (not a storage failure) ends the worker: its sibling lanes start
     nothing new, what they had in flight is committed, and no claim is left behind."""
-    with FakeOpenAI(_Meter(), latency_ms=50) as srv:
+    with FakeOpenAI(_Gate(1), latency_ms=50) as srv:
         runner = _run(tmp_path, srv.base_url, 40, 1, 8, shard_size=40)  # one trial: no other to go on
         real = Store.commit
         seen: list[str] = []
@@ -174,7 +177,7 @@ def test_progress_shows_calls_per_second_tokens_per_minute_and_eta() -> None:
 
 
 def test_a_budget_halts_many_lanes_and_resume_finishes_the_rest(tmp_path: Path) -> None:
-    with FakeOpenAI(_Meter(), latency_ms=100) as srv:
+    with FakeOpenAI(_Gate(1), latency_ms=100) as srv:
         runner = _run(tmp_path, srv.base_url, 60, 2, 8, max_calls=20)
         first = runner.run(install_signals=False)
         assert first["state"] == "stopped" and "max_calls" in (first["reason"] or ""), first

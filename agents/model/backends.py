@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletion
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.probe import note_usage, on_response
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
+from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec, credential_problem, key_env
 from medpanel.agents.redact import register_secret
 
 __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
@@ -69,14 +69,11 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
     if spec.backend == "local":
         key = "sk-local-no-key"  # llama.cpp's server ignores it; the openai client insists on one
     else:
-        env = spec.api_key_env or ("AZURE_OPENAI_API_KEY" if spec.backend == "azure" else "OPENAI_API_KEY")
-        value = os.environ.get(env)
-        if not value:
-            if url and ("127.0.0.1" in url or "localhost" in url):
-                value = "sk-no-key"  # local servers (vLLM, Ollama, llama.cpp) need no key
-            else:
-                raise BackendError(f"model.api_key_env: environment variable {env} is not set. "
-                                   f"Export your key as {env}")
+        problem = credential_problem(spec, url)
+        if problem:
+            raise BackendError(problem)
+        # Local servers (vLLM, Ollama, llama.cpp) need no key; the openai client insists on one.
+        value = os.environ.get(key_env(spec)) or "sk-no-key"
         key = value
         register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
     sdk_args: dict[str, Any] = dict(api_key=key, timeout=spec.timeout_s, http_client=_http_client(spec),
@@ -86,9 +83,7 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         create_args["seed"] = spec.seed
     sdk: Any
     if spec.backend == "azure":
-        if not url:
-            raise BackendError("model.base_url: Azure needs the endpoint URL. "
-                               "Set model.base_url to https://<name>.openai.azure.com")
+        assert url is not None  # credential_problem refused Azure without one
         sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
                                       api_version=spec.api_version or "2024-10-21", **sdk_args)
     else:
@@ -98,6 +93,15 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
     info = _model_info(spec) if spec.backend in ("local", "azure") or url else None
     return BaseOpenAIChatCompletionClient(client=PostedChat(sdk), create_args=create_args,  # type: ignore[arg-type]
                                           model_info=info)
+
+
+def sent(reply: Any) -> str:
+    """What an endpoint sent instead of a usable chat completion, briefly."""
+    if isinstance(reply, ChatCompletion):
+        return "a chat completion with no choices"
+    text = " ".join(str(reply).split())
+    kind = "an HTML page" if text[:100].lower().lstrip().startswith(("<!doctype html", "<html", "<")) else "text"
+    return f"{kind} ({text[:80]!r}{'...' if len(text) > 80 else ''})"
 
 
 class PostedChat:
@@ -130,8 +134,12 @@ class PostedChat:
         if extra_headers:
             options["headers"] = dict(extra_headers)
         # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
-        completion = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                         options=cast(Any, options))
+        completion: Any = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
+                                              options=cast(Any, options))
+        if not isinstance(completion, ChatCompletion) or not completion.choices:
+            # Named here: AutoGen would fail on it with its own internal text ("'str' object has no
+            # attribute 'usage'", "list index out of range"). A ValueError is a retried bad_response.
+            raise ValueError(f"the endpoint answered 200 with {sent(completion)}, not a chat completion's choices")
         note_usage(completion.usage)  # cached prompt tokens, which AutoGen's CreateResult drops
         return completion
 

@@ -108,8 +108,13 @@ class RateLimits:
     """
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None, *, window_s: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_wait_s: float | None = None,
+                 on_long_wait: Callable[[float], None] | None = None) -> None:
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
+        self.max_wait_s = max_wait_s
+        """The longest wait a server may ask for; a longer one is not waited out: `on_long_wait(seconds)`
+        is told (the runner stops the run, resumably) and requests are held only this long."""
+        self.on_long_wait = on_long_wait
         self._req_rate = rpm / window_s if rpm else None
         self._tok_rate = tpm / window_s if tpm else None
         self._clock = clock
@@ -210,6 +215,8 @@ class RateLimits:
                 reset = parse_duration(headers.get(f"x-ratelimit-reset-{name}"))
                 if left is not None and reset is not None:
                     spent = others if name == "requests" else 0
+                    if left - spent <= 0:
+                        reset = self._capped(reset)
                     setattr(self, slot, (left - spent, now + reset))
             if status == 429:
                 self.stats.rate_limited += 1
@@ -219,9 +226,18 @@ class RateLimits:
                     resets = [parse_duration(headers.get(f"x-ratelimit-reset-{n}")) for n in ("requests", "tokens")]
                     known = [r for r in resets if r is not None]
                     wait = max(known) if known else min(0.5 * 2 ** (self._strikes - 1), 30.0)
-                self._hold_until = max(self._hold_until, now + wait)
+                self._hold_until = max(self._hold_until, now + self._capped(wait))
             elif 200 <= status < 300:
                 self._strikes = 0
+
+
+    def _capped(self, wait: float) -> float:
+        """`wait`, or `max_wait_s` when the server asked for longer (and `on_long_wait` is told)."""
+        if self.max_wait_s is None or wait <= self.max_wait_s:
+            return wait
+        if self.on_long_wait is not None:
+            self.on_long_wait(wait)
+        return self.max_wait_s
 
 
 class RateLimiter(RateLimits):

@@ -5,10 +5,14 @@ Plain settings: nothing here talks to a model, so every layer may import it.
 
 from __future__ import annotations
 
+import os
 import re
+import urllib.parse
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from medpanel.agents.redact import redact
 
 BACKENDS = ("local", "openai", "azure", "scripted")
 STRUCTURED_MODES = ("auto", "json_schema", "json_object", "prompt")
@@ -26,10 +30,27 @@ reply fields (characters). They apply to `backend: local` only; every other back
 them unless the user sets one (an explicit value always wins)."""
 
 
+def url_problem(url: str) -> str | None:
+    """Why an endpoint URL cannot be used (a space, a broken IPv6 host, a port out of range), else None."""
+    if any(c.isspace() for c in url) or any(ord(c) < 32 for c in url):
+        return "contains a space or a control character"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises for a port that is not a number or is over 65535
+    except ValueError as exc:
+        return f"is not a valid URL ({exc})"
+    if not parts.hostname:
+        return "has no host name"
+    if port == 0:
+        return "has port 0"
+    return None
+
+
 class ModelSpec(BaseModel):
     """The `model:` block of a scenario."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Every number is finite and bounded: `.inf` would be stored as null and break what reads it back.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: str = "local"
     """`local` (embedded SmolLM2 via llama.cpp's server), `openai` (any OpenAI-compatible
@@ -44,35 +65,35 @@ class ModelSpec(BaseModel):
     """Azure API version (backend `azure`)."""
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     """Sampling temperature of every call; the papers' protocol is 0."""
-    seed: int | None = 42
+    seed: int | None = Field(default=42, ge=-(2**63), le=2**63 - 1, strict=True)
     """Sampling seed sent with every call (the papers' 42); repeats use seed, seed + 1, ..."""
-    max_tokens: int = Field(default=512, ge=16)
+    max_tokens: int = Field(default=512, ge=16, le=10_000_000)
     """The reply cap of one call, in tokens."""
     structured_output: str = "auto"
     """How answers are constrained: `json_schema` (OpenAI, vLLM), `json_object` (+ schema, what
     llama.cpp's server accepts), `prompt` (instructions + validate + one re-ask). `auto` picks by
     backend."""
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float = Field(default=120.0, gt=0, le=86400)
     """Per-call timeout."""
-    max_retries: int = Field(default=4, ge=0)
+    max_retries: int = Field(default=4, ge=0, le=100)
     """Retries of a failing call (429, 5xx, timeouts, dropped connections) with backoff."""
     cache: Literal["run", "condition", "off"] = "run"
     """`run` answers identical requests once per run directory, shared by all conditions (common
     random numbers: conditions that ask the same thing get the same reply); `condition` keeps one
     cache namespace per condition, so every condition sends its own requests, as the paper's
     isolated per-condition scripts did; `off` caches nothing."""
-    max_string_chars: int | None = Field(default=None, ge=20)
+    max_string_chars: int | None = Field(default=None, ge=20, le=10_000_000)
     """`json_object` mode only: cap every free-text field of a reply at this many characters in the
     grammar, so a small model cannot loop inside a string until `max_tokens` cuts the JSON. Default
     240 for the embedded model (grammar-constrained decoding runs ~25 tokens/s on 2 cores), none
     elsewhere (OpenAI's strict schemas reject `maxLength`)."""
-    context_window: int | None = Field(default=None, ge=512)
+    context_window: int | None = Field(default=None, ge=512, le=100_000_000)
     """The model's context length in tokens. It bounds every agent's history (earlier positions go
     first; the question, critiques and briefs never) and is what the embedded server is started
     with. Default 8192 for `local`; unbounded elsewhere unless set here."""
     family: str = "unknown"
     """AutoGen model family, for names AutoGen does not know."""
-    latency_ms: float = Field(default=0.0, ge=0)
+    latency_ms: float = Field(default=0.0, ge=0, le=3_600_000)
     """`scripted` only: a fixed latency per call, for benchmarks."""
     local_server: Literal["llama-server", "llama-cpp-python"] = "llama-server"
     """`local` only: the program that serves the embedded model (agents/model/embedded.py)."""
@@ -92,7 +113,17 @@ class ModelSpec(BaseModel):
         # `localhost:8000/v1` (no scheme) is a common slip; the HTTP client would fail on every call.
         if v is not None and not re.match(r"https?://[^/\s]+", v):
             raise ValueError(f"base_url {v!r} is not an http(s) URL. Write it like http://localhost:8000/v1")
+        if v is not None:
+            why = url_problem(v)
+            if why:
+                raise ValueError(f"base_url {redact(v)!r} {why}. Write it like http://localhost:8000/v1")
         return v
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _bare_off(cls, v: Any) -> Any:
+        # YAML 1.1 reads a bare `cache: off` as false: that is what the user wrote, so it means "off".
+        return "off" if v is False else v
 
     @field_validator("structured_output")
     @classmethod
@@ -143,3 +174,27 @@ class ModelSpec(BaseModel):
             return self.structured_output
         # llama.cpp's server rejects `json_schema` but grammar-constrains `json_object` + schema.
         return {"local": "json_object", "scripted": "json_schema"}.get(self.backend, "json_schema")
+
+
+def key_env(spec: ModelSpec) -> str:
+    return spec.api_key_env or ("AZURE_OPENAI_API_KEY" if spec.backend == "azure" else "OPENAI_API_KEY")
+
+
+def is_local_url(url: str | None) -> bool:
+    """An endpoint on this machine (vLLM, Ollama, llama.cpp): it needs no key."""
+    host = (urllib.parse.urlsplit(url).hostname or "") if url else ""
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def credential_problem(spec: ModelSpec, base_url: str | None = None) -> str | None:
+    """Why a client for `spec` cannot be built (its key variable unset, Azure without a URL), else None.
+    Checked before a run creates anything, and again where each client is built."""
+    if spec.backend in ("local", "scripted"):
+        return None
+    url = base_url or spec.base_url
+    if spec.backend == "azure" and not url:
+        return "model.base_url: Azure needs the endpoint URL. Set model.base_url to https://<name>.openai.azure.com"
+    env = key_env(spec)
+    if not os.environ.get(env) and not is_local_url(url):
+        return f"model.api_key_env: environment variable {env} is not set. Export your key as {env}"
+    return None

@@ -80,6 +80,12 @@ def get_pipeline(name: str) -> Pipeline[Any, Any]:
         if loaded is None:
             raise UnknownPipeline(f"unknown pipeline {name!r}. Use one of: {', '.join(known())}, or "
                                   "module:ClassName for your own")
+        if ":" in name and not isinstance(loaded, Pipeline) and not (
+                isinstance(loaded, type) and issubclass(loaded, Pipeline)):
+            # Checked before anything is called: `os:system` must not be run to find out.
+            raise UnknownPipeline(f"{name!r} names {type(loaded).__name__} {getattr(loaded, '__name__', '')!s}, "
+                                  "not a medpanel pipeline: give module:ClassName of a subclass of "
+                                  "medpanel.Pipeline (README: your own pipeline)")
         factory = loaded  # type: ignore[assignment]
     pipeline = factory() if callable(factory) else factory
     if not isinstance(pipeline, Pipeline):

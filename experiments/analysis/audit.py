@@ -21,7 +21,7 @@ from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.errors import UserError, read_json, read_text
-from medpanel.experiments.run.rundir import read_questions, read_transcript
+from medpanel.experiments.run.rundir import read_questions, read_transcript, transcript_path
 from medpanel.experiments.run.store import Row
 from medpanel.retrieval.leakage import DIRECT, UPSTREAM, QuestionProbe, Thresholds
 
@@ -74,7 +74,7 @@ def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str
     for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
         cell = cells[(row.dataset, row.condition)]
         cell["questions"] += 1
-        path = run_dir / row.transcript
+        path = transcript_path(run_dir, row)
         if not path.is_file():
             continue
         doc = read_transcript(path)

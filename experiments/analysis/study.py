@@ -28,6 +28,7 @@ from medpanel.experiments.analysis.inference.paired_data import correctness_from
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
 from medpanel.experiments.errors import UserError, read_json
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.rundir import transcript_path
 from medpanel.experiments.run.store import Row
 
 Events = Callable[[Row], Iterable[Any]]
@@ -209,7 +210,7 @@ def transcript_events(run_dir: Path) -> Events:
     """Row -> its transcript's call events, read from the run directory (none when it is missing)."""
 
     def events(row: Row) -> list[dict[str, Any]]:
-        path = run_dir / row.transcript
+        path = transcript_path(run_dir, row)
         if not row.transcript or not path.is_file():
             return []
         # read_json: a damaged file is one UserError naming it; events are read raw (no model

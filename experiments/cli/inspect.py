@@ -26,7 +26,16 @@ from medpanel.experiments.analysis.report import write_tables
 from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import inside
-from medpanel.experiments.run.rundir import load_meta, load_record, load_run, open_store, read_transcript
+from medpanel.experiments.run.ownership import refuse_run_records
+from medpanel.experiments.run.rundir import (
+    load_meta,
+    load_record,
+    load_run,
+    open_store,
+    progress_note,
+    read_transcript,
+    transcript_path,
+)
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.view.viewer import build_site, make_server
 from medpanel.retrieval.leakage import Thresholds
@@ -48,6 +57,28 @@ def _echo(text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
+def _warn_missing_transcripts(run_dir: Path) -> None:
+    """Say which conditions' pages and figures lack transcripts (deleted, or a copy made without them)."""
+    data = load_run(run_dir)
+    missing: dict[str, list[int]] = {}
+    for row in data.rows:
+        counts = missing.setdefault(row.condition, [0, 0])
+        counts[1] += 1
+        counts[0] += not transcript_path(run_dir, row).is_file()
+    for condition, (gone, total) in missing.items():
+        if gone:
+            sys.stderr.write(f"warning: condition {condition}: {gone} of {total} transcripts are missing from "
+                             f"{run_dir / 'transcripts'}; its question pages and transition figures lack them\n")
+
+
+def _note_progress(run_dir: Path) -> None:
+    """Say on stderr when a reader shows a run that is still running or stopped short."""
+    note = progress_note(run_dir)
+    if note:
+        sys.stderr.write(f"note: {note}\n")
+        sys.stderr.flush()
+
+
 def view(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
@@ -67,6 +98,7 @@ def view(
                         field="--port") from None
     host, bound = server.server_address[:2]
     name = host.decode() if isinstance(host, bytes) else str(host)
+    _note_progress(run_dir)
     _echo(f"Serving {report} read-only at http://{name}:{bound}/index.html  (Ctrl-C to stop)")
     sys.stdout.flush()
     try:
@@ -121,10 +153,12 @@ def export(
     if fmt == "inspect":
         load_meta(run_dir)
         folder = out or run_dir / "report" / "inspect"
+        refuse_run_records(folder, field="--out")
         if folder.exists() and not folder.is_dir():
             raise UserError(f"{folder} is a file. Give a folder for the Inspect logs", field="--out")
         paths = write_inspect_logs(run_dir, folder)
         _echo(f"{len(paths)} Inspect logs written to {folder}/ (inspect view --log-dir {folder})")
+        _note_progress(run_dir)
         return
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}. Use --format jsonl, csv or inspect", field="--format")
@@ -132,8 +166,10 @@ def export(
     load_meta(run_dir)
     if out is not None and str(out) == "-":
         write_export(run_dir, fmt, sys.stdout)
+        _note_progress(run_dir)
         return
     path = out or run_dir / "report" / f"results.{fmt}"
+    refuse_run_records(path, field="--out")
     if path.is_dir():
         raise UserError(f"{path} is a folder. Give a file name, e.g. --out {path / f'results.{fmt}'}", field="--out")
     try:
@@ -147,10 +183,12 @@ def export(
     with open(path, "w", encoding="utf-8", newline="") as fh:
         fh.write(buffer.getvalue())
     _echo(f"{n} records written to {path}")
+    _note_progress(run_dir)
 
 
 def _check_out_dir(out: Path) -> None:
     """`--out DIR` for a folder of tables: refuse a file, or a folder that cannot be created."""
+    refuse_run_records(out, field="--out")
     if out.exists() and not out.is_dir():
         raise UserError(f"{out} is a file. Give a folder for the tables", field="--out")
     try:
@@ -198,6 +236,8 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     if html:
         paths = write_html_report(run_dir)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
+        _warn_missing_transcripts(run_dir)
+    _note_progress(run_dir)
 
 
 def show(
@@ -231,6 +271,7 @@ def show(
                           markup=False)
             continue
         print_transcript(read_transcript(path), full=full)
+    _note_progress(run_dir)
 
 
 def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directories.")] = Path("runs")) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,7 @@ def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
     # Everything below comes from a model, a dataset or a corpus: it is printed as Text, never
     # parsed as rich markup (a "[/b]" in a question would otherwise crash the command, and a tag
     # meant as styling would be printed literally where markup is off).
+    doc = printable(doc)  # no escape sequence from a model or a dataset reaches the terminal
     q = doc["question"]
     verdict = "ERROR" if doc.get("error") else "INVALID" if doc["invalid"] else "correct" if doc["correct"] else "wrong"
     head = Text.assemble((str(doc["condition"]), "bold"),
@@ -167,6 +169,21 @@ def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
             console.print(Text.assemble((tag, "bold"), f" {e.get('content', '')}{data}"))
     if doc.get("error"):
         console.print(Text(f"error: {doc['error']}"))
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(value: Any) -> Any:
+    """Every string of a JSON-like value with its control characters shown escaped (`\\x1b`): ANSI and
+    OSC sequences in model or option text would otherwise recolour, retitle or rewrite the terminal."""
+    if isinstance(value, str):
+        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+    if isinstance(value, dict):
+        return {k: printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
 
 
 def _colour(role: str) -> str:

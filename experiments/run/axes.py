@@ -241,7 +241,22 @@ def _key(key: str, field_name: str, file: str) -> str:
     return full
 
 
-def read_prompt(key: str, ref: PromptRef, *, base: Path, file: str, field_name: str) -> PromptFile:
+def prompt_roots(base: Path, prompts_root: str | None) -> list[Path]:
+    """Where prompt files may come from: the scenario's folder, its project, and `prompts_root`.
+
+    A prompt file is sent to the endpoint as a system prompt: a scenario from elsewhere must not
+    be able to send `/etc/passwd` or `~/.ssh/id_rsa` without saying so."""
+    base = base.resolve()
+    project = next((d for d in [base, *base.parents] if (d / "pyproject.toml").is_file() or (d / ".git").exists()),
+                   base)
+    roots = [base, project]
+    if prompts_root:
+        roots.append((base / prompts_root).resolve())
+    return roots
+
+
+def read_prompt(key: str, ref: PromptRef, *, base: Path, file: str, field_name: str,
+                roots: list[Path] | None = None) -> PromptFile:
     """Read an override and check its fields against the template it replaces."""
     full = _key(key, field_name, file)
     if isinstance(ref, PromptFile):
@@ -249,6 +264,11 @@ def read_prompt(key: str, ref: PromptRef, *, base: Path, file: str, field_name: 
     else:
         p = Path(ref) if Path(ref).is_absolute() else base / ref
         path = str(p)
+        allowed = roots if roots is not None else prompt_roots(base, None)
+        if not any(p.resolve().is_relative_to(r) for r in allowed):
+            raise UserError(f"{p} lies outside the scenario's folder and its project ({allowed[-1]}); a prompt file "
+                            "is sent to the endpoint. Move it there, or name its folder in prompts_root:",
+                            file=file, field=field_name)
         text = read_text(p, what="prompt file", fix=f"Check {field_name} (relative to the scenario's folder)",
                          max_bytes=MAX_PROMPT_BYTES)
     original = resources.files(PROMPT_PACKAGE).joinpath(prompt_parts()[full]).read_text(encoding="utf-8")
@@ -276,11 +296,12 @@ def resolve_prompts(scenario: _S, *, base: Path, file: str) -> _S:
     """The scenario with every prompt override read, checked, and keyed by `<role>.<part>`."""
     if not scenario.prompts and not scenario.prompt_variants:
         return scenario
+    roots = prompt_roots(base, getattr(scenario, "prompts_root", None))
 
     def block(refs: dict[str, PromptRef], where: str) -> dict[str, PromptRef]:
         out: dict[str, PromptRef] = {}
         for key, ref in refs.items():
-            resolved = read_prompt(key, ref, base=base, file=file, field_name=f"{where}.{key}")
+            resolved = read_prompt(key, ref, base=base, file=file, field_name=f"{where}.{key}", roots=roots)
             out[_key(key, f"{where}.{key}", file)] = resolved
         return out
 

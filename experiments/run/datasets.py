@@ -11,7 +11,6 @@ gold letters, which would tell the agents something about the answer.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import re
@@ -21,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.types import Question
-from medpanel.experiments.errors import UserError, read_text
+from medpanel.experiments.errors import UserError, not_regular, read_text, special_kind
 from medpanel.experiments.run.freetext import load_freetext
 from medpanel.experiments.run.hf_datasets import load_hf
 from medpanel.experiments.run.hf_presets import PRESETS, default_subsets
+from medpanel.experiments.run.jsonline import MAX_ID_CHARS, load_line, storable
 
 log = logging.getLogger("medpanel.datasets")
 
@@ -105,6 +105,8 @@ def load_dataset(
                 file=str(file),
                 field="dataset.path",
             )
+        if special_kind(file):
+            raise not_regular(file, what="dataset file", field="dataset.path")
         if not file.is_file():
             raise UserError(
                 "no such file. Point path at a JSONL file (relative paths are resolved against the "
@@ -234,6 +236,8 @@ def _sample(questions: list[Question], limit: int | None, seed: int) -> list[Que
 
 
 def _load_jsonl(path: Path, *, default_dataset: str, use_dataset_field: bool) -> list[Question]:
+    if special_kind(path):
+        raise not_regular(path, what="dataset file", field="dataset.path")
     if not path.is_file():
         raise UserError("no such file. Check the dataset path", file=str(path), field="dataset.path")
     questions: list[Question] = []
@@ -258,13 +262,7 @@ def _load_jsonl(path: Path, *, default_dataset: str, use_dataset_field: bool) ->
 
 
 def _parse_record(line: str, where: str, default_dataset: str, use_dataset_field: bool) -> Question:
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise UserError(
-            f"not valid JSON ({exc.msg} at column {exc.colno}). Write one JSON object per line",
-            file=where,
-        ) from None
+    raw = load_line(line, where)
     if not isinstance(raw, dict):
         raise UserError(
             f"expected a JSON object, got {type(raw).__name__}. Write one JSON object per line",
@@ -292,6 +290,9 @@ def _parse_record(line: str, where: str, default_dataset: str, use_dataset_field
             field="realidx",
         )
 
+    if (isinstance(qid, int) and abs(qid) >= 10 ** MAX_ID_CHARS) or len(str(qid)) > MAX_ID_CHARS:
+        raise UserError(f"is longer than {MAX_ID_CHARS} characters. Give a shorter id", file=where, field="realidx")
+
     dataset = default_dataset
     if use_dataset_field and "dataset" in raw:
         dataset = raw["dataset"]
@@ -302,6 +303,14 @@ def _parse_record(line: str, where: str, default_dataset: str, use_dataset_field
                 field="dataset",
             )
         dataset = dataset.strip()
+        if len(dataset) > MAX_ID_CHARS:
+            raise UserError(f"is longer than {MAX_ID_CHARS} characters. Name the subset briefly", file=where,
+                            field="dataset")
+    storable(str(qid), where, "realidx")
+    storable(dataset, where, "dataset")
+    storable(text, where, "question")
+    for letter, option in options.items():
+        storable(option, where, f"options.{letter}")
 
     multi = raw.get("multi_answer", False)
     if not isinstance(multi, bool):
@@ -338,6 +347,10 @@ def _parse_options(value: Any, where: str) -> dict[str, str]:
                 file=where,
                 field="options",
             )
+    empty = [letter for letter in sorted(value) if not value[letter].strip()]
+    if empty:
+        raise UserError(f"option {empty[0]} has no text. Give every option its text, or drop it", file=where,
+                        field=f"options.{empty[0]}")
     return {letter: value[letter].strip() for letter in sorted(value)}
 
 

@@ -13,17 +13,30 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.model.embedded import served_by
+from medpanel.agents.model.spec import credential_problem
+from medpanel.agents.redact import URL_MASK, redact_urls
+from medpanel.agents.redact import redact_url as redact_url_secrets
 from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference
 from medpanel.experiments.run.files import write_atomic
+from medpanel.experiments.run.ownership import check_new_run_folder, check_parts_belong, new_run_id
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.provenance import git_commit, versions
 from medpanel.experiments.run.records import RUN_FORMAT, RunRecord
 from medpanel.experiments.run.rundir import load_meta, read_run_questions
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.scenario import Scenario, load_scenario
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.store import Store
+
+
+def check_credentials(plan: Plan) -> None:
+    """Every model the run calls has its key (or, for Azure, its URL): one line, exit 2, otherwise."""
+    for spec in [plan.scenario.model, *plan.axes.models.values()]:
+        problem = credential_problem(spec)
+        if problem:
+            field, _, message = problem.partition(": ")
+            raise UserError(message, field=field)
 
 
 def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> Path:
@@ -41,6 +54,7 @@ def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> P
                         "or choose another --run-dir", field="--run-dir")
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is a file, not a folder. Choose another --run-dir", field="--run-dir")
+    check_new_run_folder(run_dir)
     if plan.scenario.run.storage:
         # Reach the storage before anything is written, so a wrong URL leaves no half-made run.
         Store(normalize_url(plan.scenario.run.storage), run_dir).close()
@@ -60,8 +74,11 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         scenario_doc["run"]["storage"] = redact_url(scenario_doc["run"]["storage"])
     model = plan.scenario.model
     resolved = plan.resolvable()
-    return RunRecord.model_validate({
+    # No credential in any URL it holds (base_url's `?key=`, `user:password@`): run.json, the study's
+    # copy and the report are files anyone with the run may read. A resume restores them from the scenario.
+    return redact_urls(RunRecord.model_validate({
         "format_version": RUN_FORMAT,
+        "run_id": new_run_id(),
         "name": plan.scenario.name,
         "scenario_file": scenario_file,
         "scenario": scenario_doc,
@@ -81,7 +98,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         "versions": versions(),
         "host": socket.gethostname(),
         "created": datetime.now(timezone.utc).isoformat(),
-    }).model_dump(mode="json")
+    }).model_dump(mode="json"))
 
 
 def write_questions(run_dir: Path, plan: Plan) -> str:
@@ -118,7 +135,7 @@ def read_plan(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                         field="RUN_DIR")
     meta = load_meta(run_dir)
     try:
-        scenario = Scenario.model_validate(meta["scenario"])
+        scenario = Scenario.model_validate(with_url_secrets(meta["scenario"], meta.get("scenario_file"), run_dir))
         budget = meta.get("budget_reference")
         stored = meta.get("plan")
         if stored is not None and not isinstance(stored, dict):
@@ -133,6 +150,52 @@ def read_plan(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
         raise UserError(f"run.json is damaged or from an incompatible medpanel ({detail}). Restore it from a "
                         "backup, or start the run again", file=str(run_dir / "run.json")) from None
     return plan, meta
+
+
+def check_parts(run_dir: Path, meta: dict[str, Any], store: Store) -> None:
+    """Refuse to go on with a run whose run.json or questions.jsonl is another run's (`ownership`)."""
+    check_parts_belong(run_dir, meta, store.get_meta("run_json"), store.get_meta("questions"))
+
+
+def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:
+    """The recorded scenario with the credentials its URLs were written without, taken back from
+    the scenario file it was made from (the same URLs once masked); a `UserError` when that file is
+    gone or its URLs changed."""
+    if not isinstance(doc, dict) or URL_MASK not in json.dumps(doc):
+        return doc
+    masked: dict[str, str] = {}
+    if scenario_file and Path(scenario_file).is_file():
+        try:
+            source = load_scenario(Path(scenario_file)).model_dump(mode="json")
+        except UserError:
+            source = {}
+        for url in _urls(source):
+            masked.setdefault(redact_url_secrets(url), url)
+
+    def restore(value: Any) -> Any:
+        if isinstance(value, str) and URL_MASK in value and "://" in value:
+            if value not in masked:
+                raise UserError(f"{value} was recorded without its credentials, and the scenario file "
+                                f"({scenario_file or 'unknown'}) that holds them is gone or changed. Put it back to "
+                                "resume", file=str(run_dir / "run.json"))
+            return masked[value]
+        if isinstance(value, dict):
+            return {k: restore(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [restore(v) for v in value]
+        return value
+
+    return restore(doc)
+
+
+def _urls(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value] if "://" in value else []
+    if isinstance(value, dict):
+        return [u for v in value.values() for u in _urls(v)]
+    if isinstance(value, list):
+        return [u for v in value for u in _urls(v)]
+    return []
 
 
 def join_files(url: str, run_dir: Path | None) -> Path:

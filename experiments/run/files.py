@@ -48,6 +48,16 @@ def inside(root: Path, relative: str) -> Path | None:
     return path if path.is_relative_to(root.resolve()) else None
 
 
+def row_file(run_dir: Path, relative: str) -> Path:
+    """A result row's transcript file, refused (ValueError) when the row's path leaves the run
+    directory: an absolute or `../` path in a study is not followed, whoever reads it."""
+    path = inside(run_dir, relative)
+    if path is None:
+        raise ValueError(f"the transcript path {relative!r} of a result row in {run_dir / 'study.db'} leaves the run "
+                         "directory; it is not read. The study was edited or damaged: restore it from a backup")
+    return path
+
+
 def write_atomic(path: Path, text: str) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

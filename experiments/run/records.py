@@ -43,6 +43,8 @@ class RunRecord(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     format_version: int = 0
+    run_id: str | None = None
+    """The id run.json shares with the study's copy of it (runs made before ids have none)."""
     name: str
     scenario_file: str | None = None
     scenario: dict[str, Any]

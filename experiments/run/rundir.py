@@ -15,7 +15,14 @@ from pydantic import ValidationError
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_json, read_text
-from medpanel.experiments.run.records import RunRecord, TranscriptRecord, read_run_record, read_transcript_record
+from medpanel.experiments.run.files import row_file
+from medpanel.experiments.run.records import (
+    RUN_FORMAT,
+    RunRecord,
+    TranscriptRecord,
+    read_run_record,
+    read_transcript_record,
+)
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.run.store import Row, Store
 
@@ -47,10 +54,18 @@ class RunData:
         return condition_order(self.rows, [c["slug"] for c in self.meta.get("conditions", [])])
 
     def transcript(self, row: Row) -> dict[str, Any] | None:
-        path = self.run_dir / row.transcript
+        path = transcript_path(self.run_dir, row)
         if not path.is_file():
             return None
         return read_transcript(path)
+
+
+def transcript_path(run_dir: Path, row: Row) -> Path:
+    """Where a row's transcript is, inside the run directory; a `UserError` when the row points out of it."""
+    try:
+        return row_file(run_dir, row.transcript)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
@@ -66,6 +81,10 @@ def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
             or not isinstance(meta.get("conditions"), list) or not isinstance(meta.get("name"), str):
         raise UserError(f"not a medpanel run.json (it needs name, scenario and conditions). {RESTORE}",
                         file=str(path))
+    version = meta.get("format_version", 0)
+    if isinstance(version, int) and not isinstance(version, bool) and version > RUN_FORMAT:
+        raise UserError(f"was written in run format {version}, newer than this medpanel reads (format {RUN_FORMAT}). "
+                        "Upgrade medpanel (pip install -U medpanel) to open it", file=str(path))
     try:
         return read_run_record(meta)
     except ValidationError as exc:
@@ -176,3 +195,30 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     if status.get("state") == "running" and lock_holder(run_dir) is None:
         status["state"] = "killed"  # a session wrote "running" and never finished: resume it
     return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)
+
+
+def progress_note(run_dir: Path) -> str | None:
+    """"in progress: N of M pairs done" for a run a process is working on now, "incomplete: ..." for
+    one that stopped short; None for a finished run. Readers print it, so partial tables never pass
+    for a whole run's."""
+    meta = load_meta(run_dir)
+    total = meta.get("n_pairs")
+    if not isinstance(total, int):
+        return None
+    store = open_store(run_dir, meta)
+    try:
+        done = len(store.done())
+    finally:
+        store.close()
+    status_path = run_dir / "status.json"
+    try:
+        status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
+    except (OSError, ValueError):
+        status = {}
+    running = lock_holder(run_dir) is not None or (isinstance(status, dict) and status.get("state") == "running"
+                                                    and bool(meta.get("scenario", {}).get("run", {}).get("storage")))
+    if running:
+        return f"{run_dir} is in progress: {done} of {total} pairs done; these results are partial"
+    if done < total:
+        return f"{run_dir} is incomplete: {done} of {total} pairs done; resume with: medpanel run --resume {run_dir}"
+    return None

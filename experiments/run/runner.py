@@ -37,7 +37,7 @@ from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.redact import install_log_redaction, redact
+from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import directory, signals
 from medpanel.experiments.run.axes import ModelBudget
@@ -100,7 +100,16 @@ class Runner:
         return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
                       max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
                       # Always present: with no rpm/tpm set it still reads the endpoint's headers and 429s.
-                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute))
+                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute,
+                                         max_wait_s=run.max_retry_wait_s, on_long_wait=self._long_wait))
+
+    def _long_wait(self, seconds: float) -> None:
+        """An endpoint asked for a wait longer than `run.max_retry_wait_s`: stop now, resumably."""
+        model = self.plan.scenario.model
+        where = redact_url(model.base_url) if model.base_url else f"the {model.backend} endpoint"
+        cap = self.plan.scenario.run.max_retry_wait_s
+        self.stop.abort(f"{where} asked to wait {seconds:,.0f} s before the next request, longer than "
+                        f"run.max_retry_wait_s ({cap:g} s); resume later, or raise run.max_retry_wait_s")
 
     def override(self, **values: Any) -> None:
         """Change run settings for this session (a higher budget on resume, more workers)."""
@@ -115,6 +124,7 @@ class Runner:
     @classmethod
     def create(cls, plan: Plan, *, runs_dir: Path | None = None, run_dir: Path | None = None,
                scenario_file: str | None = None) -> Runner:
+        directory.check_credentials(plan)  # before anything is created: a run that cannot call its model is no run
         run_dir = directory.new_run_dir(plan, runs_dir=runs_dir, run_dir=run_dir)
         runner = cls(run_dir, plan)
         questions = directory.write_questions(run_dir, plan)
@@ -141,9 +151,15 @@ class Runner:
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
         plan, meta = directory.read_plan(run_dir)
+        directory.check_credentials(plan)
         runner = cls(run_dir, plan)
         if not runner.shared:
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
+        store = Store(runner.storage_url, run_dir)
+        try:
+            directory.check_parts(run_dir, meta, store)  # run.json and questions of another run: refused
+        finally:
+            store.close()
         runner.created_with = meta.get("versions") or {}
         return runner
 

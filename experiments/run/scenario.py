@@ -52,7 +52,7 @@ CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--ma
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `.inf` would be stored as null
 
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -65,9 +65,9 @@ class DatasetSpec(_Strict):
     """A MedAgentsBench folder (`<subset>/test_hard.jsonl`), a clone of its repo, or a JSONL file."""
     subsets: list[str] | None = None
     """Subsets to load; all of them when omitted."""
-    limit: int | None = Field(default=None, ge=1)
-    """Questions per subset, sampled deterministically with `seed`. All when omitted."""
-    seed: int = 42
+    limit: int | None = Field(default=None, ge=1, le=10_000_000, strict=True)
+    """Questions per subset, sampled deterministically with `seed`. All when omitted (`true` is not 1)."""
+    seed: int = Field(default=42, ge=-(2**63), le=2**63 - 1, strict=True)
     """Seed of the per-subset sample."""
     scoring: Literal["exact_set", "any_of"] = "exact_set"
     """How multi-answer items are scored; single-answer items score the same either way."""
@@ -94,15 +94,14 @@ class RunSpec(_Strict):
     max_errors: int | None = Field(default=10, ge=0)
     """Stop the run (resumably) when more questions than this have error rows, counted over every
     session of the run. `null` means no limit."""
-    repeats: int = Field(default=1, ge=1)
+    repeats: int = Field(default=1, ge=1, le=1000)
     """Run every condition this many times with different seeds (reported as mean ± sd)."""
     shard_size: int | None = Field(default=None, ge=1)
     """(condition, question) pairs per Optuna trial. Chosen from the grid size when omitted."""
     runs_dir: str = "runs"
     """Where run directories are created, relative to the current directory."""
     claim_timeout_s: float = Field(default=3600.0, gt=0)
-    """Shared storage: a pair claimed this long ago by a worker that never finished it may be taken
-    over by another worker (its machine died)."""
+    """Shared storage: a pair claimed this long ago by a worker that never finished is taken over."""
     max_calls: int | None = Field(default=None, ge=1)
     """Halt (resumably) once this many requests have reached the model, over all sessions of the run."""
     max_tokens: int | None = Field(default=None, ge=1)
@@ -113,9 +112,10 @@ class RunSpec(_Strict):
     """Halt this session after this many seconds."""
     per_call_timeout_s: float | None = Field(default=None, gt=0)
     """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
-    interrupt_grace_s: float = Field(default=60.0, ge=0)
-    """After the first Ctrl-C (or SIGTERM), questions in progress get this long to finish and be
-    saved; then they stop at their next model call, unrecorded, and a resume redoes them."""
+    interrupt_grace_s: float = Field(default=60.0, ge=0, le=86400)
+    """After the first Ctrl-C or SIGTERM, questions in progress get this long; then they are cancelled."""
+    max_retry_wait_s: float = Field(default=300.0, gt=0, le=86400)
+    """The longest wait an endpoint may ask for (`Retry-After`); a longer one stops the run, resumably."""
     requests_per_minute: float | None = Field(default=None, gt=0)
     """A request rate shared by all workers of this process (docs/operations.md, "Rate limits")."""
     tokens_per_minute: float | None = Field(default=None, gt=0)
@@ -198,6 +198,8 @@ class Scenario(_Strict):
     """Named sets of prompt overrides, run as a grid axis beside the defaults (`c1r1+terse-challenger`)."""
     references: References | None = None
     """Published per-item runs (`file`, `runs: [{model, method}]`): reported beside the conditions, paired with each."""
+    prompts_root: str | None = None
+    """A folder prompt files may also come from; else only the scenario's folder and its project."""
 
     @model_validator(mode="after")
     def _model_of_models(self) -> Scenario:

@@ -1,8 +1,9 @@
 """Ctrl-C and SIGTERM while a run works.
 
 The first one drains: no new question starts, and those in progress (at most one per worker) finish
-and are saved, for up to `run.interrupt_grace_s`; then they stop at their next model call,
-unrecorded, and a resume redoes them. The second one exits at once with code 130: committed pairs
+and are saved, for up to `run.interrupt_grace_s`; then they are cancelled where they are (a slow
+reply or a rate-limit wait included), unrecorded, and a resume redoes them: the grace period bounds
+the whole stop. The second one exits at once with code 130: committed pairs
 are safe, in-flight claims are released on resume.
 """
 
@@ -32,9 +33,8 @@ def install(stop: Stop, grace: float) -> Callable[[], None] | None:
         if not stop.halted:
             stop.reason = (f"{stop.reason}; questions still running after {grace:g} s were stopped "
                            "unrecorded and are redone on resume")
-            stop.halt()
-            log.warning("questions still running after %g s stop at their next model call; resume redoes them",
-                        grace)
+            stop.abort()
+            log.warning("questions still running after %g s are cancelled; resume redoes them", grace)
 
     def handler(signum: int, frame: Any) -> None:
         presses["n"] += 1

@@ -22,6 +22,9 @@ class Stop:
 
     event: threading.Event = field(default_factory=threading.Event)
     halt_event: threading.Event = field(default_factory=threading.Event)
+    abort_event: threading.Event = field(default_factory=threading.Event)
+    """Set when nothing may wait any longer (the grace period is over, an endpoint asked for a wait
+    longer than the run allows): the questions in flight are cancelled at once, mid-call."""
     reason: str | None = None
 
     def set(self, reason: str, *, drain: bool = False) -> None:
@@ -34,6 +37,17 @@ class Stop:
     def halt(self) -> None:
         self.event.set()
         self.halt_event.set()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Halt, and cancel the questions in flight now rather than at their next model call."""
+        if reason is not None:
+            self.set(reason)
+        self.halt()
+        self.abort_event.set()
+
+    @property
+    def aborted(self) -> bool:
+        return self.abort_event.is_set()
 
     @property
     def is_set(self) -> bool:

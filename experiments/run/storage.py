@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -174,6 +175,13 @@ def check_sqlite(url: str) -> None:
     except sqlite3.DatabaseError as exc:
         verdict = str(exc)
     if verdict != "ok":
+        folder = Path(path).parent
+        if not os.access(folder, os.W_OK) or not os.access(path, os.W_OK):
+            # SQLite writes its journal beside the study even to read it: a read-only folder or
+            # filesystem fails like a damaged file, and "restore from a backup" would be wrong advice.
+            raise UserError(f"cannot be opened: {folder} is read-only (a read-only filesystem or folder), and "
+                            "SQLite writes its journal beside the study even to read it. Copy the run directory "
+                            "to a writable place, or make it writable", file=path)
         raise UserError(f"the study database is damaged ({verdict}). {fix}", file=path)
 
 

@@ -23,7 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.files import inside, safe_dir, safe_stem, write_atomic
+from medpanel.experiments.run.files import inside, row_file, safe_dir, safe_stem, write_atomic
 from medpanel.experiments.run.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.storage import (
     Pair,
@@ -248,7 +248,7 @@ class Store:
 
     def iter_transcripts(self) -> Iterator[dict[str, Any]]:
         for row in self.rows():
-            yield json.loads((self.run_dir / row.transcript).read_text(encoding="utf-8"))
+            yield json.loads(row_file(self.run_dir, row.transcript).read_text(encoding="utf-8"))
 
     def close(self) -> None:
         if not self.shared:

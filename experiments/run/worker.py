@@ -42,6 +42,8 @@ from medpanel.experiments.run.store import Row, Store
 
 LANES_PER_CLIENT = 8
 THREADS_PER_WORKER = 8
+ABORT_POLL_S = 0.1
+"""How often a worker's loop looks at the abort flag (set from a signal handler's timer thread)."""
 
 
 @dataclass
@@ -166,6 +168,31 @@ class Worker:
         self.correct = 0
         self.failed = False
         """A lane raised: the others start no new question."""
+        self.questions: set[asyncio.Task[QuestionResult]] = set()
+        """The questions in flight on this loop, cancelled when the run aborts."""
+
+    async def _watch_abort(self) -> None:
+        # A threading.Event set from a timer thread: no asyncio.Event can be awaited for it.
+        while not self.shared.stop.aborted:  # noqa: ASYNC110
+            await asyncio.sleep(ABORT_POLL_S)
+        for task in list(self.questions):
+            task.cancel()
+
+    async def unless_aborted(self, question: Any) -> QuestionResult:
+        """Run one question, cancelled (as `RunHalted`: unrecorded, redone on resume) if the run aborts."""
+        task: asyncio.Task[QuestionResult] = asyncio.ensure_future(question)
+        self.questions.add(task)
+        if self.shared.stop.aborted:
+            task.cancel()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.shared.stop.aborted and (current is None or not current.cancelling()):
+                raise RunHalted(self.shared.stop.reason or "run aborted") from None
+            raise
+        finally:
+            self.questions.discard(task)
 
     async def work(self, shard: list[Pair]) -> tuple[int, int]:
         """(pairs committed, of them correct)."""
@@ -184,10 +211,12 @@ class Worker:
             # (PostgreSQL's pool and max_connections; see docs/operations.md).
             asyncio.get_running_loop().set_default_executor(
                 concurrent.futures.ThreadPoolExecutor(THREADS_PER_WORKER, thread_name_prefix="medpanel-store"))
+        watch = asyncio.ensure_future(self._watch_abort())
         try:
             outcomes = await asyncio.gather(*(lane.run(pairs, pools[i // LANES_PER_CLIENT])
                                               for i, lane in enumerate(lanes)), return_exceptions=True)
         finally:
+            watch.cancel()
             for pool in pools:
                 await pool.close()
         for outcome in outcomes:
@@ -297,14 +326,15 @@ class _Lane:
                     label, spec = ax.model_for(pair[0])
                     routes = {role: Route(to, ax.models[to], **s.model_call(to, ax.models[to]))
                               for role, to in ax.routes.items()}
-                    result = await run_resolved(matched, question, spec, **s.model_call(label, spec),
-                                                cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
-                                                client_factory=s.client_factory,
-                                                hooks=[s.budget.on_event, s.health.on_event,
-                                                       *(b.on_event for b in s.model_budgets.values())],
-                                                clients=clients, label=label, routes=routes,
-                                                prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter,
-                                                replay=s.replay)
+                    run = run_resolved(matched, question, spec, **s.model_call(label, spec),
+                                       cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
+                                       client_factory=s.client_factory,
+                                       hooks=[s.budget.on_event, s.health.on_event,
+                                              *(b.on_event for b in s.model_budgets.values())],
+                                       clients=clients, label=label, routes=routes,
+                                       prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter,
+                                       replay=s.replay)
+                    result = await self.worker.unless_aborted(run)
                 cost = sum(event_cost(e, s.budget.prices) for e in result.events)
                 await self._settle()
             except RunHalted:

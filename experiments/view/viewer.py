@@ -314,6 +314,25 @@ class ReadOnlyHandler(SimpleHTTPRequestHandler):
         self.send_error(404, "No directory listings")
         return None
 
+    def _host_allowed(self) -> bool:
+        """DNS rebinding: a page from another site may point its own name at 127.0.0.1; its requests
+        then carry that name as Host. Only the loopback names this server is reached by pass."""
+        host = (self.headers.get("Host") or "").strip().lower()
+        name = host[:host.index("]") + 1] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
+        return name in ("127.0.0.1", "localhost", "[::1]")
+
+    def do_GET(self) -> None:
+        if not self._host_allowed():
+            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
+            return
+        super().do_GET()
+
+    def do_HEAD(self) -> None:
+        if not self._host_allowed():
+            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
+            return
+        super().do_HEAD()
+
     def end_headers(self) -> None:
         self.send_header("X-Content-Type-Options", "nosniff")
         self.send_header("Cache-Control", "no-store")
