@@ -249,10 +249,7 @@ def prompt_roots(base: Path, prompts_root: str | None) -> list[Path]:
     base = base.resolve()
     project = next((d for d in [base, *base.parents] if (d / "pyproject.toml").is_file() or (d / ".git").exists()),
                    base)
-    roots = [base, project]
-    if prompts_root:
-        roots.append((base / prompts_root).resolve())
-    return roots
+    return [base, project, *([(base / prompts_root).resolve()] if prompts_root else [])]
 
 
 def read_prompt(key: str, ref: PromptRef, *, base: Path, file: str, field_name: str,

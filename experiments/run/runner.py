@@ -22,7 +22,6 @@ import contextlib
 import json
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -309,7 +308,9 @@ class Runner:
         shared.taken = set(done)
         shared.pending = [p for p in self.plan.pairs if p not in done]
         server: EmbeddedServer | None = None
-        restore = signals.install(self.stop, self.plan.scenario.run.interrupt_grace_s) if install_signals else None
+        restore = signals.install(self.stop, self.plan.scenario.run.interrupt_grace_s,
+                                  backstop=lambda: signals.end_process(self.run_dir, self.stop)) \
+            if install_signals else None
         try:
             if not pending:
                 return
@@ -345,7 +346,7 @@ class Runner:
                     trial.study.stop()
                 return k / n if n else 0.0
 
-            _in_a_thread(lambda: study.optimize(objective, n_trials=len(pending),
+            signals.in_a_thread(lambda: study.optimize(objective, n_trials=len(pending),
                                                 n_jobs=self.plan.scenario.run.workers,
                                                 catch=(Exception,), gc_after_trial=False))
             if self.shared:
@@ -382,26 +383,3 @@ class Runner:
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)
         return [p for p in self.plan.pairs if p not in done]
-
-
-def _in_a_thread(work: Callable[[], Any]) -> None:
-    """Run `work` in a thread while the main thread waits in short steps.
-
-    Python runs signal handlers only in the main thread, between bytecodes. Blocked in Optuna's
-    wait for a trial, the main thread did not wake for a Ctrl-C the kernel had delivered to another
-    thread; the handler ran only when a shard finished, seconds later (seen under load). Waking every
-    0.1 s makes the first Ctrl-C take effect at once."""
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # handed to the main thread, raised there as if run in it
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="medpanel-study", daemon=True)
-    thread.start()
-    while thread.is_alive():
-        thread.join(0.1)
-    if failure:
-        raise failure[0]
