@@ -33,15 +33,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from benchmarks.bench_width import profiled_workers, run_width
-from medpanel.agents.model.client import strict_response_format
-from medpanel.agents.model.structured import answer_model
+from medpanel.agents.model.structured import answer_model, strict_response_format
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
@@ -139,7 +138,7 @@ def sdk_costs(n_messages: int, requests: int = 60) -> dict[str, float]:
     async def measure(base_url: str) -> dict[str, float]:
         sdk = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0)
         create: Any = sdk.chat.completions.create  # the body is built for `post`; `create` takes it as keywords
-        ways = {"create": lambda: create(**body),
+        ways: dict[str, Callable[[], Awaitable[object]]] = {"create": lambda: create(**body),
                 "post": lambda: sdk.post("/chat/completions", body=body, cast_to=ChatCompletion)}
         times: dict[str, list[float]] = {k: [] for k in ways}
         for _ in range(3):  # interleaved rounds: the machine's noise hits both alike

@@ -167,6 +167,25 @@ def _progress(console: Console, enabled: bool, *, bytes_: bool) -> Progress:
     )
 
 
+def _embedder(name: str, embedding_function: Any | None, old_manifest: Manifest | None) -> tuple[Any, str]:
+    """The embedding function of a dense ingest (default: the packaged MiniLM) and its model's name."""
+    # Optional heavy dependency: the [dense] extra (torch, sentence-transformers) behind chromadb's
+    # embedding types, imported only for a dense ingest.
+    from medpanel.retrieval import embedding
+
+    if embedding_function is None:
+        # Fail before reading anything: a missing extra should cost the user no time.
+        try:
+            embedding_function = embedding.default_embedding_function()
+        except DenseUnavailableError as err:
+            if old_manifest and old_manifest.dense:
+                raise DenseUnavailableError(
+                    f"corpus {name!r} has a dense index that new documents must join; {err}"
+                ) from err
+            raise
+    return embedding_function, embedding.embedder_model_name(embedding_function)
+
+
 def ingest(
     paths: Sequence[str | Path],
     name: str,
@@ -191,21 +210,7 @@ def ingest(
     dense = dense or bool(old_manifest and old_manifest.dense)
     embedder = ""
     if dense:
-        # Optional heavy dependency: the [dense] extra (torch, sentence-transformers) behind chromadb's
-        # embedding types, imported only for a dense ingest.
-        from medpanel.retrieval import embedding
-
-        if embedding_function is None:
-            # Fail before reading anything: a missing extra should cost the user no time.
-            try:
-                embedding_function = embedding.default_embedding_function()
-            except DenseUnavailableError as err:
-                if old_manifest and old_manifest.dense:
-                    raise DenseUnavailableError(
-                        f"corpus {name!r} has a dense index that new documents must join; {err}"
-                    ) from err
-                raise
-        embedder = embedding.embedder_model_name(embedding_function)
+        embedding_function, embedder = _embedder(name, embedding_function, old_manifest)
 
     report = IngestReport(name=name, path=corpus_dir, files=[str(f) for f in files], dense=dense)
     store = DocStore.load(corpus_dir)

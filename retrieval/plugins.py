@@ -33,14 +33,15 @@ def load(name: str, group: str, what: str) -> object | None:
         except ImportError as exc:
             raise PluginError(f"cannot import the {what} {name!r} ({exc}). Put its module on PYTHONPATH or install "
                               "its package") from None
-        found = vars(module).get(attr)
+        found: object | None = vars(module).get(attr)
         if found is None:
             raise PluginError(f"module {module_name!r} has no {attr!r} for the {what} {name!r}. Write it as "
                               "module:ClassName") from None
         return found
     for entry in metadata.entry_points(group=group, name=name):
         try:
-            return entry.load()
+            loaded: object = entry.load()
+            return loaded
         except ImportError as exc:
             raise PluginError(f"the {what} {name!r} (entry point {entry.value} of {group}) cannot be imported "
                               f"({exc})") from None

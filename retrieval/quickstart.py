@@ -41,10 +41,6 @@ def packaged_file(name: str) -> Path:
     return Path(str(resources.files("medpanel.retrieval") / "data" / PACKAGED[name]))
 
 
-def quickstart_corpus_file() -> Path:
-    return packaged_file(QUICKSTART_NAME)
-
-
 def ensure_packaged(name: str, *, progress: bool = False) -> Path:
     """Ingest a packaged corpus into `$MEDPANEL_HOME/corpora/<name>` unless it is there."""
     folder = corpora_root() / name

@@ -8,8 +8,12 @@ from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.structured import fields_of
-from medpanel.agents.pipelines.multiagent_common import stage_of
 from medpanel.agents.types import Condition, QuestionResult
+
+
+def stage_of(step: str) -> str:
+    """The stage of a call's step (`vote.attempt` -> `vote`; a re-ask keeps its stage)."""
+    return step.split(":")[0].split(".")[0]
 
 
 def method(name: str, variant: str | None = None, **settings: Any) -> Condition:

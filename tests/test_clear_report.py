@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.clear.tables import clear_tables, followup_table, guard_audit_table, route_table
+from medpanel.agents.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
+from medpanel.agents.tables import Table
 from medpanel.experiments.run.store import Row
 
 from .conftest import write
 
+
+def clear_tables(rows: Sequence[Row]) -> list[Table]:
+    """The CLEAR tables the rows support, built by the specs the report runs (conditions in row order)."""
+    order = list(dict.fromkeys(r.condition for r in rows))
+    return [t for spec in CLEAR_TABLES if (t := spec.build(rows, order)) is not None]
 
 def row(cond: str, qid: str, correct: bool, *, ds: str = "medqa", gold: str = "A", **summary: Any) -> Row:
     base: dict[str, Any] = {"mode": "clear", "route": "consensus", "guard": "not_triggered",

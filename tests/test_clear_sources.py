@@ -92,7 +92,9 @@ def test_direct_only_needs_no_web(tmp_path: Path) -> None:
     with sqlite3.connect(run / "study.db") as conn:
         rows = conn.execute("select condition, error from mp_results").fetchall()
     assert rows and all(r == ("direct", None) for r in rows), rows
-    for path in (run / "transcripts").rglob("*.json"):
+    paths = sorted((run / "transcripts").rglob("*.json"))
+    assert len(paths) == len(rows), paths  # one transcript per row: the checks below cannot pass on none
+    for path in paths:
         doc = json.loads(path.read_text(encoding="utf-8"))
         searches = [e for e in doc["events"] if e.get("role") == "retrieval"]
         assert searches == [] and any(e["kind"] == "call" for e in doc["events"]), doc["events"]

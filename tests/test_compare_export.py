@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from medpanel.agents.model.scripted import ScriptedRequest, synthesize
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.compare import align, compare_tables, run_labels
-from medpanel.experiments.analysis.export import BASE, export_text
+from medpanel.experiments.analysis.export import BASE, write_export
 from medpanel.experiments.analysis.report import paired_table
 from medpanel.experiments.analysis.stats import paired_comparison
 from medpanel.experiments.cli.inspect import register
@@ -50,6 +50,12 @@ def _rows(run_dir: Path) -> list[Row]:
         return store.rows()
     finally:
         store.close()
+
+
+def export_text(run_dir: Path, fmt: str) -> str:
+    buf = io.StringIO()
+    write_export(run_dir, fmt, buf)
+    return buf.getvalue()
 
 
 def _app() -> typer.Typer:

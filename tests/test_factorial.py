@@ -49,7 +49,7 @@ def test_effects_hand_computed() -> None:
     assert f.n == 8 and f.repeats == 1
     assert {s: a[0] for s, a in f.cell_accuracy.items()} == {"c0r0": 25.0, "c0r1": 37.5, "c1r0": 75.0,
                                                               "c1r1": 62.5}
-    rows = {r["contrast"]: r for r in f.effect_rows()}
+    rows = {r["contrast"]: r for r in (e.as_row() for e in f.effects)}
     main_c, main_r, inter = rows["c main effect"], rows["r main effect"], rows["c x r interaction"]
     assert main_c["estimate_pts"] == pytest.approx(37.5)  # ((75 - 25) + (62.5 - 37.5)) / 2
     assert main_r["estimate_pts"] == pytest.approx(0.0)  # ((37.5 - 25) + (62.5 - 75)) / 2
@@ -103,7 +103,7 @@ def test_conditional_logit_equals_statsmodels_on_every_question() -> None:
 
 def test_all_correct_gives_reasons_not_crashes() -> None:
     f = factorial_2x2(_data([(1, 1, 1, 1)] * 6), GRID, n_boot=500)
-    for r in f.effect_rows():
+    for r in (e.as_row() for e in f.effects):
         assert (r["estimate_pts"], r["ci_low"], r["ci_high"], r["p_raw"]) == (0.0, 0.0, 0.0, 1.0)
         assert "no discordance" in r["note"] and r["verdict"] == "no detectable difference"
     assert len(f.odds_ratios) == 6
@@ -123,12 +123,12 @@ def test_separation_and_no_informative_question() -> None:
     ors = factorial_logit(align(_data(same), list(CELLS.values())), CELLS, ("c", "r"))
     assert {o.note for o in ors if o.model == LOGIT_MODEL} == {"no question with both a right and a wrong answer"}
     f = factorial_2x2(_data(same), GRID, n_boot=200)
-    assert all("no discordance" in r["note"] for r in f.effect_rows())
+    assert all("no discordance" in r["note"] for r in (e.as_row() for e in f.effects))
     # The cells share no question: nothing is tested, and every row says why.
     apart = {slug: {(slug, 1): True, (slug, 2): False} for slug in CELLS.values()}
     f = factorial_2x2(apart, GRID, n_boot=200)
     assert f.n == 0 and f.dropped == 8
-    assert all(r["verdict"] == "not tested" and "8 left out" in r["note"] for r in f.effect_rows())
+    assert all(r["verdict"] == "not tested" and "8 left out" in r["note"] for r in (e.as_row() for e in f.effects))
     assert {o.note for o in f.odds_ratios} == {"no question answered in every cell"}
 
 
@@ -151,7 +151,7 @@ def test_repeats_use_every_run_and_skip_the_conditional_logit() -> None:
         data["c1r1"][q][1] = True
     f = factorial_2x2(data, GRID, n_boot=1000)
     assert f.repeats == 2 and f.cell_accuracy["c1r1"][0] == pytest.approx(100 * 13 / 16)
-    rows = {r["contrast"]: r for r in f.effect_rows()}
+    rows = {r["contrast"]: r for r in (e.as_row() for e in f.effects)}
     assert rows["c x r interaction"]["estimate_pts"] == pytest.approx((81.25 - 75) - (37.5 - 25))
     assert rows["c x r interaction"]["test"] == "exact sign-flip on means over 2 runs"
     clogit = [o for o in f.odds_ratios if o.model == LOGIT_MODEL]

@@ -72,10 +72,6 @@ def test_discordance_from_assumptions_by_hand() -> None:
     assert same.rate == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="impossible discordance"):
         discordance_from_accuracy(0.2, 0.3, rho=1.0)  # 0.5 right with phi = 1 cannot contain 0.2
-    moved = Discordance(0.1, 0.05).with_effect(0.01)
-    assert (moved.b_only, moved.a_only) == pytest.approx((0.08, 0.07))
-    with pytest.raises(ValueError, match=r"needs more than 15\.0% discordant"):
-        Discordance(0.1, 0.05).with_effect(0.2)
 
 
 def test_sample_size_and_detectable_effect_are_consistent() -> None:

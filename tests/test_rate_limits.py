@@ -196,17 +196,3 @@ run: {requests_per_minute: 600, tokens_per_minute: 90000}
     assert limits is not None and (limits.rpm, limits.tpm) == (600, 90000)
     runner.override(tokens_per_minute=1000)  # a worker's share, --tpm
     assert runner.budget.limiter is not None and runner.budget.limiter.tpm == 1000
-
-
-def test_in_use_counts_the_last_window_with_settled_usage() -> None:
-    now = [100.0]
-    limits = RateLimits(window_s=60.0, clock=lambda: now[0])  # a frozen clock: no pacing to wait out
-
-    async def calls() -> None:
-        limits.settle(await limits.acquire(500), 120)   # settled at its usage
-        limits.settle(await limits.acquire(300), None)  # failed: its estimate stays charged
-
-    asyncio.run(calls())
-    assert limits.in_use() == (2, 420)
-    now[0] += 61
-    assert limits.in_use() == (0, 0)

@@ -43,13 +43,6 @@ def _accuracy(sel: Sequence[ResultRow]) -> float | str:
     return _pct(sum(r.correct for r in mcq), len(mcq)) if mcq else "-"
 
 
-def _order(rows: Sequence[ResultRow], conditions: list[str] | None) -> list[str]:
-    seen = list(dict.fromkeys(r.condition for r in rows))
-    if conditions:
-        return [c for c in conditions if c in seen] + [c for c in seen if c not in conditions]
-    return seen
-
-
 def _clear_rows(rows: Sequence[ResultRow], s: Summaries, cond: str) -> list[ResultRow]:
     return [r for r in rows if r.condition == cond and not r.error and s[id(r)].adjudicated]
 
@@ -171,14 +164,6 @@ def freetext_table(rows: Sequence[ResultRow], conditions: list[str]) -> Table | 
                       "graded by an LLM judge. mean_score is over all n tasks: a task with no response, no valid "
                       "grade or an error scores 0 (n_missing of them). The accuracy table's `correct` does not "
                       "apply to free text.")
-
-
-def clear_tables(rows: Sequence[ResultRow], conditions: list[str] | None = None) -> list[Table]:
-    """Every CLEAR table the rows support (none for runs of other pipelines)."""
-    order = _order(rows, conditions)
-    tables = [route_table(rows, order), guard_audit_table(rows, order), followup_table(rows, order),
-              pathway_table(rows, order), freetext_table(rows, order)]
-    return [t for t in tables if t is not None]
 
 
 CLEAR_TABLES = tuple(TableSpec(build, late=True)

@@ -121,7 +121,7 @@ class BackoffWait:
         asked = _retry_after(exc) if exc else None
         if asked is not None:
             return min(asked, self.cap)
-        return min(self.initial * 2 ** (state.attempt_number - 1), self.cap)
+        return min(self.initial * 2.0 ** (state.attempt_number - 1), self.cap)
 
 
 def to_openai(message: LLMMessage) -> dict[str, Any]:

@@ -16,7 +16,6 @@ reserves for the reply) and the estimate is corrected with the reply's `usage` o
 from __future__ import annotations
 
 import asyncio
-import collections
 import email.utils
 import re
 import threading
@@ -128,7 +127,6 @@ class RateLimits:
         self._srv_req: tuple[int, float] | None = None
         self._srv_tok: tuple[int, float] | None = None
         self._inflight = 0
-        self._recent: collections.deque[tuple[float, int]] = collections.deque()
         self.stats = LimitStats()
 
     # -- before and after a request ------------------------------------------------------------
@@ -184,7 +182,6 @@ class RateLimits:
         """The request is over; `used` is its usage's total tokens (None when it failed)."""
         with self._lock:
             self._inflight = max(0, self._inflight - 1)
-            self._recent.append((self._clock(), ticket.tokens if used is None else used))
             if used is None:
                 return  # a refused or failed request may still have been counted: keep the charge
             delta = used - ticket.tokens
@@ -192,15 +189,6 @@ class RateLimits:
                 self._tok_tat += delta / self._tok_rate
             if self._srv_tok is not None:
                 self._srv_tok = (self._srv_tok[0] - delta, self._srv_tok[1])
-
-    def in_use(self) -> tuple[int, int]:
-        """Requests and tokens finished in the last window (a minute): what a progress line shows
-        against `rpm` and `tpm`."""
-        with self._lock:
-            cutoff = self._clock() - self.window_s
-            while self._recent and self._recent[0][0] < cutoff:
-                self._recent.popleft()
-            return len(self._recent), sum(t for _, t in self._recent)
 
     # -- what the server says -------------------------------------------------------------------
 

@@ -185,4 +185,5 @@ def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    return walk(schema)
+    capped: dict[str, Any] = walk(schema)
+    return capped

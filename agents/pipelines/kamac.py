@@ -27,9 +27,11 @@ panel (the code has neither): both are declared, and a run that meets them recor
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
@@ -88,6 +90,90 @@ def _note(session: QuestionSession, step: str, content: str, r: int = 0, t: int 
                                    content=content, data=data))
 
 
+@dataclass
+class _Panel:
+    """The specialists seated so far, each with its latest answer and reasoning."""
+
+    session: QuestionSession
+    q: str
+    a_type: type[BaseModel]
+    members: list[Member] = field(default_factory=list)
+    answers: dict[str, str | None] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+
+    def seat(self, specialty: str) -> Member:
+        name = f"specialist_{len(self.members) + 1}"
+        m = Member(name, specialty, RoleAgent(self.session, name=name, role="specialist",
+                                              system_message=PROMPTS.render("expert", role=specialty)))
+        self.members.append(m)
+        return m
+
+    def keep(self, m: Member, parsed: Any) -> None:
+        self.answers[m.name] = answer_key(parsed)
+        self.texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+
+    def opinions(self) -> str:
+        return opinions_block(self.answers, self.texts)
+
+    async def answer_again(self, r: int, t: int) -> None:
+        for m in self.members:
+            self.keep(m, await m.agent.speak(PROMPTS.render("final", question=self.q), self.a_type,
+                                             step="discussion.answer", round=r, turn=t))
+
+
+async def _gap_reports(panel: _Panel, log: TurnLog, shown: Callable[[Member], str], r: int, t: int) -> list[str]:
+    """Every specialist in turn takes its debate turn, then says whether the panel lacks a specialty."""
+    gaps: list[str] = []
+    for m in list(panel.members):
+        await talk_turn(panel.session, panel.members, log, prompts=PROMPTS, shown=shown, method="kamac", round=r,
+                        turn=t, speakers=[m])
+        g = await m.agent.speak(PROMPTS.render("gap", turn=t, roster=roster(panel.members)), Gap,
+                                step="gap.assess", round=r, turn=t)
+        if isinstance(g, Gap) and g.gap:
+            gaps.append(f"- {m.name} ({m.specialty}) needs a {g.expert or 'specialist'}: {g.reason}")
+    return gaps
+
+
+async def _recruit_for_gaps(panel: _Panel, recruiter: RoleAgent, settings: KamacSettings, gaps: list[str], *,
+                            r: int, t: int, opinions: str, log: TurnLog) -> list[Member]:
+    """The assistant sifts the gap reports and the recruiter seats new specialists, who assess and take
+    their debate turn. The recruits, or none (the code's `<skip recruitment>`)."""
+    session, q, members = panel.session, panel.q, panel.members
+    panel_names = ", ".join(m.specialty for m in members)
+    sifted = await ask_once(session, role="assistant", name="assistant", system=PROMPTS.render("assistant_system"),
+                            request=PROMPTS.render("gap_summary", question=q, panel=panel_names,
+                                                   gaps="\n".join(gaps)),
+                            model=GapSummary, step="gap.summary", round=r, turn=t)
+    sifted_text = sifted.recommendations if isinstance(sifted, GapSummary) else "\n".join(gaps)
+    room = settings.max_agents - len(members)
+    new: list[str] = []
+    if room > 0:
+        rec = await recruiter.speak(PROMPTS.render("gap_recruit", question=q, k=room, gaps=sifted_text,
+                                                   panel=panel_names),
+                                    roles.gap_recruit_model(room), step="gap.recruit", round=r, turn=t)
+        if rec is not None:
+            new = numbered(rec, "expert", room)[:int(rec.count)]  # type: ignore[attr-defined]
+    else:
+        _note(session, "gap.panel_full", f"The panel is full ({len(members)} of {settings.max_agents})"
+                                         "; nobody recruited.", r, t)
+    if not new:
+        return []
+    joined = [panel.seat(s) for s in new]
+    for j in joined:
+        panel.keep(j, await j.agent.speak(PROMPTS.render("assess_joined", question=q, opinions=opinions),
+                                          panel.a_type, step="assess.recruited", round=r, turn=t))
+    _note(session, "gap.recruited", ", ".join(new), r, t, recruited=new, gaps=gaps)
+    # The recruits' first-turn prompt shows the opinions with their own assessments in.
+    now = panel.opinions()
+
+    def shown_joined(m: Member) -> str:
+        return now if t == 1 else log.for_(m.name, members)
+
+    await talk_turn(session, members, log, prompts=PROMPTS, shown=shown_joined, method="kamac",
+                    round=r, turn=t, speakers=joined)
+    return joined
+
+
 class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
     settings_model = KamacSettings
     summary_model = KamacSummary
@@ -97,36 +183,16 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
         q = format_question(question)
         recruiter = RoleAgent(session, name="recruiter", role="recruiter",
                               system_message=PROMPTS.render("recruiter_system"))
-        assistant_system = PROMPTS.render("assistant_system")
         n0 = settings.initial_agents
         first = await recruiter.speak(PROMPTS.render("recruit_initial", question=q, n=n0),
                                       numbered_model("InitialRecruit", "expert", n0, "A specialty."),
                                       step="recruit.initial")
         initial = numbered(first, "expert", n0) if first is not None else ["general medicine"] * n0
-        a_type = answer_model(question.letters, multi=question.multi_answer)
-        members: list[Member] = []
-        answers: dict[str, str | None] = {}
-        texts: dict[str, str] = {}
-
-        def seat(specialty: str) -> Member:
-            name = f"specialist_{len(members) + 1}"
-            m = Member(name, specialty, RoleAgent(session, name=name, role="specialist",
-                                                  system_message=PROMPTS.render("expert", role=specialty)))
-            members.append(m)
-            return m
-
-        def keep(m: Member, parsed: Any) -> None:
-            answers[m.name] = answer_key(parsed)
-            texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
-
-        async def answer_again(r: int, t: int) -> None:
-            for m in members:
-                keep(m, await m.agent.speak(PROMPTS.render("final", question=q), a_type, step="discussion.answer",
-                                            round=r, turn=t))
-
+        panel = _Panel(session, q, answer_model(question.letters, multi=question.multi_answer))
         for specialty in initial:
-            m = seat(specialty)
-            keep(m, await m.agent.speak(PROMPTS.render("assess", question=q), a_type, step="assess.initial"))
+            m = panel.seat(specialty)
+            panel.keep(m, await m.agent.speak(PROMPTS.render("assess", question=q), panel.a_type,
+                                              step="assess.initial"))
 
         recruited: list[dict[str, Any]] = []
         gaps_reported = turns_run = messages = 0
@@ -137,63 +203,26 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
             while True:
                 t += 1
                 turns_run += 1
-                opinions = opinions_block(answers, texts)
+                opinions = panel.opinions()
                 log = TurnLog()
 
                 def shown(m: Member, log: TurnLog = log, t: int = t, opinions: str = opinions) -> str:
                     # The first turn shows the panel's opinions; later turns the messages sent so far this turn.
-                    return opinions if t == 1 else log.for_(m.name, members)
+                    return opinions if t == 1 else log.for_(m.name, panel.members)
 
-                gaps: list[str] = []
-                for m in list(members):
-                    await talk_turn(session, members, log, prompts=PROMPTS, shown=shown, method="kamac", round=r,
-                                    turn=t, speakers=[m])
-                    g = await m.agent.speak(PROMPTS.render("gap", turn=t, roster=roster(members)), Gap,
-                                            step="gap.assess", round=r, turn=t)
-                    if isinstance(g, Gap) and g.gap:
-                        gaps.append(f"- {m.name} ({m.specialty}) needs a {g.expert or 'specialist'}: {g.reason}")
+                gaps = await _gap_reports(panel, log, shown, r, t)
                 gaps_reported += len(gaps)
                 extend = skipped = False
                 if gaps:
-                    panel = ", ".join(m.specialty for m in members)
-                    sifted = await ask_once(session, role="assistant", name="assistant", system=assistant_system,
-                                            request=PROMPTS.render("gap_summary", question=q, panel=panel,
-                                                                   gaps="\n".join(gaps)),
-                                            model=GapSummary, step="gap.summary", round=r, turn=t)
-                    sifted_text = sifted.recommendations if isinstance(sifted, GapSummary) else "\n".join(gaps)
-                    room = settings.max_agents - len(members)
-                    new: list[str] = []
-                    if room > 0:
-                        rec = await recruiter.speak(PROMPTS.render("gap_recruit", question=q, k=room, gaps=sifted_text,
-                                                                   panel=panel),
-                                                    roles.gap_recruit_model(room), step="gap.recruit", round=r, turn=t)
-                        if rec is not None:
-                            new = numbered(rec, "expert", room)[:int(rec.count)]  # type: ignore[attr-defined]
-                    else:
-                        _note(session, "gap.panel_full", f"The panel is full ({len(members)} of {settings.max_agents})"
-                                                         "; nobody recruited.", r, t)
-                    if not new:
-                        # The code's `<skip recruitment>`: one more turn, and no new answers this turn.
-                        extend = skipped = True
-                    else:
-                        joined = [seat(s) for s in new]
-                        for j in joined:
-                            recruited.append({"round": r, "turn": t, "agent": j.name, "specialty": j.specialty})
-                            keep(j, await j.agent.speak(PROMPTS.render("assess_joined", question=q, opinions=opinions),
-                                                        a_type, step="assess.recruited", round=r, turn=t))
-                        _note(session, "gap.recruited", ", ".join(new), r, t, recruited=new, gaps=gaps)
-                        # The recruits' first-turn prompt shows the opinions with their own assessments in.
-                        now = opinions_block(answers, texts)
-
-                        def shown_joined(m: Member, log: TurnLog = log, t: int = t, now: str = now) -> str:
-                            return now if t == 1 else log.for_(m.name, members)
-
-                        await talk_turn(session, members, log, prompts=PROMPTS, shown=shown_joined, method="kamac",
-                                        round=r, turn=t, speakers=joined)
-                        extend = t == turns
+                    joined = await _recruit_for_gaps(panel, recruiter, settings, gaps, r=r, t=t, opinions=opinions,
+                                                     log=log)
+                    recruited += [{"round": r, "turn": t, "agent": j.name, "specialty": j.specialty} for j in joined]
+                    # No recruit: one more turn, and no new answers this turn.
+                    skipped = not joined
+                    extend = skipped or t == turns
                 turn_note(session, log, method="kamac", round=r, turn=t)
                 if log.talked and not skipped:
-                    await answer_again(r, t)
+                    await panel.answer_again(r, t)
                 messages += sum(len(v) for v in log.inbox.values())
                 talked = log.talked
                 if extend and turns < settings.max_turns:
@@ -209,10 +238,9 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
             if talked == 0:
                 break
         final, decided = await moderate(session, question, system=PROMPTS.render("moderator_system"),
-                                        request=PROMPTS.render("moderate", question=q,
-                                                               opinions=opinions_block(answers, texts)),
-                                        answers=answers, method="kamac")
-        record_final(session, "kamac", final, rule=decided["rule"], panel=[m.specialty for m in members])
+                                        request=PROMPTS.render("moderate", question=q, opinions=panel.opinions()),
+                                        answers=panel.answers, method="kamac")
+        record_final(session, "kamac", final, rule=decided["rule"], panel=[m.specialty for m in panel.members])
         summary = KamacSummary.model_validate({
             "method": "kamac", "initial": initial, "recruited": recruited, "gaps_reported": gaps_reported,
             "turns_run": turns_run, "messages": messages, "ended_by": ended_by, "rule": decided["rule"]})

@@ -20,11 +20,6 @@ from medpanel.agents.pipelines.baselines import vote
 from medpanel.agents.types import Question, TranscriptEvent
 
 
-def stage_of(step: str) -> str:
-    """The stage of a call's step (`vote.attempt` -> `vote`; a re-ask keeps its stage)."""
-    return step.split(":")[0].split(".")[0]
-
-
 def numbered_model(name: str, prefix: str, n: int, description: str, **extra: Any) -> type[BaseModel]:
     """A reply with `n` string fields `<prefix>_1` ... `<prefix>_n` (small models fill named slots far
     more reliably than a list of a given length)."""

@@ -10,7 +10,6 @@ lists and dicts as JSON values; CSV writes them as JSON strings so every cell is
 from __future__ import annotations
 
 import csv
-import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,9 +94,3 @@ def write_export(run_dir: Path, fmt: str, out: TextIO) -> int:
         for r in recs:
             writer.writerow({k: _cell(v) for k, v in r.items()})
     return len(recs)
-
-
-def export_text(run_dir: Path, fmt: str) -> str:
-    buf = io.StringIO()
-    write_export(run_dir, fmt, buf)
-    return buf.getvalue()

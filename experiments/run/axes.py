@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import Self  # typing.Self is 3.11+; the package supports 3.10 (pydantic installs it)
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition, TranscriptEvent
@@ -113,8 +114,7 @@ class Scenario(Protocol):
     @property
     def run(self) -> Any: ...
 
-    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any: ...
-
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Self: ...
 
 
 # -- conditions -----------------------------------------------------------------------------------
@@ -353,9 +353,6 @@ class RunAxes:
     def model_for(self, slug: str) -> tuple[str | None, ModelSpec]:
         label = self.cond_model.get(slug)
         return (label, self.models[label]) if label is not None else (None, self.default)
-
-    def any_local(self) -> bool:
-        return self.default.backend == "local" or any(m.backend == "local" for m in self.models.values())
 
     def prices(self) -> dict[str, Price]:
         return {self.models[k].model_name: e.prices for k, e in self.entries.items() if e.prices is not None}

@@ -43,6 +43,25 @@ def load_medagentsbench_file(path: Path, dataset: str) -> list[Question]:
     return _load_jsonl(Path(path), default_dataset=dataset, use_dataset_field=False)
 
 
+def _check_request(source: str, limit: int | None, subsets: list[str] | None) -> None:
+    """A known source, a positive limit and a non-empty subset list, or a UserError naming the field."""
+    if source not in SOURCES:
+        raise UserError(
+            f"unknown source {source!r}. Use one of: {', '.join(SOURCES)}", field="dataset.source"
+        )
+    if limit is not None and (isinstance(limit, bool) or limit < 1):
+        raise UserError(
+            f"limit must be a positive integer, got {limit!r}. Set a number >= 1 or leave it out "
+            "to load every question",
+            field="dataset.limit",
+        )
+    if subsets is not None and not subsets:
+        raise UserError(
+            "subsets is an empty list. Name at least one subset or leave subsets out to load all",
+            field="dataset.subsets",
+        )
+
+
 def load_dataset(
     source: str,
     path: str | Path | None,
@@ -63,22 +82,7 @@ def load_dataset(
     `multi_answer` declares every item's type (the scenario's `dataset.multi_answer`); None reads
     each record's own `multi_answer` field (default false: single best answer).
     """
-    if source not in SOURCES:
-        raise UserError(
-            f"unknown source {source!r}. Use one of: {', '.join(SOURCES)}", field="dataset.source"
-        )
-    if limit is not None and (isinstance(limit, bool) or limit < 1):
-        raise UserError(
-            f"limit must be a positive integer, got {limit!r}. Set a number >= 1 or leave it out "
-            "to load every question",
-            field="dataset.limit",
-        )
-    if subsets is not None and not subsets:
-        raise UserError(
-            "subsets is an empty list. Name at least one subset or leave subsets out to load all",
-            field="dataset.subsets",
-        )
-
+    _check_request(source, limit, subsets)
     if source == "freetext":
         # Free-text tasks with rubric items (CLEAR's adapter); they live in their own loader.
         return load_freetext(path, subsets, limit, seed, base_dir=base_dir)

@@ -76,7 +76,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
     resolved = plan.resolvable()
     # No credential in any URL it holds (base_url's `?key=`, `user:password@`): run.json, the study's
     # copy and the report are files anyone with the run may read. A resume restores them from the scenario.
-    return redact_urls(RunRecord.model_validate({
+    record: dict[str, Any] = redact_urls(RunRecord.model_validate({
         "format_version": RUN_FORMAT,
         "run_id": new_run_id(),
         "name": plan.scenario.name,
@@ -99,6 +99,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
         "host": socket.gethostname(),
         "created": datetime.now(timezone.utc).isoformat(),
     }).model_dump(mode="json"))
+    return record
 
 
 def write_questions(run_dir: Path, plan: Plan) -> str:

@@ -114,10 +114,6 @@ def auto_shard_size(n_pairs: int, workers: int) -> int:
     return max(1, math.ceil(n_pairs / (workers * 2)))
 
 
-def shard_count(n_pairs: int, shard_size: int) -> int:
-    return math.ceil(n_pairs / shard_size)
-
-
 @dataclass
 class Plan:
     scenario: Scenario

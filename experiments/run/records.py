@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
+from medpanel.agents.types import Question, QuestionResult, TranscriptEvent
 
 RUN_FORMAT = 1
 """run.json: 1 adds `format_version` and the `plan` block (the pipeline's settings and plans)."""
@@ -75,9 +75,6 @@ class RunRecord(BaseModel):
     @property
     def slugs(self) -> list[str]:
         return [str(c.get("slug", "")) for c in self.conditions]
-
-    def typed_conditions(self) -> list[Condition]:
-        return [Condition.model_validate(c) for c in self.conditions]
 
 
 class TranscriptRecord(BaseModel):

@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,8 +182,10 @@ class _MLflow(_Backend):
         from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 
         repo = get_artifact_repository(self.client.get_run(self.run_id).info.artifact_uri)
+        # mlflow declares delete_artifacts without types.
+        delete: Callable[[str], None] = repo.delete_artifacts
         with contextlib.suppress(Exception):
-            repo.delete_artifacts("report")
+            delete("report")
         self.client.log_artifacts(self.run_id, str(folder), artifact_path="report")
 
     def close(self, state: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -67,7 +68,10 @@ class _LineLoader(yaml.SafeLoader):
         self._values += 1
         try:
             if self._depth > MAX_YAML_DEPTH or self._values > MAX_YAML_VALUES:
-                line = self.peek_event().start_mark.line + 1
+                # types-PyYAML declares Parser.peek_event without types; it returns the next Event.
+                peek: Callable[[], yaml.Event] = self.peek_event
+                mark = peek().start_mark
+                line = mark.line + 1 if mark is not None else None
                 if self._depth > MAX_YAML_DEPTH:
                     raise Refused(f"values nest deeper than {MAX_YAML_DEPTH} levels. Flatten them", line)
                 raise Refused(f"the document holds more than {MAX_YAML_VALUES:,} values. A scenario is settings, "

@@ -67,31 +67,54 @@ def comparison_pairs(meta: dict[str, Any], conditions: list[str]) -> list[tuple[
 
 
 def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
+    """An event's badges: the final vote, what its reply says, what the pipeline noted, how the call went."""
     out: list[tuple[str, str]] = []
-    parsed = e.get("parsed") or {}
     data = e.get("data") or {}
     if e.get("kind") == "vote":
         out.append((f"final {e.get('content', '')}", "final"))
         if data.get("rule"):
             out.append((f"rule {data['rule']}", ""))
-    if isinstance(parsed, dict):
-        if "answer" in parsed:
-            ans = parsed["answer"]
-            out.append((f"answer {','.join(ans) if isinstance(ans, list) else ans}", "answer"))
-        if "material_weakness" in parsed:
-            # The badge says what the parsed field says; the gap type is a separate field (a model
-            # may well write `yes` with gap type `none`), shown beside it, never instead of it.
-            weak = _yes(parsed["material_weakness"])
-            gap = str(parsed.get("gap_type") or "none")
-            label = f"material weakness: {'yes' if weak else 'no'}"
-            if gap != "none":
-                label += f" ({gap})"
-            elif weak:
-                label += " (gap type none)"
-            out.append((label, "warn" if weak else "ok"))
-        if "needed" in parsed:
-            out.append((f"needs {parsed.get('specialty', '')}" if parsed["needed"] else "no one needed",
-                        "warn" if parsed["needed"] else ""))
+    out += _parsed_badges(e.get("parsed") or {})
+    out += _data_badges(data)
+    if e.get("invalid"):
+        out.append(("INVALID", "bad"))
+    if e.get("error"):
+        out.append(("error", "bad"))
+    if e.get("cache_hit"):
+        out.append(("cached", "dim"))
+    if int(e.get("attempts", 1) or 1) > 1:
+        out.append((f"{e['attempts']} attempts", "dim"))
+    return out
+
+
+def _parsed_badges(parsed: Any) -> list[tuple[str, str]]:
+    """The reply's answer, the Challenger's material weakness and the recruiter's "needed"."""
+    out: list[tuple[str, str]] = []
+    if not isinstance(parsed, dict):
+        return out
+    if "answer" in parsed:
+        ans = parsed["answer"]
+        out.append((f"answer {','.join(ans) if isinstance(ans, list) else ans}", "answer"))
+    if "material_weakness" in parsed:
+        # The badge says what the parsed field says; the gap type is a separate field (a model
+        # may well write `yes` with gap type `none`), shown beside it, never instead of it.
+        weak = _yes(parsed["material_weakness"])
+        gap = str(parsed.get("gap_type") or "none")
+        label = f"material weakness: {'yes' if weak else 'no'}"
+        if gap != "none":
+            label += f" ({gap})"
+        elif weak:
+            label += " (gap type none)"
+        out.append((label, "warn" if weak else "ok"))
+    if "needed" in parsed:
+        out.append((f"needs {parsed.get('specialty', '')}" if parsed["needed"] else "no one needed",
+                    "warn" if parsed["needed"] else ""))
+    return out
+
+
+def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the pipeline noted on the event: a redacted answer, the gate, the route, the recruits."""
+    out: list[tuple[str, str]] = []
     if data.get("answer_redacted"):
         out.append(("answer redacted", "warn"))
     if "fired" in data:
@@ -102,14 +125,6 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
     if isinstance(recruited, list) and recruited:
         names = [str(r.get("role", r.get("name", "?"))) if isinstance(r, dict) else str(r) for r in recruited]
         out.append(("recruited: " + ", ".join(names), "warn"))
-    if e.get("invalid"):
-        out.append(("INVALID", "bad"))
-    if e.get("error"):
-        out.append(("error", "bad"))
-    if e.get("cache_hit"):
-        out.append(("cached", "dim"))
-    if int(e.get("attempts", 1) or 1) > 1:
-        out.append((f"{e['attempts']} attempts", "dim"))
     return out
 
 

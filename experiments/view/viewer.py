@@ -236,23 +236,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                                "latency_s": round(row.latency_s, 2), "stem": str(question.get("text", ""))[:90],
                                "recruited": facts["recruited"], "passages": facts["passages"],
                                "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
-        col_of = {(c["condition"], c["repeat"]): c for c in columns}
-        diffs = []
-        for a, b in pairs:
-            for rep in range(repeats):
-                ca, cb = col_of.get((a, rep)), col_of.get((b, rep))
-                if ca is None or cb is None:
-                    continue
-                i = first_difference(events_by[(a, rep)], events_by[(b, rep)])
-                entry = {"a": ca["label"], "b": cb["label"], "a_col": ca["id"], "b_col": cb["id"], "index": i,
-                         "a_event": None, "b_event": None}
-                if i is not None:
-                    for side, c in (("a", ca), ("b", cb)):
-                        if i < len(c["events"]):
-                            ev = c["events"][i]
-                            ev["diff"].append(f"first difference: {cb['label']} vs {ca['label']}")
-                            entry[f"{side}_event"] = ev
-                diffs.append(entry)
+        diffs = _diffs(pairs, repeats, columns, events_by)
         qpath = qdir / page
         qpath.write_text(qtemplate.render(nonce=nonce, run=_header(data), question=_question_view(question, key),
                                           columns=columns, diffs=diffs, messages=messages),
@@ -273,6 +257,30 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         leak_hits=len((leak_doc or {}).get("hits", []))), encoding="utf-8")
     written.append(index)
     return written
+
+
+def _diffs(pairs: list[tuple[str, str]], repeats: int, columns: list[dict[str, Any]],
+           events_by: dict[tuple[str, int], list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """For each compared pair and repeat on this question, the first event where the two transcripts
+    differ; both columns' events there are marked."""
+    col_of = {(c["condition"], c["repeat"]): c for c in columns}
+    diffs = []
+    for a, b in pairs:
+        for rep in range(repeats):
+            ca, cb = col_of.get((a, rep)), col_of.get((b, rep))
+            if ca is None or cb is None:
+                continue
+            i = first_difference(events_by[(a, rep)], events_by[(b, rep)])
+            entry = {"a": ca["label"], "b": cb["label"], "a_col": ca["id"], "b_col": cb["id"], "index": i,
+                     "a_event": None, "b_event": None}
+            if i is not None:
+                for side, c in (("a", ca), ("b", cb)):
+                    if i < len(c["events"]):
+                        ev = c["events"][i]
+                        ev["diff"].append(f"first difference: {cb['label']} vs {ca['label']}")
+                        entry[f"{side}_event"] = ev
+            diffs.append(entry)
+    return diffs
 
 
 def _flip_view(doc: dict[str, Any] | Any, scoring: str) -> tuple[dict[str, Any] | None, str]:

@@ -129,24 +129,12 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
         ind = plan.coordination == "independent"
         state = PanelState(question=question, session=session, settings=s, group=group,
                            independent=ind or routed, assessors=ind, routed=routed)
-        channel: KnowledgeChannel | None = None
-        if plan.uses_channel:
-            if plan.evidence == "clear":
-                channel = ClearChannel(session, question, s)
-            else:
-                channel = KnowledgeChannel(session, question, s)
+        channel = _open_channel(plan, session, question, s)
         routes: list[str] = []
         for spec in await select_team(state):
             add_member(state, spec, turn=1, recruited=False)
         if channel is not None and s.timing == "upfront":
-            if group is not None and group.shared_upfront:
-                brief = group.upfront  # retrieved once for every group of the question
-                if brief is not None:
-                    channel.results.append(brief)
-            else:
-                brief = await channel.upfront()
-            if brief is not None:
-                state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
+            await _upfront_brief(state, channel, group)
         answer_type = answer_model(question.letters, multi=question.multi_answer)
         total = s.rounds * s.turns_per_round
         recruited: list[str] = []
@@ -157,41 +145,20 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
             await run_turn(state, answer_type, rnd=rnd, turn=turn, index=index)
             if index == total:
                 break  # an intervention after the last turn could not change any answer
-            critique = None
-            if plan.challenger:
-                # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier
-                # critiques and the briefs included, so it reviews the debate and does not repeat itself.
-                trace = render_trace(state.posts)
-                request = panel_request(question, trace, turn=index,
-                                        group_note=state.group.note() if state.group else None)
-                critique = await challenge(session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth,
-                                           request=request, parts=post_parts(state.posts))
-                if critique is not None and critique.material_weakness:
-                    weaknesses += 1
-                    state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
-                                            index, kind="critique"))
-            route = route_for(critique) if routed else None
+            critique = await _critique(state, rnd=rnd, turn=turn, index=index) if plan.challenger else None
+            if critique is not None and critique.material_weakness:
+                weaknesses += 1
+            route = _record_route(session, critique, rnd=rnd, turn=turn) if routed else None
             if routed:
                 routes.append(route or "none")
-                session.record(TranscriptEvent(
-                    kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
-                    content=f"{critique.gap_type if critique else 'no critique'} -> {route}",
-                    data={"gap_type": critique.gap_type if critique else None, "route": route}))
             if channel is not None and s.timing != "upfront" and (not routed or route == "retrieve"):
-                trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
-                blind = s.timing == "between_blind" or not plan.challenger
-                if isinstance(channel, ClearChannel):
-                    channel.panel_answer = panel_position(state)
-                brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
-                if brief is not None:
-                    state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
+                await _between_brief(state, channel, critique, blind=s.timing == "between_blind" or not plan.challenger,
+                                     rnd=rnd, turn=turn, index=index)
             if routed and route == "critique_round" and critique is not None:
                 state.focus = f"[{critique.gap_type}] {critique.challenge}"
             if (plan.recruit and (index == 1 or not s.self_assessment)) or route == "recruit":
                 recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
-            panel = state.discussants()
-            agreed = len({m.last for m in panel}) == 1 and all(m.last for m in panel)
-            if s.early_stop and agreed and not (critique and critique.material_weakness):
+            if s.early_stop and _agreed(state) and not (critique and critique.material_weakness):
                 stopped_early = True
                 session.record(TranscriptEvent(kind="note", role="pipeline", agent="moderator", step="early_stop",
                                                round=rnd, turn=turn, content="All agents agree; discussion ends."))
@@ -199,24 +166,96 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
         answer, vote = await moderate(state)
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final",
                                        content=",".join(answer) or "invalid", data=vote))
-        summary = {
-            "recruited": len(recruited),
-            "recruited_roles": recruited,
-            "initial_panel": [m.spec.role for m in state.members if not m.recruited],
-            "recruit_names": [m.agent.name for m in state.members if m.recruited],
-            "final_panel_size": len(state.members),
-            "critiques_with_weakness": weaknesses,
-            "stopped_early": stopped_early,
-            "tie": "tied" in vote,
-        }
-        if s.self_assessment:
-            summary["self_assessment"] = True
-        if channel is not None:
-            summary.update(channel.summary())
-            summary["independent"] = state.independent
-        if state.assessors:
-            summary["auxiliary_assessments"] = sum(1 for m in state.members if m.assessment and m.assessment["valid"])
-            summary["auxiliary_invalid"] = sum(1 for m in state.members if m.assessment and not m.assessment["valid"])
-        if routed:
-            summary["routes"] = routes
-        return Outcome(answer=answer, invalid=not answer, summary=PanelSummary.model_validate(summary))
+        summary = _summary(state, channel, recruited=recruited, weaknesses=weaknesses, stopped_early=stopped_early,
+                           tie="tied" in vote, routes=routes if routed else None)
+        return Outcome(answer=answer, invalid=not answer, summary=summary)
+
+
+def _open_channel(plan: PanelPlan, session: QuestionSession, question: Question,
+                  s: PanelSettings) -> KnowledgeChannel | None:
+    """The question's evidence channel, when the plan uses one: CLEAR's or the curator's."""
+    if not plan.uses_channel:
+        return None
+    if plan.evidence == "clear":
+        return ClearChannel(session, question, s)
+    return KnowledgeChannel(session, question, s)
+
+
+async def _upfront_brief(state: PanelState, channel: KnowledgeChannel, group: Group | None) -> None:
+    """`timing: upfront`: one retrieval before the first turn, its brief posted to the shared history."""
+    if group is not None and group.shared_upfront:
+        brief = group.upfront  # retrieved once for every group of the question
+        if brief is not None:
+            channel.results.append(brief)
+    else:
+        brief = await channel.upfront()
+    if brief is not None:
+        state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
+
+
+async def _critique(state: PanelState, *, rnd: int, turn: int, index: int) -> Critique | None:
+    """The Challenger's review of the turn; a material weakness is posted to the shared history."""
+    # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier
+    # critiques and the briefs included, so it reviews the debate and does not repeat itself.
+    question, s = state.question, state.settings
+    trace = render_trace(state.posts)
+    request = panel_request(question, trace, turn=index, group_note=state.group.note() if state.group else None)
+    critique = await challenge(state.session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth,
+                               request=request, parts=post_parts(state.posts))
+    if critique is not None and critique.material_weakness:
+        state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
+                                index, kind="critique"))
+    return critique
+
+
+def _record_route(session: QuestionSession, critique: Critique | None, *, rnd: int, turn: int) -> str:
+    """The routed controller's channel for this turn, recorded as a `route` note."""
+    route = route_for(critique)
+    session.record(TranscriptEvent(
+        kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
+        content=f"{critique.gap_type if critique else 'no critique'} -> {route}",
+        data={"gap_type": critique.gap_type if critique else None, "route": route}))
+    return route
+
+
+async def _between_brief(state: PanelState, channel: KnowledgeChannel, critique: Critique | None, *, blind: bool,
+                         rnd: int, turn: int, index: int) -> None:
+    """Knowledge recruitment between turns: the channel sees the turn's positions (and, unless blind,
+    the critique); its brief is posted to the shared history."""
+    trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
+    if isinstance(channel, ClearChannel):
+        channel.panel_answer = panel_position(state)
+    brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
+    if brief is not None:
+        state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
+
+
+def _agreed(state: PanelState) -> bool:
+    """Every discussant holds the same valid answer."""
+    panel = state.discussants()
+    return len({m.last for m in panel}) == 1 and all(m.last for m in panel)
+
+
+def _summary(state: PanelState, channel: KnowledgeChannel | None, *, recruited: list[str], weaknesses: int,
+             stopped_early: bool, tie: bool, routes: list[str] | None) -> PanelSummary:
+    summary: dict[str, object] = {
+        "recruited": len(recruited),
+        "recruited_roles": recruited,
+        "initial_panel": [m.spec.role for m in state.members if not m.recruited],
+        "recruit_names": [m.agent.name for m in state.members if m.recruited],
+        "final_panel_size": len(state.members),
+        "critiques_with_weakness": weaknesses,
+        "stopped_early": stopped_early,
+        "tie": tie,
+    }
+    if state.settings.self_assessment:
+        summary["self_assessment"] = True
+    if channel is not None:
+        summary.update(channel.summary())
+        summary["independent"] = state.independent
+    if state.assessors:
+        summary["auxiliary_assessments"] = sum(1 for m in state.members if m.assessment and m.assessment["valid"])
+        summary["auxiliary_invalid"] = sum(1 for m in state.members if m.assessment and not m.assessment["valid"])
+    if routes is not None:
+        summary["routes"] = routes
+    return PanelSummary.model_validate(summary)

@@ -147,7 +147,8 @@ def _weighted_clogit() -> type:
     and every `medpanel` command imports the report (most never fit a model)."""
     from statsmodels.discrete.conditional_models import ConditionalLogit
 
-    class _WeightedConditionalLogit(ConditionalLogit):
+    # statsmodels ships no type information, so ConditionalLogit is Any to mypy.
+    class _WeightedConditionalLogit(ConditionalLogit):  # type: ignore[misc]
         """statsmodels' conditional logit over distinct groups, each counted as often as it occurs.
 
         Questions with the same answers in the four cells contribute identical conditional likelihood

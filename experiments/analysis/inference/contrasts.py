@@ -172,7 +172,8 @@ def holm(p_values: Sequence[float]) -> list[float]:
         back = np.empty(m)
         back[order] = adjusted
         out[ok] = back
-    return out.tolist()
+    adjusted_p: list[float] = out.tolist()
+    return adjusted_p
 
 
 def adjust(contrasts: Sequence[Contrast], *, alpha: float = 0.05) -> list[Adjusted]:

@@ -82,9 +82,6 @@ class Factorial:
     effects: list[Adjusted]
     odds_ratios: list[OddsRatio]
 
-    def effect_rows(self) -> list[dict[str, Any]]:
-        return [e.as_row() for e in self.effects]
-
 
 def _specs(g: Grid) -> list[tuple[str, dict[str, float], tuple[str, str]]]:
     c = g.cells

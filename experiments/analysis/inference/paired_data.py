@@ -56,7 +56,7 @@ class Aligned:
 
     def successes(self) -> np.ndarray:
         """Correct answers per (question, condition) over the repeats: int, shape (questions, conditions)."""
-        return self.y.sum(axis=2).T.astype(np.int64)
+        return np.asarray(self.y.sum(axis=2).T, dtype=np.int64)
 
     def index(self, condition: str) -> int:
         return self.conditions.index(condition)

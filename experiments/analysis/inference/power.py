@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -67,13 +67,6 @@ class Discordance:
     def effect(self) -> float:
         """b - a in accuracy (a fraction)."""
         return self.b_only - self.a_only
-
-    def with_effect(self, effect: float) -> Discordance:
-        """The same discordance rate with another effect (what a pilot says about a planned effect)."""
-        if abs(effect) > self.rate:
-            raise ValueError(f"an effect of {100 * effect:.1f} points needs more than {100 * self.rate:.1f}% "
-                             "discordant questions")
-        return replace(self, b_only=(self.rate + effect) / 2, a_only=(self.rate - effect) / 2)
 
 
 def discordance_from_accuracy(acc_a: float, effect: float, rho: float) -> Discordance:

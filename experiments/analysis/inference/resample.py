@@ -119,7 +119,9 @@ def mcnemar_pvalue(b_only: int | np.ndarray, a_only: int | np.ndarray) -> np.nda
 def _fair_binomial_pmf(m: int) -> np.ndarray:
     """P(X = k), k = 0..m, for X ~ Binomial(m, 1/2), in log space (exact to ~1e-13 relative)."""
     k = np.arange(m + 1)
-    return np.exp(special.gammaln(m + 1) - special.gammaln(k + 1) - special.gammaln(m - k + 1) - m * np.log(2.0))
+    log_pmf: np.ndarray = special.gammaln(m + 1) - special.gammaln(k + 1) - special.gammaln(m - k + 1) - m * np.log(2.0)
+    pmf: np.ndarray = np.exp(log_pmf)
+    return pmf
 
 
 def sign_flip_pvalue(d: np.ndarray, scale: int) -> float:

@@ -58,7 +58,7 @@ def simulate(design: Design, n_questions: int, n_studies: int, seed: int) -> np.
     eta = mu + u
     if design.interaction_sd > 0:
         eta = eta + rng.normal(0.0, design.interaction_sd, (n_studies, len(design.logits), n_questions))
-    p = expit(eta)
+    p: np.ndarray = expit(eta)
     return rng.random((*p.shape, design.repeats)) < p[..., None]
 
 
