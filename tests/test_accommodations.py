@@ -94,7 +94,10 @@ def test_clear_passage_lengths_follow_the_backend() -> None:
 ])
 def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path, model: dict[str, Any],
                                                                   settings: dict[str, Any],
-                                                                  expected: dict[str, Any]) -> None:
+                                                                  expected: dict[str, Any],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # A remote backend's key is checked when the run is created (no call is made here).
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     from medpanel.experiments.analysis.header import header_lines
     from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.runner import Runner

@@ -259,11 +259,13 @@ def test_an_uncapped_call_is_posted_without_max_tokens() -> None:
 
     from medpanel.agents.model.backends import PostedChat
 
+    from .fake_openai import completion
+
     bodies: list[dict[str, Any]] = []
 
     async def post(path: str, *, body: dict[str, Any], cast_to: Any, options: Any) -> Any:
         bodies.append(body)
-        return SimpleNamespace(usage=None)
+        return cast_to.model_validate(completion('{"answer": "A"}'))  # a real ChatCompletion
 
     chat = PostedChat(SimpleNamespace(post=post))  # type: ignore[arg-type]
     asyncio.run(chat.create(model="m", messages=[], max_tokens=None, temperature=0.0))

