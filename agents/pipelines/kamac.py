@@ -33,13 +33,13 @@ from pydantic import Field, model_validator
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model
+from medpanel.agents.model.structured import AnswerReply, answer_model
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
 from medpanel.agents.pipelines.multiagent_common import (
     answer_key,
     ask_once,
+    labelled,
     moderate,
-    numbered,
     numbered_model,
     opinions_block,
     record_final,
@@ -102,7 +102,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
         first = await recruiter.speak(PROMPTS.render("recruit_initial", question=q, n=n0),
                                       numbered_model("InitialRecruit", "expert", n0, "A specialty."),
                                       step="recruit.initial")
-        initial = numbered(first, "expert", n0) if first is not None else ["general medicine"] * n0
+        initial = labelled(first.slots, "expert") if first is not None else ["general medicine"] * n0
         a_type = answer_model(question.letters, multi=question.multi_answer)
         members: list[Member] = []
         answers: dict[str, str | None] = {}
@@ -115,9 +115,9 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
             members.append(m)
             return m
 
-        def keep(m: Member, parsed: Any) -> None:
+        def keep(m: Member, parsed: AnswerReply | None) -> None:
             answers[m.name] = answer_key(parsed)
-            texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+            texts[m.name] = f"({m.specialty}) {parsed.reasoning}" if parsed is not None else ""
 
         async def answer_again(r: int, t: int) -> None:
             for m in members:
@@ -168,7 +168,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                                                                    panel=panel),
                                                     roles.gap_recruit_model(room), step="gap.recruit", round=r, turn=t)
                         if rec is not None:
-                            new = numbered(rec, "expert", room)[:int(rec.count)]  # type: ignore[attr-defined]
+                            new = labelled(rec.slots, "expert")[:rec.count]
                     else:
                         _note(session, "gap.panel_full", f"The panel is full ({len(members)} of {settings.max_agents})"
                                                          "; nobody recruited.", r, t)
