@@ -85,8 +85,7 @@ class RoleAgent:
             if isinstance(context, WindowedContext):
                 context.expect(parts if attempt == 0 else None, reply=label)
             response = await agent.on_messages([TextMessage(content=text, source=source)], CancellationToken())
-            reply = response.chat_message
-            raw = reply.content if isinstance(reply, TextMessage) else str(getattr(reply, "content", ""))
+            raw = response.chat_message.to_model_text()  # an agent with no tools answers with a TextMessage
             parsed, reason = parse_reply(raw, model)
             event = self.client.last_event
             if event is not None:

@@ -150,7 +150,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                                     turn=t, speakers=[m])
                     g = await m.agent.speak(PROMPTS.render("gap", turn=t, roster=roster(members)), Gap,
                                             step="gap.assess", round=r, turn=t)
-                    if isinstance(g, Gap) and g.gap:
+                    if g is not None and g.gap:
                         gaps.append(f"- {m.name} ({m.specialty}) needs a {g.expert or 'specialist'}: {g.reason}")
                 gaps_reported += len(gaps)
                 extend = skipped = False
@@ -160,7 +160,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                                             request=PROMPTS.render("gap_summary", question=q, panel=panel,
                                                                    gaps="\n".join(gaps)),
                                             model=GapSummary, step="gap.summary", round=r, turn=t)
-                    sifted_text = sifted.recommendations if isinstance(sifted, GapSummary) else "\n".join(gaps)
+                    sifted_text = sifted.recommendations if sifted is not None else "\n".join(gaps)
                     room = settings.max_agents - len(members)
                     new: list[str] = []
                     if room > 0:

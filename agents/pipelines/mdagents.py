@@ -135,7 +135,7 @@ async def solved_examples(session: QuestionSession, writer: RoleAgent, examples:
         letter = ex["answer_idx"]
         parsed = await writer.speak(PROMPTS.render(prompt, question=format_question(ex_q), letter=letter,
                                                    text=ex["options"][letter]), Rationale, step=step, turn=i)
-        why = parsed.rationale if isinstance(parsed, Rationale) else ""
+        why = parsed.rationale if parsed is not None else ""
         answer = f"Answer: ({letter}) {ex['options'][letter]}"
         shown.append(f"[Example {i}]\n{format_question(ex_q)}\n{answer}\n{why}".strip())
     return shown
@@ -154,7 +154,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                                 system=PROMPTS.render("triage_system"), request=PROMPTS.render("triage", question=q),
                                 model=Triage, step="triage.complexity")
         facts: dict[str, Any] = {"method": "mdagents", "variant": ORIGINAL if original else "benchmark"}
-        if isinstance(triage, Triage):
+        if triage is not None:
             level, facts["route_from"] = triage.complexity, "triage"
         else:
             level, facts["route_from"] = settings.invalid_route, "invalid_triage"
@@ -301,15 +301,15 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             plan_reply = await lead.speak(PROMPTS.render("lead_plan", question=q, team=team,
                                                          members=", ".join(specialties[1:])), Text,
                                           step="ict.plan", round=g)
-            plan = plan_reply.text if isinstance(plan_reply, Text) else "(no valid plan)"
+            plan = plan_reply.text if plan_reply is not None else "(no valid plan)"
             findings = []
             for m, (role, member) in enumerate(zip(specialties[1:], seated[1:], strict=True), 2):
                 found = await member.speak(PROMPTS.render("investigate", team=team, plan=plan), Text,
                                            step="ict.investigate", round=g, turn=m)
-                findings.append(f"[{role}]\n{found.text if isinstance(found, Text) else '(no valid report)'}")
+                findings.append(f"[{role}]\n{found.text if found is not None else '(no valid report)'}")
             rep = await lead.speak(PROMPTS.render("team_report", findings="\n".join(findings), question=q), Text,
                                    step="ict.report", round=g)
-            return f"[{team}] {rep.text if isinstance(rep, Text) else '(no valid report)'}"
+            return f"[{team}] {rep.text if rep is not None else '(no valid report)'}"
 
         initial = await work(1)
         for g in range(2, g_n + 1):

@@ -130,13 +130,13 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                    request=PROMPTS.render("vote", domain=domain, report=report), model=Vote,
                                    step="vote.expert", round=attempt, turn=turn, max_tokens=cap("vote"))
                 # The codes read a vote with no yes or no in it as yes; counted here as `unparsed`.
-                agree = v.agree if isinstance(v, Vote) else True
-                entry: dict[str, Any] = {"domain": domain, "agree": agree, "unparsed": not isinstance(v, Vote)}
+                agree = v.agree if v is not None else True
+                entry: dict[str, Any] = {"domain": domain, "agree": agree, "unparsed": v is None}
                 if not agree:
                     a = await ask_once(session, role="domain_expert", name=name, system=voter,
                                        request=PROMPTS.render("advice", domain=domain, report=report), model=Advice,
                                        step="vote.advice", round=attempt, turn=turn, max_tokens=cap("advice"))
-                    entry["advice"] = a.revisions if isinstance(a, Advice) else "(no valid advice)"
+                    entry["advice"] = a.revisions if a is not None else "(no valid advice)"
                 ballot.append(entry)
             consensus = all(b["agree"] for b in ballot)
             votes.append({"attempt": attempt, "ballot": ballot, "consensus": consensus})
@@ -154,7 +154,7 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                      request=PROMPTS.render("revise", report=report, advice=advice), model=Revised,
                                      step="report.revise", round=attempt, max_tokens=cap("revise"))
             revisions += 1
-            if isinstance(revised, Revised):
+            if revised is not None:
                 report = roles.report_text(stem, opts, revised.total_analysis)
         if not consensus:
             session.record(TranscriptEvent(kind="note", role="pipeline", agent="medagents", step="vote.no_consensus",

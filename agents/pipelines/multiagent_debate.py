@@ -81,7 +81,7 @@ async def talk_turn(session: QuestionSession, members: list[Member], log: TurnLo
         agent = member.agent
         wants = await agent.speak(prompts.render("talk", round=round, turn=turn, opinions=shown(member)),
                                   Participate, step="debate.talk", round=round, turn=turn)
-        if not isinstance(wants, Participate) or not wants.talk:
+        if wants is None or not wants.talk:
             continue
         log.talked += 1
         chosen = await agent.speak(prompts.render("choose", roster=listing), choice_model(len(members)),
@@ -91,7 +91,7 @@ async def talk_turn(session: QuestionSession, members: list[Member], log: TurnLo
             target = members[number - 1]
             said = await agent.speak(prompts.render("message", number=number, specialty=target.specialty),
                                      Message, step="debate.message", round=round, turn=turn)
-            text = said.message if isinstance(said, Message) else ""
+            text = said.message if said is not None else ""
             if not text.strip():
                 continue
             log.inbox.setdefault(target.name, []).append((member.name, text))

@@ -162,7 +162,7 @@ class Refiner:
     async def review(self, solution: str, iteration: int) -> Review | None:
         content = PROMPTS.render("refine.review", stem=self.question.text, solution=solution)
         reply = await self._fresh("review").speak(content, Review, step="review", round=iteration)
-        return reply if isinstance(reply, Review) else None
+        return reply
 
     async def revise(self, solution: str, feedback: str, iteration: int) -> AnswerReply | None:
         content = PROMPTS.render("refine.revise", stem=self.question.text, solution=solution, feedback=feedback)
@@ -199,7 +199,7 @@ class PersonaSolver:
     async def identify(self) -> Personas | None:
         reply = await self.agent.speak(PROMPTS.render("persona.identify", question=format_question(self.question)),
                                        Personas, step="personas")
-        return reply if isinstance(reply, Personas) else None
+        return reply
 
     async def brainstorm(self, personas: str) -> Brainstorm | None:
         return await self.agent.speak(PROMPTS.render("persona.brainstorm", personas=personas), Brainstorm,
