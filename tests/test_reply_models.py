@@ -11,7 +11,7 @@ from medpanel.agents.model.structured import (
     strict_response_format,
 )
 from medpanel.agents.pipelines.multiagent_common import labelled, numbered_model
-from medpanel.agents.roles import kamac, mdagents
+from medpanel.agents.roles import assessor, kamac, mdagents
 
 SHAPE = "Reply with only a JSON object of this shape:\n"
 
@@ -76,3 +76,10 @@ def test_the_ict_recruit_reads_teams_of_members() -> None:
     parsed, _ = parse_reply('{"team_1_name": "Initial", "team_1_member_1": "a", "team_1_member_2": "b", '
                             '"team_2_name": "", "team_2_member_1": "c", "team_2_member_2": "d"}', model)
     assert parsed is not None and parsed.teams == [("Initial", ["a", "b"]), ("", ["c", "d"])]
+
+
+def test_quality_labels_read_in_document_order() -> None:
+    model = assessor.labels_model(3)
+    parsed, _ = parse_reply('{"P2": "low", "P1": "high", "P3": "medium"}', model)
+    assert parsed is not None and parsed.levels == ["high", "low", "medium"]
+    assert list(parsed.model_dump()) == ["P1", "P2", "P3"]  # the record keeps the documents' labels by name
