@@ -40,7 +40,7 @@ class DevilsAdvocate(mp.Pipeline[mp.PipelineSettings, AdvocatePlan]):
             case = await advocate.speak(f"{mp.format_question(question)}\n\nA colleague chose {chosen}. Argue "
                                         "for the strongest other option.", reply, step="argue")
             if case is not None:
-                argument = case.model_dump()["reasoning"]
+                argument = case.reasoning
                 final = await doctor.speak(f"A colleague argues:\n{argument}\nReconsider.", reply,
                                            step="reconsider") or first
         answer = mp.letters_of(final) if final is not None else ()

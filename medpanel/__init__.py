@@ -9,9 +9,9 @@ pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence 
   `resume(run_dir)` and `load_run(run_dir)`, whose `Run` gives `tables()` by name, tidy
   `to_pandas()` and `calls()` frames (see `medpanel.api`, docs/python-api.md);
 - what a method of your own is made of: `Pipeline`, `ConditionPlan`, `PipelineSettings`,
-  `Summary`, `Outcome`, `register_pipeline`; a role's agent, `RoleAgent`, with `answer_model`,
-  `letters_of` and `format_question`; the `QuestionSession` every call of a question goes
-  through; `TableSpec`/`Table` for its report tables;
+  `Summary`, `Outcome`, `register_pipeline`; a role's agent, `RoleAgent`, with `answer_model`
+  (whose replies are `AnswerReply`s), `letters_of` and `format_question`; the `QuestionSession`
+  every call of a question goes through; `TableSpec`/`Table` for its report tables;
 - evidence sources of your own: `Source`, `SourceSpec`, `register_source`.
 
 docs/architecture.md says which room holds what.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from medpanel.agents.model.agent import RoleAgent
     from medpanel.agents.model.client import QuestionSession
-    from medpanel.agents.model.structured import answer_model, letters_of
+    from medpanel.agents.model.structured import AnswerReply, answer_model, letters_of
     from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
     from medpanel.agents.pipelines.registry import register as register_pipeline
     from medpanel.agents.prompting import format_question
@@ -57,6 +57,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "TableSpec": ("medpanel.agents.tables", "TableSpec"),
     "TranscriptEvent": ("medpanel.agents.types", "TranscriptEvent"),
     "UserError": ("medpanel.experiments.errors", "UserError"),
+    "AnswerReply": ("medpanel.agents.model.structured", "AnswerReply"),
     "answer_model": ("medpanel.agents.model.structured", "answer_model"),
     "format_question": ("medpanel.agents.prompting", "format_question"),
     "letters_of": ("medpanel.agents.model.structured", "letters_of"),
@@ -87,6 +88,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree without ins
     __version__ = "0.0.0+local"
 
 __all__ = [
+    "AnswerReply",
     "Condition",
     "ConditionPlan",
     "Outcome",

@@ -21,7 +21,7 @@ import httpx
 from medpanel.retrieval.errors import SearchBackendError, SourceConfigError
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quality import assess_source
-from medpanel.retrieval.retrievers import Retriever, open_retriever
+from medpanel.retrieval.retrievers import BM25Retriever, Retriever, open_retriever
 
 TAVILY_BASE_URL = "https://api.tavily.com"
 TAVILY_KEY_ENV = "TAVILY_API_KEY"
@@ -180,13 +180,12 @@ def check_separate(local: str | Path, web: str | Path, *, field: str) -> None:
     lf, wf = open_retriever(local, "bm25"), open_retriever(web, "bm25")
     fix = ("use two corpora with no document in both, e.g. the PubMed abstracts as the local corpus and "
            "MedQuAD's web pages as the web (docs/methods/knowledge.md: Retrieval corpora)")
-    local_dir, web_dir = getattr(lf, "corpus_dir", None), getattr(wf, "corpus_dir", None)
-    if local_dir is not None and local_dir == web_dir:
+    if not (isinstance(lf, BM25Retriever) and isinstance(wf, BM25Retriever)):
+        return  # `open_retriever(..., "bm25")` gives one; another kind has no folder or store to compare
+    if lf.corpus_dir == wf.corpus_dir:
         raise SourceConfigError(f"the offline web {str(web)!r} is the local corpus {str(local)!r}; {fix}",
                                 field=field)
-    ls, ws = getattr(lf, "store", None), getattr(wf, "store", None)
-    if ls is None or ws is None:
-        return
+    ls, ws = lf.store, wf.store
     for what, a, b in (("id", ls.ids, ws.ids), ("URL", ls.urls, ws.urls), ("text", ls.contents, ws.contents)):
         shared = ({x for x in a if x} & {x for x in b if x})
         if shared:

@@ -43,7 +43,7 @@ def test_direct_is_one_answer_only_call() -> None:
     result, client = run(baseline("direct"), Q4, lambda r: {"answer": "A"})
     assert len(client.requests) == 1
     req = client.requests[0]
-    assert set(req.model.model_fields) == {"answer"}  # no reasoning field: zero-shot
+    assert set(req.model.model_json_schema()["properties"]) == {"answer"}  # no reasoning field: zero-shot
     assert "do not explain" in req.system
     assert [e.step for e in calls(result)] == ["answer"]
     assert result.answer == ("A",) and result.correct and not result.invalid

@@ -98,7 +98,7 @@ def workspace(tmp_path: Path, *, runs: str = RUNS, file: str = "refs/published.j
 
 def answer_easy(req: ScriptedRequest) -> dict[str, Any]:
     letter = "A" if "easy case" in req.last else "B"
-    fields = set(req.model.model_fields) if req.model is not None else {"answer"}
+    fields = set(req.model.model_json_schema()["properties"]) if req.model is not None else {"answer"}
     return {"reasoning": "r", "answer": letter} if "reasoning" in fields else {"answer": letter}
 
 

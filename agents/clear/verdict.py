@@ -78,7 +78,7 @@ async def verify(ctx: Context, bundle: Bundle, round: int) -> Verdict:
     return verdict
 
 
-def _own(parsed: Any, bundle: Bundle) -> Answer | None:
+def _own(parsed: verifier.VerifierReply, bundle: Bundle) -> Answer | None:
     ans = parsed.answer
     if not bundle.question.options:
         return (str(ans).strip(),) if str(ans).strip() else None
@@ -86,7 +86,7 @@ def _own(parsed: Any, bundle: Bundle) -> Answer | None:
 
 
 
-def resolve(parsed: Any, bundle: Bundle, round: int = 1) -> Verdict | str:
+def resolve(parsed: verifier.VerifierReply, bundle: Bundle, round: int = 1) -> Verdict | str:
     """The verdict a valid reply stands for, or the reason it contradicts the candidates."""
     route, own = parsed.route, _own(parsed, bundle)
     answer: Answer | None = own
@@ -105,7 +105,7 @@ def resolve(parsed: Any, bundle: Bundle, round: int = 1) -> Verdict | str:
             return "route consensus, but no two pathways agree"
         if answer != own:
             notes.append(f"verifier answered {own}; the consensus answer is {answer}")
-    return Verdict(answer=answer, route=route, rationale=str(parsed.rationale), confidence=parsed.confidence,
+    return Verdict(answer=answer, route=route, rationale=parsed.rationale, confidence=parsed.confidence,
                    round=round, verifier_answer=own, notes=notes)
 
 

@@ -12,12 +12,11 @@ from autogen_agentchat.agents import AssistantAgent
 from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 from autogen_core.models import LLMMessage, UserMessage
-from pydantic import BaseModel
 
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
 from medpanel.agents.model.route import for_role
-from medpanel.agents.model.structured import format_instructions, parse_reply, reask_message
+from medpanel.agents.model.structured import R, format_instructions, parse_reply, reask_message
 from medpanel.agents.types import TranscriptEvent
 
 
@@ -73,8 +72,8 @@ class RoleAgent:
                   "tokens_before": trim.tokens_before, "tokens_after": trim.tokens_after,
                   "window": trim.window, "budget": trim.budget, "still_over": trim.still_over}))
 
-    async def _ask(self, agent: AssistantAgent, content: str, model: type[BaseModel], *, step: str,
-                   round: int, turn: int, source: str, parts: list[Part] | None = None) -> BaseModel | None:
+    async def _ask(self, agent: AssistantAgent, content: str, model: type[R], *, step: str,
+                   round: int, turn: int, source: str, parts: list[Part] | None = None) -> R | None:
         self.client.tag.role, self.client.tag.agent, self.client.tag.step = self.role, self.name, step
         self.client.tag.round, self.client.tag.turn = round, turn
         self.client.response_model = model
@@ -86,8 +85,7 @@ class RoleAgent:
             if isinstance(context, WindowedContext):
                 context.expect(parts if attempt == 0 else None, reply=label)
             response = await agent.on_messages([TextMessage(content=text, source=source)], CancellationToken())
-            reply = response.chat_message
-            raw = reply.content if isinstance(reply, TextMessage) else str(getattr(reply, "content", ""))
+            raw = response.chat_message.to_model_text()  # an agent with no tools answers with a TextMessage
             parsed, reason = parse_reply(raw, model)
             event = self.client.last_event
             if event is not None:
@@ -102,13 +100,15 @@ class RoleAgent:
             self.client.tag.step = f"{step}:reask"
         return None
 
-    async def speak(self, content: str, model: type[BaseModel], *, step: str, round: int = 0, turn: int = 0,
-                    source: str = "moderator", parts: list[Part] | None = None) -> BaseModel | None:
+    async def speak(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
+                    source: str = "moderator", parts: list[Part] | None = None) -> R | None:
+        """The reply to `content` as a `model` (None when it is invalid twice); both stay in the context."""
         return await self._ask(self.agent, content, model, step=step, round=round, turn=turn, source=source,
                                parts=parts)
 
-    async def consult(self, content: str, model: type[BaseModel], *, step: str, round: int = 0, turn: int = 0,
-                      source: str = "moderator", parts: list[Part] | None = None) -> BaseModel | None:
+    async def consult(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
+                      source: str = "moderator", parts: list[Part] | None = None) -> R | None:
+        """As `speak`, on a fork of the context: this agent's later requests do not show it."""
         side = AssistantAgent(name=self.name, model_client=self.client, system_message=self.system_message,
                               model_context=self.context.fork())
         return await self._ask(side, content, model, step=step, round=round, turn=turn, source=source, parts=parts)

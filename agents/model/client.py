@@ -383,7 +383,7 @@ class RecordingClient(ChatCompletionClient):
 
     def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         # A rough count (4 characters a token) is enough for the context window's bookkeeping.
-        return sum(len(str(getattr(m, "content", ""))) for m in messages) // 4
+        return sum(len(str(m.content)) for m in messages) // 4
 
     def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
         window = self.session.spec.context_limit

@@ -67,7 +67,7 @@ class _Entry:
 
 
 def _content(message: LLMMessage) -> str:
-    content = getattr(message, "content", "")
+    content = message.content
     return content if isinstance(content, str) else str(content)
 
 

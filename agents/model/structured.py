@@ -10,9 +10,13 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+R = TypeVar("R", bound=BaseModel)
+"""A reply model: `RoleAgent.speak(text, M)` returns an `M` (or None when the reply is invalid twice)."""
 
 
 def letters_type(letters: Sequence[str]) -> Any:
@@ -24,8 +28,46 @@ FREE_REASONING = "Your step-by-step reasoning, as long as the question needs."
 """For a reply sent with no length cap (a method whose original sets none): its reasoning is not cut short."""
 
 
+class AnswerReply(BaseModel):
+    """What every answer reply holds: an `answer` (a letter, a list of letters, or free text where a
+    question has no options; each reply model narrows it) and the `reasoning` before it.
+
+    The fields here only fix the order (reasoning first) and the type code reads; each model built
+    from this base redeclares both with its own constraints and descriptions."""
+
+    reasoning: str
+    answer: str | list[str]
+
+
+class BareAnswer(AnswerReply):
+    """An answer asked without reasoning: neither the schema the model is shown nor the record
+    carries `reasoning`, and it reads "" (a `reasoning` key in the reply is ignored, as any key the
+    model was not asked for is)."""
+
+    reasoning: SkipJsonSchema[str] = Field(default="", exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_asked(cls, data: Any) -> Any:
+        return {k: v for k, v in data.items() if k != "reasoning"} if isinstance(data, dict) else data
+
+
+class Slots(BaseModel):
+    """A reply with numbered string fields `<prefix>_1` ... `<prefix>_n` (a specialty each), read as
+    the list `slots`. Small models fill named slots far more reliably than a list of a given length,
+    so the schema keeps the slots and code reads the list."""
+
+    @property
+    def slots(self) -> list[str]:
+        """The numbered fields' values, in order (other fields, e.g. a count, are not slots)."""
+        return [str(value) for key, value in self if _SLOT.fullmatch(key)]
+
+
+_SLOT = re.compile(r"[a-z]+_\d+")
+
+
 def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer",
-                 reasoning: bool = True, reasoning_hint: str = BRIEF_REASONING) -> type[BaseModel]:
+                 reasoning: bool = True, reasoning_hint: str = BRIEF_REASONING) -> type[AnswerReply]:
     """A reply with (optional) reasoning and an answer constrained to `letters`.
 
     One class per distinct shape: building a pydantic model and its schema costs milliseconds,
@@ -36,7 +78,7 @@ def answer_model(letters: list[str], *, multi: bool = False, name: str = "Answer
 
 @functools.lru_cache(maxsize=256)
 def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: bool,
-                  hint: str = BRIEF_REASONING) -> type[BaseModel]:
+                  hint: str = BRIEF_REASONING) -> type[AnswerReply]:
     fields: dict[str, Any] = {}
     if reasoning:
         # Reasoning comes first so a model that writes fields in order thinks before it answers.
@@ -45,10 +87,10 @@ def _answer_model(letters: tuple[str, ...], multi: bool, name: str, reasoning: b
         fields["answer"] = (list[letters_type(letters)], Field(min_length=1, description="All correct letters."))  # type: ignore[misc]
     else:
         fields["answer"] = (letters_type(letters), Field(description="The single best option letter."))
-    return create_model(name, **fields)
+    return create_model(name, __base__=AnswerReply if reasoning else BareAnswer, **fields)
 
 
-def letters_of(parsed: Any) -> tuple[str, ...]:
+def letters_of(parsed: AnswerReply) -> tuple[str, ...]:
     """The letters of a parsed `answer_model` reply, sorted and unique (one letter or a list)."""
     ans = parsed.answer
     return tuple(sorted(set(ans))) if isinstance(ans, list) else (ans,)
@@ -118,7 +160,7 @@ def format_instructions(model: type[BaseModel]) -> str:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
-def parse_reply(text: str, model: type[BaseModel]) -> tuple[BaseModel | None, str | None]:
+def parse_reply(text: str, model: type[R]) -> tuple[R | None, str | None]:
     """Validate a reply; returns (parsed, None) or (None, reason).
 
     Accepts a bare object, one inside a code fence, or the first balanced `{...}` in prose, since

@@ -162,7 +162,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         if method in SEED_CONDITIONS:
             name, slug = SEED_CONDITIONS[str(method)]
             inner = _inner(name)
-            inner_settings = inner.settings_model.model_validate(getattr(settings, name))
+            inner_settings = inner.settings_model.model_validate(settings.inner_settings(name))
             inner_cond = condition_for(slug, name)
             inner.check(inner_cond, name)
             inner_plan = inner.plan(inner_cond, inner_settings)
@@ -183,7 +183,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
             if inner_plans:
                 inner = _inner(name)
                 inner.prepare([inner.plan_model.model_validate(p.inner) for p in inner_plans],
-                              inner.settings_model.model_validate(getattr(settings, name)))
+                              inner.settings_model.model_validate(settings.inner_settings(name)))
 
     def pool(self, source: str) -> ExemplarPool:
         # A worker that did not run `prepare` (a resumed shard) loads the pool on first use.
@@ -207,7 +207,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
             name = SEED_CONDITIONS[method][0]
             inner = _inner(name)
             return await inner(question, inner.plan_model.model_validate(plan.inner), session,
-                               inner.settings_model.model_validate(getattr(settings, name)))
+                               inner.settings_model.model_validate(settings.inner_settings(name)))
         facts: dict[str, Any] = {"method": method}
         caps = reply_caps(str(method), settings)
         if method in ("zero-shot", "cot"):

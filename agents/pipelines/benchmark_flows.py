@@ -94,8 +94,7 @@ async def multipersona_debate(question: Question, session: QuestionSession, sett
             if parsed is None:
                 now.append((multipersona.NO_REPLY, "none"))
             else:
-                data = parsed.model_dump()
-                now.append((str(data.get("reasoning", "")), ", ".join(letters_of(parsed))))
+                now.append((parsed.reasoning, ", ".join(letters_of(parsed))))
         rounds.append([a if a != "none" else None for _, a in now])
         last = now
     parsed = await multipersona.decide(session, question, [(roles[i], t, a) for i, (t, a) in enumerate(last)],

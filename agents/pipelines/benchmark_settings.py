@@ -45,3 +45,9 @@ class BenchmarkSettings(BaselineSettings):
     """MDAgents' settings, for the `mdagents` variant."""
     kamac: dict[str, Any] = Field(default_factory=dict)
     """KAMAC's settings, for the `kamac` variant."""
+
+    def inner_settings(self, pipeline: str) -> dict[str, Any]:
+        """The settings block of the seed pipeline `pipeline` runs under (its pipeline validates it)."""
+        blocks = {"panel": self.panel, "generalist": self.generalist, "medagents": self.medagents,
+                  "mdagents": self.mdagents, "kamac": self.kamac}
+        return blocks[pipeline]

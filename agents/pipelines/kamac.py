@@ -31,17 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model
+from medpanel.agents.model.structured import AnswerReply, answer_model
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
 from medpanel.agents.pipelines.multiagent_common import (
     answer_key,
     ask_once,
+    labelled,
     moderate,
-    numbered,
     numbered_model,
     opinions_block,
     record_final,
@@ -96,7 +96,7 @@ class _Panel:
 
     session: QuestionSession
     q: str
-    a_type: type[BaseModel]
+    a_type: type[AnswerReply]
     members: list[Member] = field(default_factory=list)
     answers: dict[str, str | None] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
@@ -108,9 +108,9 @@ class _Panel:
         self.members.append(m)
         return m
 
-    def keep(self, m: Member, parsed: Any) -> None:
+    def keep(self, m: Member, parsed: AnswerReply | None) -> None:
         self.answers[m.name] = answer_key(parsed)
-        self.texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+        self.texts[m.name] = f"({m.specialty}) {parsed.reasoning}" if parsed is not None else ""
 
     def opinions(self) -> str:
         return opinions_block(self.answers, self.texts)
@@ -152,7 +152,7 @@ async def _recruit_for_gaps(panel: _Panel, recruiter: RoleAgent, settings: Kamac
                                                    panel=panel_names),
                                     roles.gap_recruit_model(room), step="gap.recruit", round=r, turn=t)
         if rec is not None:
-            new = numbered(rec, "expert", room)[:int(rec.count)]  # type: ignore[attr-defined]
+            new = labelled(rec.slots, "expert")[:rec.count]
     else:
         _note(session, "gap.panel_full", f"The panel is full ({len(members)} of {settings.max_agents})"
                                          "; nobody recruited.", r, t)
@@ -187,7 +187,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
         first = await recruiter.speak(PROMPTS.render("recruit_initial", question=q, n=n0),
                                       numbered_model("InitialRecruit", "expert", n0, "A specialty."),
                                       step="recruit.initial")
-        initial = numbered(first, "expert", n0) if first is not None else ["general medicine"] * n0
+        initial = labelled(first.slots, "expert") if first is not None else ["general medicine"] * n0
         panel = _Panel(session, q, answer_model(question.letters, multi=question.multi_answer))
         for specialty in initial:
             m = panel.seat(specialty)

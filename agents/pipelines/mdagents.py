@@ -135,7 +135,7 @@ async def solved_examples(session: QuestionSession, writer: RoleAgent, examples:
         letter = ex["answer_idx"]
         parsed = await writer.speak(PROMPTS.render(prompt, question=format_question(ex_q), letter=letter,
                                                    text=ex["options"][letter]), Rationale, step=step, turn=i)
-        why = parsed.rationale if isinstance(parsed, Rationale) else ""
+        why = parsed.rationale if parsed is not None else ""
         answer = f"Answer: ({letter}) {ex['options'][letter]}"
         shown.append(f"[Example {i}]\n{format_question(ex_q)}\n{answer}\n{why}".strip())
     return shown
@@ -154,7 +154,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                                 system=PROMPTS.render("triage_system"), request=PROMPTS.render("triage", question=q),
                                 model=Triage, step="triage.complexity")
         facts: dict[str, Any] = {"method": "mdagents", "variant": ORIGINAL if original else "benchmark"}
-        if isinstance(triage, Triage):
+        if triage is not None:
             level, facts["route_from"] = triage.complexity, "triage"
         else:
             level, facts["route_from"] = settings.invalid_route, "invalid_triage"
@@ -199,9 +199,8 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                               system_message=PROMPTS.render("recruiter_system"))
         recruit = await recruiter.speak(PROMPTS.render("mdt_recruit", question=q, n=n), roles.recruit_model(n),
                                         step="mdt.recruit")
-        specialties = ([str(getattr(recruit, f"expert_{i}")) for i in range(1, n + 1)] if recruit is not None
-                       else ["general medicine"] * n)
-        lead = int(recruit.lead) if recruit is not None else 1  # type: ignore[attr-defined]
+        specialties = recruit.slots if recruit is not None else ["general medicine"] * n
+        lead = recruit.lead if recruit is not None else 1
         names = [f"expert_{i}" for i in range(1, n + 1)]
         lead_role = specialties[lead - 1]
         members: list[Member] = []
@@ -223,7 +222,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             parsed = await m.agent.speak(PROMPTS.render("initial", examples=examples, question=q), a_type,
                                          step="mdt.initial")
             first[m.name] = answer_key(parsed)
-            texts[m.name] = f"({m.specialty}) {getattr(parsed, 'reasoning', '')}" if parsed is not None else ""
+            texts[m.name] = f"({m.specialty}) {parsed.reasoning}" if parsed is not None else ""
         opinions = opinions_block(first, texts)
         final: dict[str, str | None] = {}
         final_texts: dict[str, str] = {}
@@ -232,7 +231,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             for m in members:
                 parsed = await m.agent.speak(PROMPTS.render("final", question=q), a_type, step="mdt.final", round=r)
                 final[m.name] = answer_key(parsed)
-                final_texts[m.name] = str(getattr(parsed, "reasoning", "")) if parsed is not None else ""
+                final_texts[m.name] = parsed.reasoning if parsed is not None else ""
 
         rounds_run = turns_run = messages = 0
         ended_by = "rounds"
@@ -242,7 +241,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             # fill the round's reports for round 1 only), and no expert is shown the summary.
             await ask_once(session, role="assistant", name="assistant", system=PROMPTS.render("assistant_system"),
                            request=PROMPTS.render("summarise", opinions=opinions if r == 1 else "(no reports)"),
-                           model=roles.summary_model(), step="debate.summary", round=r)
+                           model=roles.TeamSummary, step="debate.summary", round=r)
             silent = False
             for t in range(1, settings.turns + 1):
                 turns_run += 1
@@ -285,10 +284,9 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                                  model=roles.ict_model(g_n, m_n), step="ict.recruit")
         teams: list[dict[str, Any]] = []
         agents: list[tuple[str, list[str], list[RoleAgent]]] = []
-        for g in range(1, g_n + 1):
-            team = (str(getattr(recruit, f"team_{g}_name")) or f"team {g}") if recruit else f"team {g}"
-            specialties = ([str(getattr(recruit, f"team_{g}_member_{m}")) for m in range(1, m_n + 1)] if recruit
-                           else ["general medicine"] * m_n)
+        recruited = recruit.teams if recruit is not None else [("", ["general medicine"] * m_n) for _ in range(g_n)]
+        for g, (name, specialties) in enumerate(recruited, 1):
+            team = name or f"team {g}"
             seated = [RoleAgent(session, name=f"team_{g}_{'lead' if m == 1 else f'member_{m}'}",
                                 role="ict_lead" if m == 1 else "ict_member",
                                 system_message=PROMPTS.render("ict_member", role=role, team=team))
@@ -303,15 +301,15 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             plan_reply = await lead.speak(PROMPTS.render("lead_plan", question=q, team=team,
                                                          members=", ".join(specialties[1:])), Text,
                                           step="ict.plan", round=g)
-            plan = plan_reply.text if isinstance(plan_reply, Text) else "(no valid plan)"
+            plan = plan_reply.text if plan_reply is not None else "(no valid plan)"
             findings = []
             for m, (role, member) in enumerate(zip(specialties[1:], seated[1:], strict=True), 2):
                 found = await member.speak(PROMPTS.render("investigate", team=team, plan=plan), Text,
                                            step="ict.investigate", round=g, turn=m)
-                findings.append(f"[{role}]\n{found.text if isinstance(found, Text) else '(no valid report)'}")
+                findings.append(f"[{role}]\n{found.text if found is not None else '(no valid report)'}")
             rep = await lead.speak(PROMPTS.render("team_report", findings="\n".join(findings), question=q), Text,
                                    step="ict.report", round=g)
-            return f"[{team}] {rep.text if isinstance(rep, Text) else '(no valid report)'}"
+            return f"[{team}] {rep.text if rep is not None else '(no valid report)'}"
 
         initial = await work(1)
         for g in range(2, g_n + 1):

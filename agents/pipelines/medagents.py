@@ -36,7 +36,7 @@ from pydantic import Field
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
-from medpanel.agents.pipelines.multiagent_common import ask_once, numbered, numbered_model, record_final
+from medpanel.agents.pipelines.multiagent_common import ask_once, labelled, numbered_model, record_final
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import medagents as roles
 from medpanel.agents.roles.medagents import PROMPTS, Advice, Analysis, Revised, Vote
@@ -100,7 +100,7 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                     system=PROMPTS.render("expert", domain=domain),
                                     request=PROMPTS.render("question_analysis", question=stem, domain=domain),
                                     model=Analysis, step="analysis.question", turn=i, max_tokens=cap("analysis"))
-            analyses.append(f"[{domain}] {parsed.analysis if parsed else '(no valid analysis)'}")  # type: ignore[attr-defined]
+            analyses.append(f"[{domain}] {parsed.analysis if parsed else '(no valid analysis)'}")
         question_block = "\n".join(analyses)
         for i, domain in enumerate(odomains, 1):
             parsed = await ask_once(session, role="option_analyst", name=f"option_expert_{i}",
@@ -108,13 +108,13 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                     request=PROMPTS.render("option_analysis", question=q, domain=domain,
                                                            analyses=question_block),
                                     model=Analysis, step="analysis.option", turn=i, max_tokens=cap("analysis"))
-            analyses.append(f"[{domain}, options] {parsed.analysis if parsed else '(no valid analysis)'}")  # type: ignore[attr-defined]
+            analyses.append(f"[{domain}, options] {parsed.analysis if parsed else '(no valid analysis)'}")
 
         editor = PROMPTS.render("editor")
         parsed_report = await ask_once(session, role="synthesizer", name="editor", system=editor,
                                        request=PROMPTS.render("synthesize", question=q, analyses="\n".join(analyses)),
-                                       model=roles.report_model(), step="report.synthesize", max_tokens=cap("report"))
-        analysis = str(getattr(parsed_report, "total_analysis", "")) if parsed_report else "(no valid report)"
+                                       model=roles.Report, step="report.synthesize", max_tokens=cap("report"))
+        analysis = parsed_report.total_analysis if parsed_report else "(no valid report)"
         report = roles.report_text(stem, opts, analysis)
 
         voters = [(f"question_expert_{i}", d) for i, d in enumerate(qdomains, 1)]
@@ -130,13 +130,13 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                    request=PROMPTS.render("vote", domain=domain, report=report), model=Vote,
                                    step="vote.expert", round=attempt, turn=turn, max_tokens=cap("vote"))
                 # The codes read a vote with no yes or no in it as yes; counted here as `unparsed`.
-                agree = v.agree if isinstance(v, Vote) else True
-                entry: dict[str, Any] = {"domain": domain, "agree": agree, "unparsed": not isinstance(v, Vote)}
+                agree = v.agree if v is not None else True
+                entry: dict[str, Any] = {"domain": domain, "agree": agree, "unparsed": v is None}
                 if not agree:
                     a = await ask_once(session, role="domain_expert", name=name, system=voter,
                                        request=PROMPTS.render("advice", domain=domain, report=report), model=Advice,
                                        step="vote.advice", round=attempt, turn=turn, max_tokens=cap("advice"))
-                    entry["advice"] = a.revisions if isinstance(a, Advice) else "(no valid advice)"
+                    entry["advice"] = a.revisions if a is not None else "(no valid advice)"
                 ballot.append(entry)
             consensus = all(b["agree"] for b in ballot)
             votes.append({"attempt": attempt, "ballot": ballot, "consensus": consensus})
@@ -154,7 +154,7 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                      request=PROMPTS.render("revise", report=report, advice=advice), model=Revised,
                                      step="report.revise", round=attempt, max_tokens=cap("revise"))
             revisions += 1
-            if isinstance(revised, Revised):
+            if revised is not None:
                 report = roles.report_text(stem, opts, revised.total_analysis)
         if not consensus:
             session.record(TranscriptEvent(kind="note", role="pipeline", agent="medagents", step="vote.no_consensus",
@@ -180,7 +180,7 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                 request=PROMPTS.render(f"{kind}_domains", question=shown, n=n), model=model,
                                 step=f"domains.{kind}", max_tokens=max_tokens)
         if parsed is not None:
-            return numbered(parsed, "domain", n)
+            return labelled(parsed.slots, "domain")
         # Both codes fall back to general medicine when the call fails, so the stage still seats n experts.
         session.record(TranscriptEvent(kind="note", role="pipeline", agent="medagents", step=f"domains.{kind}_invalid",
                                        content=f"The {kind} domains reply was invalid; {n} general-medicine experts "

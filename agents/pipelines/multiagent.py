@@ -35,6 +35,12 @@ class MultiAgentSettings(PipelineSettings):
     kamac: KamacSettings = Field(default_factory=KamacSettings)
     """The `kamac` variant's settings."""
 
+    def method_settings(self, method: str) -> PipelineSettings:
+        """The settings of the published method `method`."""
+        blocks: dict[str, PipelineSettings] = {"medagents": self.medagents, "mdagents": self.mdagents,
+                                               "kamac": self.kamac}
+        return blocks[method]
+
 
 class MultiAgentPlan(ConditionPlan):
     method: str
@@ -62,4 +68,4 @@ class MultiAgentPipeline(Pipeline[MultiAgentSettings, MultiAgentPlan]):
     async def __call__(self, question: Question, plan: MultiAgentPlan, session: QuestionSession,
                        settings: MultiAgentSettings) -> Outcome:
         inner = ConditionPlan(slug=plan.slug, flags=plan.flags, variant=VARIANTS[str(plan.variant)][1])
-        return await self.methods[plan.method](question, inner, session, getattr(settings, plan.method))
+        return await self.methods[plan.method](question, inner, session, settings.method_settings(plan.method))

@@ -11,28 +11,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import Field, create_model
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of, letters_type
+from medpanel.agents.model.structured import AnswerReply, R, Slots, answer_model, letters_of, letters_type
 from medpanel.agents.pipelines.baselines import vote
 from medpanel.agents.types import Question, TranscriptEvent
 
 
-def numbered_model(name: str, prefix: str, n: int, description: str, **extra: Any) -> type[BaseModel]:
-    """A reply with `n` string fields `<prefix>_1` ... `<prefix>_n` (small models fill named slots far
-    more reliably than a list of a given length)."""
+def numbered_model(name: str, prefix: str, n: int, description: str, **extra: Any) -> type[Slots]:
+    """A reply with `n` string fields `<prefix>_1` ... `<prefix>_n`, read as its `slots` list (small
+    models fill named slots far more reliably than a list of a given length)."""
     fields: dict[str, Any] = {f"{prefix}_{i}": (str, Field(description=description)) for i in range(1, n + 1)}
     fields.update(extra)
-    return create_model(name, **fields)
+    return create_model(name, __base__=Slots, **fields)
 
 
-def numbered(parsed: BaseModel, prefix: str, n: int) -> list[str]:
-    return [str(getattr(parsed, f"{prefix}_{i}")).strip() or f"{prefix} {i}" for i in range(1, n + 1)]
+def labelled(slots: list[str], prefix: str) -> list[str]:
+    """Slot values with a blank one named by its place (`expert 3`)."""
+    return [value.strip() or f"{prefix} {i}" for i, value in enumerate(slots, 1)]
 
 
-def answer_key(parsed: BaseModel | None) -> str | None:
+def answer_key(parsed: AnswerReply | None) -> str | None:
     """A parsed answer reply as one vote key ("A", or "A,C" for a multi-answer set)."""
     return ",".join(letters_of(parsed)) if parsed is not None else None
 
@@ -73,13 +74,14 @@ async def moderate(session: QuestionSession, question: Question, *, system: str,
                                                                    "tally": result}
     if not positions:
         return (), {"rule": "no_valid_answer", "tally": result}
-    model = create_model("ModeratorDecision", reasoning=(str, Field(description="Brief reasoning.")),
+    model = create_model("ModeratorDecision", __base__=AnswerReply,
+                         reasoning=(str, Field(description="Brief reasoning.")),
                          answer=(letters_type(positions), Field(description="The final option, one of the "
                                                                             "experts' answers.")))
     moderator = RoleAgent(session, name="moderator", role="moderator", system_message=system)
     parsed = await moderator.speak(request, model, step=step)
     if parsed is not None:
-        final, rule = str(parsed.answer), "moderator"  # type: ignore[attr-defined]
+        final, rule = str(parsed.answer), "moderator"
     else:
         final, rule = str(result["answer"]), "majority_after_invalid_moderator"
     return tuple(final.split(",")), {"rule": rule, "tally": result}
@@ -109,8 +111,8 @@ def capped(agent: RoleAgent, max_tokens: int | None) -> RoleAgent:
 
 
 async def ask_once(session: QuestionSession, *, role: str, name: str, system: str, request: str,
-                   model: type[BaseModel], step: str, round: int = 0, turn: int = 0,
-                   max_tokens: int | None = None) -> BaseModel | None:
+                   model: type[R], step: str, round: int = 0, turn: int = 0,
+                   max_tokens: int | None = None) -> R | None:
     """One stateless call by a fresh agent (the methods' stages are independent prompts, so two
     conditions that ask the same stage share the request and the response cache)."""
     agent = capped(RoleAgent(session, name=name, role=role, system_message=system), max_tokens)

@@ -30,10 +30,17 @@ class Message(BaseModel):
     message: str = Field(description="Your opinion for that expert, with a short reason.")
 
 
-def choice_model(n: int) -> type[BaseModel]:
-    """The numbers of the experts to talk to (the roster's numbering, 1 to n)."""
+class ExpertChoice(BaseModel):
+    """The numbers of the experts to talk to (the roster's numbering)."""
+
+    experts: list[int]
+
+
+def choice_model(n: int) -> type[ExpertChoice]:
+    """`ExpertChoice` with every number from 1 to n."""
     numbers: Any = list[Literal[tuple(range(1, n + 1))]]  # type: ignore[misc]
-    return create_model("ExpertChoice", experts=(numbers, Field(min_length=1, description="Expert numbers.")))
+    return create_model("ExpertChoice", __base__=ExpertChoice,
+                        experts=(numbers, Field(min_length=1, description="Expert numbers.")))
 
 
 @dataclass
@@ -74,17 +81,17 @@ async def talk_turn(session: QuestionSession, members: list[Member], log: TurnLo
         agent = member.agent
         wants = await agent.speak(prompts.render("talk", round=round, turn=turn, opinions=shown(member)),
                                   Participate, step="debate.talk", round=round, turn=turn)
-        if not isinstance(wants, Participate) or not wants.talk:
+        if wants is None or not wants.talk:
             continue
         log.talked += 1
         chosen = await agent.speak(prompts.render("choose", roster=listing), choice_model(len(members)),
                                    step="debate.choose", round=round, turn=turn)
-        numbers: list[int] = list(dict.fromkeys(getattr(chosen, "experts", None) or []))
+        numbers = list(dict.fromkeys(chosen.experts)) if chosen is not None else []
         for number in numbers:
             target = members[number - 1]
             said = await agent.speak(prompts.render("message", number=number, specialty=target.specialty),
                                      Message, step="debate.message", round=round, turn=turn)
-            text = said.message if isinstance(said, Message) else ""
+            text = said.message if said is not None else ""
             if not text.strip():
                 continue
             log.inbox.setdefault(target.name, []).append((member.name, text))

@@ -46,12 +46,20 @@ def priors_block(evidence: list[Evidence]) -> str:
     return quote_block("source_priors", "\n".join(lines))
 
 
+class QualityLabels(BaseModel):
+    """The assessor's reply: one level per document, fields `P1` ... `Pn`, read in order as `levels`."""
+
+    @property
+    def levels(self) -> list[QualityTier]:
+        return [value for _, value in self]
+
+
 @functools.lru_cache(maxsize=64)
-def labels_model(n: int) -> type[BaseModel]:
+def labels_model(n: int) -> type[QualityLabels]:
     """One required high|medium|low field per document, P1..Pn (one class per document count)."""
     fields: dict[str, Any] = {f"P{i}": (Level, Field(description=f"Quality level of document P{i}."))
                               for i in range(1, n + 1)}
-    return create_model(f"QualityLabels{n}", **fields)
+    return create_model(f"QualityLabels{n}", __base__=QualityLabels, **fields)
 
 
 @dataclass
@@ -71,15 +79,14 @@ async def llm_assess(session: QuestionSession, question_text: str, evidence: lis
     reply = await agent.speak(prompt, labels_model(len(evidence)), step=step, round=round)
     if reply is None:
         return Assessment(evidence, {"llm": "invalid; domain-table priors kept", "model": session.spec.model_name})
-    labels: dict[str, QualityTier] = reply.model_dump()
     out, changes = [], []
-    for i, ev in enumerate(evidence, 1):
-        prior, new = tier(ev), labels[f"P{i}"]
+    for ev, new in zip(evidence, reply.levels, strict=True):
+        prior = tier(ev)
         why = "llm label"
         if "retracted" in ev.flags and new != "low":
             new, why = "low", "retracted: stays low"
         if new != prior:
             changes.append({"doc_id": ev.doc_id, "from": prior, "to": new, "why": why})
         out.append(ev.model_copy(update={"quality": new}))
-    return Assessment(out, {"llm": "applied", "model": session.spec.model_name, "labels": labels,
+    return Assessment(out, {"llm": "applied", "model": session.spec.model_name, "labels": reply.model_dump(),
                             "changes": changes})

@@ -7,11 +7,9 @@ or the panel's posts. It answers with its assessment and the option it would cho
 
 from __future__ import annotations
 
-from pydantic import BaseModel
-
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model
+from medpanel.agents.model.structured import AnswerReply, answer_model
 from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.roles.specialist import seat
 from medpanel.agents.types import Question
@@ -25,7 +23,7 @@ def new_assessor(session: QuestionSession, *, name: str, role: str, expertise: s
 
 
 async def assess(agent: RoleAgent, question: Question, *, role: str, gap: str, round: int,
-                 turn: int) -> BaseModel | None:
+                 turn: int) -> AnswerReply | None:
     model = answer_model(question.letters, multi=question.multi_answer, name="AuxiliaryAssessment")
     return await agent.speak(PROMPTS.render("request", question=format_question(question), role=role, gap=gap),
                              model, step="auxiliary_assessment", round=round, turn=turn)

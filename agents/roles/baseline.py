@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import BRIEF_REASONING, FREE_REASONING, answer_model
+from medpanel.agents.model.structured import BRIEF_REASONING, FREE_REASONING, AnswerReply, answer_model
 from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.types import Question
 
@@ -26,7 +24,7 @@ def reasoning_hint(overrides: Mapping[str, Any] | None) -> str:
 
 
 async def answer(session: QuestionSession, question: Question, kind: Literal["direct", "cot"],
-                 overrides: Mapping[str, Any] | None = None) -> BaseModel | None:
+                 overrides: Mapping[str, Any] | None = None) -> AnswerReply | None:
     """One call: the letter only (`direct`) or reasoning first (`cot`). `overrides`: per-call sampling
     parameters (the benchmark context's reply caps); none keeps the request the baselines send."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=kind == "cot",
@@ -37,7 +35,7 @@ async def answer(session: QuestionSession, question: Question, kind: Literal["di
 
 
 async def sample(session: QuestionSession, question: Question, *, i: int, seed: int,
-                 temperature: float, overrides: Mapping[str, Any] | None = None) -> BaseModel | None:
+                 temperature: float, overrides: Mapping[str, Any] | None = None) -> AnswerReply | None:
     """Self-consistency sample `i`: a fresh agent that sees no other sample."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True,
                                reasoning_hint=reasoning_hint(overrides))

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, create_model
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_type
+from medpanel.agents.model.structured import AnswerReply, answer_model, letters_type
 from medpanel.agents.pipelines.exemplars import Exemplar
 from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.roles import baseline
@@ -48,11 +48,17 @@ class Review(BaseModel):
     correct: bool = Field(description="False only if you are more than 95 percent confident the solution is wrong.")
 
 
-@functools.lru_cache(maxsize=64)
-def choice_model(labels: tuple[str, ...]) -> type[BaseModel]:
+class SolutionChoice(BaseModel):
     """MedPrompt's choosing reply: the number of one shown solution, nothing else."""
-    return create_model("SolutionChoice", choice=(letters_type(labels),
-                                                  Field(description="The number of the chosen solution.")))
+
+    choice: str
+
+
+@functools.lru_cache(maxsize=64)
+def choice_model(labels: tuple[str, ...]) -> type[SolutionChoice]:
+    """`SolutionChoice` with `choice` one of `labels`."""
+    return create_model("SolutionChoice", __base__=SolutionChoice,
+                        choice=(letters_type(labels), Field(description="The number of the chosen solution.")))
 
 
 def _agent(session: QuestionSession, *, name: str, role: str, system: str | None,
@@ -62,7 +68,7 @@ def _agent(session: QuestionSession, *, name: str, role: str, system: str | None
     return agent
 
 
-def reasoned(question: Question, overrides: Overrides | None) -> type[BaseModel]:
+def reasoned(question: Question, overrides: Overrides | None) -> type[AnswerReply]:
     """The answering reply with reasoning first; full-length reasoning when the call has no reply cap."""
     return answer_model(question.letters, multi=question.multi_answer, reasoning=True,
                         reasoning_hint=baseline.reasoning_hint(overrides))
@@ -73,17 +79,16 @@ def _examples(exemplars: Sequence[Exemplar], *, with_rationale: bool) -> str:
                        for i, e in enumerate(exemplars, start=1))
 
 
-def solution_text(parsed: BaseModel) -> str:
+def solution_text(parsed: AnswerReply) -> str:
     """A structured answer as a later call is shown it: the reasoning, then the letter(s)."""
-    data = parsed.model_dump()
-    ans = data.get("answer")
-    letters = ", ".join(ans) if isinstance(ans, list) else str(ans)
-    reasoning = str(data.get("reasoning") or "").strip()
+    ans = parsed.answer
+    letters = ", ".join(ans) if isinstance(ans, list) else ans
+    reasoning = parsed.reasoning.strip()
     return f"{reasoning}\nAnswer: {letters}" if reasoning else f"Answer: {letters}"
 
 
 async def few_shot(session: QuestionSession, question: Question, exemplars: list[Exemplar],
-                   overrides: Overrides | None = None) -> BaseModel | None:
+                   overrides: Overrides | None = None) -> AnswerReply | None:
     """Zero-shot's system prompt and answer-only reply, with k solved examples before the question."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=False)
     agent = _agent(session, name="few_shot", role="few-shot", system=baseline.PROMPTS.render("direct"),
@@ -97,7 +102,7 @@ async def few_shot(session: QuestionSession, question: Question, exemplars: list
 
 
 async def medprompt_generate(session: QuestionSession, question: Question, exemplars: Sequence[Exemplar], *,
-                             i: int, overrides: Overrides) -> BaseModel | None:
+                             i: int, overrides: Overrides) -> AnswerReply | None:
     """Generation i: the kNN examples as question and answer text, then the question with its options
     in their own order. A user turn alone (the benchmark sends no system message)."""
     answer_type = reasoned(question, overrides)
@@ -116,11 +121,11 @@ async def medprompt_choose(session: QuestionSession, question: Question, solutio
     shown = "\n\n".join(f"{n}:\n{s}" for n, s in enumerate(solutions))
     content = PROMPTS.render("medprompt.choose", stem=question.text, solutions=shown, labels=", ".join(labels))
     reply = await agent.speak(content, choice_model(labels), step=f"choose_{i}")
-    return str(reply.model_dump()["choice"]) if reply is not None else None
+    return reply.choice if reply is not None else None
 
 
 async def medprompt_shuffle_member(session: QuestionSession, shuffled: Question, exemplars: list[Exemplar], *,
-                                   i: int, seed: int, overrides: Overrides) -> BaseModel | None:
+                                   i: int, seed: int, overrides: Overrides) -> AnswerReply | None:
     """One member of Nori et al.'s ensemble: kNN examples with their reasoning, the options shuffled."""
     answer_type = reasoned(shuffled, overrides)
     agent = _agent(session, name=f"medprompt_{i}", role="medprompt", system=baseline.PROMPTS.render("cot"),
@@ -150,16 +155,16 @@ class Refiner:
         return _agent(self.session, name=f"refiner_{stage}", role="self-refine", system=None,
                       overrides=self.overrides)
 
-    async def generate(self) -> BaseModel | None:
+    async def generate(self) -> AnswerReply | None:
         content = PROMPTS.render("refine.generate", question=format_question(self.question))
         return await self._fresh("generate").speak(content, self.answer_type, step="answer")
 
     async def review(self, solution: str, iteration: int) -> Review | None:
         content = PROMPTS.render("refine.review", stem=self.question.text, solution=solution)
         reply = await self._fresh("review").speak(content, Review, step="review", round=iteration)
-        return reply if isinstance(reply, Review) else None
+        return reply
 
-    async def revise(self, solution: str, feedback: str, iteration: int) -> BaseModel | None:
+    async def revise(self, solution: str, feedback: str, iteration: int) -> AnswerReply | None:
         content = PROMPTS.render("refine.revise", stem=self.question.text, solution=solution, feedback=feedback)
         return await self._fresh("revise").speak(content, self.answer_type, step="refine", round=iteration)
 
@@ -168,7 +173,7 @@ class Refiner:
 
 
 async def cot_sc_aggregate(session: QuestionSession, question: Question, letters: Sequence[str],
-                           overrides: Overrides) -> BaseModel | None:
+                           overrides: Overrides) -> AnswerReply | None:
     """The question, its options and each sample's letter (never its reasoning), as `cot_sc.py`'s
     `ensemble_solutions` shows them; the reply names the most consistent answer."""
     answer_type = reasoned(question, overrides)
@@ -194,16 +199,16 @@ class PersonaSolver:
     async def identify(self) -> Personas | None:
         reply = await self.agent.speak(PROMPTS.render("persona.identify", question=format_question(self.question)),
                                        Personas, step="personas")
-        return reply if isinstance(reply, Personas) else None
+        return reply
 
-    async def brainstorm(self, personas: str) -> BaseModel | None:
+    async def brainstorm(self, personas: str) -> Brainstorm | None:
         return await self.agent.speak(PROMPTS.render("persona.brainstorm", personas=personas), Brainstorm,
                                       step="brainstorm")
 
-    async def collaborate(self, personas: str, *, round: int, rounds: int) -> BaseModel | None:
+    async def collaborate(self, personas: str, *, round: int, rounds: int) -> Collaboration | None:
         return await self.agent.speak(PROMPTS.render("persona.collaborate", personas=personas, round=round,
                                                      rounds=rounds), Collaboration, step="collaborate", round=round)
 
-    async def final(self) -> BaseModel | None:
+    async def final(self) -> AnswerReply | None:
         answer_type = reasoned(self.question, self.overrides)
         return await self.agent.speak(PROMPTS.render("persona.final"), answer_type, step="final_answer")

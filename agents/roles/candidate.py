@@ -7,28 +7,26 @@ they are shown. A free-text question gets a short conclusion instead of letters.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from medpanel.agents.clear.bundle import Answer
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of
+from medpanel.agents.model.structured import AnswerReply, BareAnswer, answer_model, letters_of
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)
 
-class FreeTextAnswer(BaseModel):
+class FreeTextAnswer(BareAnswer):
     answer: str = Field(min_length=1, description="Your conclusion, at most three sentences.")
 
 
-def reply_model(q: Question) -> type[BaseModel]:
+def reply_model(q: Question) -> type[AnswerReply]:
     return answer_model(q.letters, multi=q.multi_answer) if q.options else FreeTextAnswer
 
 
-def answer_of(parsed: Any, q: Question) -> Answer | None:
+def answer_of(parsed: AnswerReply | None, q: Question) -> Answer | None:
     if parsed is None:
         return None
     if not q.options:
@@ -49,5 +47,5 @@ async def answer(session: QuestionSession, question: Question, pathway: str, pro
     """(the pathway's answer or None when invalid, its reasoning)."""
     agent = RoleAgent(session, name=pathway, role="candidate", system_message=PROMPTS.render("system"))
     parsed = await agent.speak(prompt, reply_model(question), step=pathway)
-    reasoning = str(getattr(parsed, "reasoning", "")) if parsed is not None else ""
+    reasoning = parsed.reasoning if parsed is not None else ""
     return answer_of(parsed, question), reasoning

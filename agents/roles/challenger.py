@@ -116,7 +116,6 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
     parsed = await agent.speak(text, Critique, step="critique", round=round, turn=turn, parts=parts)
     if parsed is None:
         return None
-    assert isinstance(parsed, Critique)
     event = agent.client.last_event
     if leaks(parsed.challenge, question.options):
         if event is not None:
@@ -125,7 +124,7 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
             event.parsed = screen(parsed, question.options)[0].model_dump()
         rewrite = await agent.speak(PROMPTS.render("rewrite"), Critique, step="critique:rewrite", round=round,
                                     turn=turn)
-        if isinstance(rewrite, Critique):
+        if rewrite is not None:
             parsed, event = rewrite, agent.client.last_event
     screened, redacted = screen(parsed, question.options)
     if event is not None and redacted:

@@ -30,4 +30,4 @@ async def curate(session: QuestionSession, question: Question, gap: str, passage
     prompt = PROMPTS.render("request", question=format_question(question), gap=gap,
                             passages=passages_block(passages, chars))
     brief = await curator.consult(prompt, Brief, step="curate", round=round, turn=turn)
-    return brief if isinstance(brief, Brief) else None
+    return brief

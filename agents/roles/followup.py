@@ -27,4 +27,4 @@ async def write_query(session: QuestionSession, question: Question, conflict: st
     parsed = await writer.speak(PROMPTS.render("request", question=question_block(question),
                                                conflict=quote_block("conflict", conflict)),
                                 FollowUpQuery, step="followup_query", round=round)
-    return " ".join(parsed.query.split())[:400] if isinstance(parsed, FollowUpQuery) else ""
+    return " ".join(parsed.query.split())[:400] if parsed is not None else ""

@@ -152,7 +152,7 @@ async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> 
     prompt = PROMPTS.render("request", conversation=task.text(), response=quote_block("response", response),
                     items=items, n=len(task.rubrics))
     parsed = await grader.speak(prompt, RubricGrade, step="grade")
-    if not isinstance(parsed, RubricGrade):
+    if parsed is None:
         return {"valid": False, "score": None, "model": session.spec.model_name}
     met = {n for n in parsed.met if 1 <= n <= len(task.rubrics)}
     return {"valid": True, "score": round(rubric_score(task.rubrics, met), 4), "met": sorted(met),

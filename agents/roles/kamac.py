@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from medpanel.agents.model.structured import Slots
 from medpanel.agents.prompting import Prompts
 
 PROMPTS = Prompts(__name__)
@@ -24,10 +25,16 @@ class GapSummary(BaseModel):
     recommendations: str = Field(description="The distinct, specific specialist recommendations.")
 
 
-def gap_recruit_model(k: int) -> type[BaseModel]:
+class GapRecruit(Slots):
+    """The gap recruiter's reply: how many to recruit, then up to `k` specialties (`slots`)."""
+
+    count: int
+
+
+def gap_recruit_model(k: int) -> type[GapRecruit]:
     # Integers, not digit strings: a model writes `"count": 1` in JSON.
     fields: dict[str, Any] = {"count": (Literal[tuple(range(k + 1))],
                                         Field(description="How many specialists to recruit (0 to skip)."))}
     for i in range(1, k + 1):
         fields[f"expert_{i}"] = (str, Field(description="A specialty, or empty."))
-    return create_model("GapRecruit", **fields)
+    return create_model("GapRecruit", __base__=GapRecruit, **fields)

@@ -4,17 +4,16 @@ option analysts, voters), the report editor and the decision maker. Their reply 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel, Field
 
 from medpanel.agents.prompting import Prompts
 
 PROMPTS = Prompts(__name__)
 
 
-def report_model() -> type[BaseModel]:
-    return create_model("Report",
-                        key_knowledge=(str, Field(description="The key knowledge the analyses establish.")),
-                        total_analysis=(str, Field(description="The overall analysis of the question and options.")))
+class Report(BaseModel):
+    key_knowledge: str = Field(description="The key knowledge the analyses establish.")
+    total_analysis: str = Field(description="The overall analysis of the question and options.")
 
 
 class Revised(BaseModel):

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.structured import AnswerReply
 from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.roles.benchmark import reasoned
 from medpanel.agents.types import Question
@@ -39,7 +38,7 @@ def _agent(session: QuestionSession, name: str, overrides: Mapping[str, Any]) ->
 
 
 async def speak(session: QuestionSession, question: Question, *, index: int, round: int,
-                peers: Sequence[tuple[str, str]], overrides: Mapping[str, Any]) -> BaseModel | None:
+                peers: Sequence[tuple[str, str]], overrides: Mapping[str, Any]) -> AnswerReply | None:
     """Role `index` in `round` (1-based). `peers`: (role, reasoning) of the other roles' last round."""
     role = ROLES[index]
     answer_type = reasoned(question, overrides)
@@ -53,7 +52,7 @@ async def speak(session: QuestionSession, question: Question, *, index: int, rou
 
 
 async def decide(session: QuestionSession, question: Question, last: Sequence[tuple[str, str, str]],
-                 overrides: Mapping[str, Any]) -> BaseModel | None:
+                 overrides: Mapping[str, Any]) -> AnswerReply | None:
     """The senior expert: `last` is (role, reasoning, letters) of every role's last round."""
     answer_type = reasoned(question, overrides)
     thinking = "\n".join(f"{role}'s final thinking: {t}" for role, t, _ in last)

@@ -26,7 +26,7 @@ async def check(member: RoleAgent, panel: list[str], context: str, *, round: int
     """A side question to one member (`consult`: its history sees it, the discussion does not)."""
     reply = await member.consult(PROMPTS.render("check", panel=", ".join(panel), context=context), RecruitCheck,
                                  step="recruit_check", round=round, turn=turn)
-    return reply if isinstance(reply, RecruitCheck) else None
+    return reply
 
 
 async def propose(session: QuestionSession, question: Question, panel: list[str], *, needs: str, critique: str,
@@ -36,4 +36,4 @@ async def propose(session: QuestionSession, question: Question, panel: list[str]
         PROMPTS.render("request", question=format_question(question), panel=", ".join(panel), needs=needs,
                        critique=critique, k=k),
         TeamChoice, step="recruit", round=round, turn=turn)
-    return proposal if isinstance(proposal, TeamChoice) else None
+    return proposal

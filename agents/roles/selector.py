@@ -44,4 +44,4 @@ async def choose(session: QuestionSession, question: Question, n: int, *, group_
     if group_note is not None:
         request += "\n" + PROMPTS.render("group", note=group_note, seated=", ".join(seated) if seated else "none yet")
     choice = await selector.consult(request, TeamChoice, step="select_specialists")
-    return choice if isinstance(choice, TeamChoice) else None
+    return choice

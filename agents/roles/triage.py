@@ -25,4 +25,4 @@ async def triage(session: QuestionSession, question: Question) -> Triage | None:
     agent = RoleAgent(session, name="triage", role="triage", system_message=PROMPTS.render("system"))
     parsed = await agent.consult(PROMPTS.render("request", question=format_question(question)), Triage,
                                  step="triage")
-    return parsed if isinstance(parsed, Triage) else None
+    return parsed

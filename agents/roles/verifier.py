@@ -29,7 +29,17 @@ PATHWAY_LABEL = {"parametric": "Parametric pathway (the model's own knowledge, n
 
 
 
-def verifier_model(bundle: Bundle) -> type[BaseModel]:
+class VerifierReply(BaseModel):
+    """The verifier's reply; `verifier_model` narrows `answer` to the question's letters (free text
+    where it has no options)."""
+
+    rationale: str = Field(description="Which sources agree or conflict and why, at most 4 sentences.")
+    route: Route = Field(description="consensus, keep_parametric, keep_local, accept_dynamic or needs_more_search.")
+    answer: str | list[str]
+    confidence: Confidence = Field(description="high, medium or low (not a probability).")
+
+
+def verifier_model(bundle: Bundle) -> type[VerifierReply]:
     q = bundle.question
     if not q.options:
         answer: Any = (str, Field(min_length=1, description="The adjudicated conclusion, at most three sentences."))
@@ -38,14 +48,7 @@ def verifier_model(bundle: Bundle) -> type[BaseModel]:
                                                        description="All correct option letters."))
     else:
         answer = (letters_type(q.letters), Field(description="The option letter best supported."))
-    return create_model(
-        "VerifierDecision",
-        rationale=(str, Field(description="Which sources agree or conflict and why, at most 4 sentences.")),
-        route=(Route, Field(description="consensus, keep_parametric, keep_local, accept_dynamic or "
-                                        "needs_more_search.")),
-        answer=answer,
-        confidence=(Confidence, Field(description="high, medium or low (not a probability).")),
-    )
+    return create_model("VerifierDecision", __base__=VerifierReply, answer=answer)
 
 
 
@@ -83,7 +86,8 @@ def local_block(bundle: Bundle, n: int, chars: int | None) -> str:
 
 
 
-async def ask(session: QuestionSession, bundle: Bundle, *, local_docs: int, chars: int | None, round: int) -> Any:
+async def ask(session: QuestionSession, bundle: Bundle, *, local_docs: int, chars: int | None,
+              round: int) -> VerifierReply | None:
     """The verifier's parsed reply (a `verifier_model(bundle)` instance), or None when invalid twice."""
     agent = RoleAgent(session, name="verifier", role="verifier", system_message=PROMPTS.render("system"))
     prompt = PROMPTS.render("request", question=question_block(bundle.question), candidates=candidates_block(bundle),

@@ -108,7 +108,7 @@ def run(
     with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
-            tpm_limit = getattr(runner.plan.scenario.run, "tokens_per_minute", None)
+            tpm_limit = runner.plan.scenario.run.tokens_per_minute
             hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
             hook(runner.tally, total)
             status = runner.run(progress=hook)

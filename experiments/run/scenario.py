@@ -282,7 +282,7 @@ def _hint(err_type: str, loc: tuple[Any, ...]) -> str:
         model: type[BaseModel] = Scenario
         for part in parent:
             field = model.model_fields.get(str(part))
-            ann = getattr(field, "annotation", None) if field else None
+            ann = field.annotation if field else None
             if isinstance(ann, type) and issubclass(ann, BaseModel):
                 model = ann
             else:

@@ -14,7 +14,7 @@ from medpanel.agents.channels.knowledge import BriefResult
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
-from medpanel.agents.model.structured import letters_of
+from medpanel.agents.model.structured import AnswerReply, letters_of
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.roles.selector import Specialist
@@ -162,5 +162,5 @@ def deliver(member: Member, posts: list[Post]) -> None:
             p.brief.deliver([member.agent.name])
 
 
-def position_text(member: Member, parsed: Any) -> str:
+def position_text(member: Member, parsed: AnswerReply) -> str:
     return f"{parsed.reasoning}\nAnswer: {', '.join(letters_of(parsed))}"

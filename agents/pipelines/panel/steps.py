@@ -147,7 +147,7 @@ async def assess(state: PanelState, member: Member, gap: str, *, rnd: int, turn:
     parsed = await auxiliary.assess(member.agent, q, role=member.spec.role, gap=gap, round=rnd, turn=turn)
     member.assessment = {"agent": member.agent.name, "role": member.spec.role, "turn": index, "gap": gap,
                          "valid": parsed is not None, "answer": list(letters_of(parsed)) if parsed else None,
-                         "reasoning": getattr(parsed, "reasoning", None)}
+                         "reasoning": parsed.reasoning if parsed is not None else None}
     if parsed is not None:
         member.last = letters_of(parsed)
         member.last_text = position_text(member, parsed)
