@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -243,11 +244,29 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     return tables
 
 
-def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+@dataclass(frozen=True)
+class RunTables:
+    """A run's tables with the rows and documents (messages left out) they were built from, so the
+    HTML site that follows `medpanel report` neither reads the transcripts nor builds them again."""
+
+    rows: list[Row]
+    docs: list[Mapping[str, Any]]
+    tables: list[Table]
+
+    def matches(self, rows: Sequence[Row]) -> bool:
+        """True when `rows` are the rows these were built from (the store did not change between)."""
+        return [(*r.key, r.condition, r.repeat) for r in rows] == [(*r.key, r.condition, r.repeat) for r in self.rows]
+
+
+def read_run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> RunTables:
     """The full report of a run directory (what the CLI prints and writes): every table, the
     transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
     docs = run_docs(run_dir, rows)
-    return build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
+    return RunTables(rows, docs, build_tables(rows, meta, docs=docs, events=call_events(rows, docs)))
+
+
+def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+    return read_run_tables(run_dir, rows, meta).tables
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:

@@ -230,13 +230,18 @@ def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[st
     return [t for t in out if t.rows]
 
 
-def run_docs(run_dir: Path, rows: Sequence[Row]) -> list[Mapping[str, Any]]:
+def run_docs(run_dir: Path, rows: Sequence[Row], *, messages: bool = False) -> list[Mapping[str, Any]]:
     """Every result row's transcript, in row order, with `row_doc`'s stand-in where a file is gone:
-    the transition tables count every row, a missing transcript as invalid, never drop it."""
+    the transition tables count every row, a missing transcript as invalid, never drop it.
+
+    Without `messages` (the default) the messages each call sent are left out: no table, figure
+    or audit reads them, and they are most of a transcript, so a whole run's documents fit in a
+    fraction of the memory. A question page reads its own transcripts whole."""
     out: list[Mapping[str, Any]] = []
     for row in rows:
         path = Path(run_dir) / row.transcript if row.transcript else None
-        out.append(row_doc(row, read_transcript(path) if path is not None and path.is_file() else None))
+        doc = read_transcript(path, messages=messages) if path is not None and path.is_file() else None
+        out.append(row_doc(row, doc))
     return out
 
 

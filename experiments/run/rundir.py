@@ -98,11 +98,15 @@ def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
     return load_record(run_dir, arg=arg).model_dump(mode="json", exclude_unset=True)
 
 
-def load_transcript(path: Path) -> TranscriptRecord:
-    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it."""
+def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
+    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it.
+    With `messages=False` each event's `messages` (about four fifths of a transcript's bytes) is
+    checked to be a list of objects and left out, so the tables' read neither copies nor holds it."""
     doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
     if not isinstance(doc, dict):
         raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
+    if not messages:
+        _drop_messages(doc, path)
     try:
         return read_transcript_record(doc)
     except ValidationError as exc:
@@ -112,9 +116,23 @@ def load_transcript(path: Path) -> TranscriptRecord:
                         file=str(path)) from None
 
 
-def read_transcript(path: Path) -> dict[str, Any]:
-    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk."""
-    return load_transcript(path).model_dump(mode="json", exclude_unset=True)
+def _drop_messages(doc: dict[str, Any], path: Path) -> None:
+    events = doc.get("events")
+    if not isinstance(events, list):
+        return  # the record's own validation names the field
+    for n, event in enumerate(events):
+        if not isinstance(event, dict) or "messages" not in event:
+            continue
+        msgs = event.pop("messages")
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+            raise UserError(f"not a medpanel transcript (events.{n}.messages: a list of objects). "
+                            "Restore it from a backup", file=str(path))
+
+
+def read_transcript(path: Path, *, messages: bool = True) -> dict[str, Any]:
+    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk;
+    `messages=False`: without the messages sent (what the tables and the audit read)."""
+    return load_transcript(path, messages=messages).model_dump(mode="json", exclude_unset=True)
 
 
 def read_run_questions(run_dir: Path) -> list[Question]:

@@ -31,13 +31,13 @@ from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_t
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.references import write_reference_forest
-from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory import trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
 from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.rundir import RunData, load_run, read_transcript
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
 
@@ -149,8 +149,10 @@ def _header(data: RunData) -> dict[str, Any]:
 
 
 def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messages: str = "last",
-               provenance: Path | None = None) -> list[Path]:
-    """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json."""
+               provenance: Path | None = None, shared: RunTables | None = None) -> list[Path]:
+    """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json.
+    `shared`: the tables and documents `medpanel report` already built from these rows (at
+    `n_boot` resamples), so `report --html` builds and reads them once."""
     if messages not in MESSAGE_MODES:
         raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
     data = load_run(Path(run_dir))
@@ -160,16 +162,19 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     for old in qdir.glob("*.html"):
         old.unlink()
     written: list[Path] = []
+    shared = shared if shared is not None and shared.matches(data.rows) else None
+    # Every transcript is read once without its messages, here: the tables, the figures and the audit
+    # share them; each question page then reads its own few whole (never the whole run at once).
+    docs = shared.docs if shared is not None else run_docs(data.run_dir, data.rows)
     leak_doc = None
     if data.rows:
-        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance)
+        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, docs=docs)
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
-    docs = run_docs(data.run_dir, data.rows)
-    # Every transcript is read once, here: the tables, the figures and the question pages share them.
     doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
-    tables = (build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
+    tables = (list(shared.tables) if shared is not None else
+              build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
               if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
@@ -204,7 +209,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for n, row in enumerate(rows):
             stored = doc_of[(row.condition, row.dataset, row.qid, row.repeat)]
-            doc = None if stored.get("missing_transcript") else dict(stored)
+            doc = None if stored.get("missing_transcript") else read_transcript(data.run_dir / row.transcript)
             if doc and not question:
                 question = doc.get("question", {})
             col = f"c{n}"
