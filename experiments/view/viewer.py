@@ -40,6 +40,7 @@ from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run, read_transcript
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
+from medpanel.experiments.view.render import render_value
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -52,6 +53,7 @@ def environment() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = _pretty
     env.tests["listlike"] = lambda v: isinstance(v, list | tuple)
+    env.globals["render_value"] = render_value
     return env
 
 
