@@ -146,9 +146,9 @@ def read_transcript(path: Path, *, messages: bool = True) -> dict[str, Any]:
     """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk;
     `messages=False`: without the messages sent (what the tables and the audit read)."""
     record, doc = _checked(path, messages)
-    if not messages and doc.get("format_version") == TRANSCRIPT_FORMAT:
+    if doc.get("format_version") == TRANSCRIPT_FORMAT:
         # A current-format file is the JSON dump of this very record, so the checked document is
-        # what dumping it again would give: the tables skip that copy of every transcript.
+        # what dumping it again would give: readers skip that copy of every transcript.
         return doc
     return record.model_dump(mode="json", exclude_unset=True)
 

@@ -33,7 +33,7 @@ from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.references import write_reference_forest
 from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
-from medpanel.experiments.analysis.trajectory import trajectory
+from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
 from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
@@ -175,6 +175,9 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
     doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
+    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
+    ts = trajectories(docs, scoring=scoring)  # once, for the transition figures and every page's flip
+    traj_of = {(r.condition, r.dataset, r.qid, r.repeat): t for r, t in zip(data.rows, ts, strict=True)}
     tables = (list(shared.tables) if shared is not None else
               build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
               if data.rows else [])
@@ -182,7 +185,6 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
     transition_files: list[Path] = []
-    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
@@ -191,7 +193,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         if benchmark_table.applies(data.meta):  # the Table 7 run's accuracy-vs-tokens Pareto figure
             plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
-        transition_files = write_transition_plots(trajectories(docs, scoring=scoring), out / "plots", conditions)
+        transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files
     nonce = secrets.token_urlsafe(16)
     env = environment()
@@ -222,7 +224,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             raw_events = (doc or {}).get("events", [])
             events_by[(row.condition, row.repeat)] = raw_events
             facts = row_facts(row, doc)
-            flip, path = _flip_view(stored, scoring)
+            flip, path = _flip_view(traj_of[(row.condition, row.dataset, row.qid, row.repeat)])
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
                             "across": _across(row.condition),
@@ -282,10 +284,9 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     return written
 
 
-def _flip_view(doc: dict[str, Any] | Any, scoring: str) -> tuple[dict[str, Any] | None, str]:
+def _flip_view(t: Trajectory) -> tuple[dict[str, Any] | None, str]:
     """The decisive flip of one debate (the turn where the majority became the final answer) with the
     interventions just before it, and the majority path over the turns (`A > B > B`)."""
-    t = trajectory(doc, scoring=scoring)
     path = " > ".join(f"{s.label}: {s.majority}" for s in t.stages)
     decisive = next((f for f in t.flips() if f.decisive), None)
     if decisive is None:
