@@ -24,6 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import medpanel
+from medpanel.experiments.cli.inspect import report
+from medpanel.experiments.run.rundir import load_run
+
 SUBSETS = ["medqa", "pubmedqa", "medmcqa", "medbullets", "medexqa", "medxpertqa-r", "medxpertqa-u", "mmlu",
            "mmlu-pro"]
 SCENARIO = {
@@ -37,8 +41,6 @@ TARGETS = {"report": "<= 5 s, <= 500 MB", "html": "<= 20 s"}
 
 
 def make_run(data: Path, root: Path, subsets: list[str], rounds: int, turns: int) -> Path:
-    import medpanel
-
     sc = {**SCENARIO, "settings": {"rounds": rounds, "turns_per_round": turns},
           "dataset": {"source": "medagentsbench", "path": str(data.resolve()), "subsets": subsets}}
     return Path(medpanel.run(sc, run_dir=root / "run").run_dir)
@@ -46,8 +48,6 @@ def make_run(data: Path, root: Path, subsets: list[str], rounds: int, turns: int
 
 def phase(run_dir: Path, html: bool) -> None:
     """One `medpanel report [--html]` in this process; prints `wall cpu peak_mb` on the last line."""
-    from medpanel.experiments.cli.inspect import report
-
     w, c = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         report(run_dir, html=html)
@@ -83,8 +83,6 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = args.run_dir or make_run(args.data, args.keep or Path(tmp), args.subsets.split(","), args.rounds,
                                            args.turns)
-        from medpanel.experiments.run.rundir import load_run
-
         data = load_run(run_dir)
         calls = sum(r.calls for r in data.rows)
         print(f"{len({r.key for r in data.rows})} questions x {len(data.conditions)} conditions = {len(data.rows)} "

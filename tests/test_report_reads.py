@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jinja2 import DictLoader, Environment
+from jinja2 import DictLoader, Environment, StrictUndefined
 
 from medpanel.experiments.analysis import report as report_mod
 from medpanel.experiments.analysis.audit import audit_run
@@ -22,7 +22,10 @@ from medpanel.experiments.run.rundir import load_run, read_transcript
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.view import viewer
-from medpanel.experiments.view.render import pretty, render_value
+from medpanel.experiments.view.events import event_view
+from medpanel.experiments.view.render import num, pretty, render_event, render_value, safe_url
+
+from .inspect_fixtures import clear_run
 
 SCENARIO = {"name": "reads", "pipeline": "panel", "flags": {"c": [0, 1]},
             "dataset": {"source": "sample", "subsets": ["medqa-style"], "limit": 2},
@@ -88,23 +91,17 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     assert sorted(reads) == sorted((n, True) for n in names)
 
 
-OLD_VALUE_MACRO = '''{% macro value(v, depth=0) -%}
-{%- if depth > 6 -%}<span class="dim">{{ v }}</span>
-{%- elif v is mapping -%}
-{%- if v -%}<dl class="kv">{% for k, x in v.items() %}<dt>{{ k }}</dt><dd>{{ value(x,
-   depth + 1) }}</dd>{% endfor %}</dl>
-{%- else -%}<span class="dim">(empty)</span>{%- endif -%}
-{%- elif v is listlike -%}
-{%- if not v -%}<span class="dim">(none)</span>
-{%- elif v | select("mapping") | list or v | select("listlike") | list -%}<ol class="list">{% for x
-   in v %}<li>{{ value(x, depth + 1) }}</li>{% endfor %}</ol>
-{%- else -%}{% for x in v %}<span class="item">{{ x | pretty }}</span>{% if not
-   loop.last %}, {% endif %}{% endfor %}{%- endif -%}
-{%- elif v is string and ("\\n" in v or v | length > 160) -%}<div class="text">{{ v }}</div>
-{%- else -%}{{ v | pretty }}
-{%- endif -%}
-{%- endmacro %}
-{{ value(v) }}'''
+BEFORE = Path(__file__).parent / "fixtures" / "page_macros_before_render.html.j2"
+"""The `value`, `evidence` and `event` macros as the pages used them before render.py built that markup."""
+
+
+def _old(call: str, **kw: Any) -> str:
+    env = Environment(loader=DictLoader({"m": BEFORE.read_text(encoding="utf-8"),
+                                         "t": '{% import "m" as m %}' + call}),
+                      autoescape=True, undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(pretty=pretty, num=num, safe_url=safe_url)
+    env.tests["listlike"] = lambda x: isinstance(x, list | tuple)
+    return env.get_template("t").render(**kw)
 
 
 def _deep(n: int) -> Any:
@@ -118,9 +115,30 @@ def _deep(n: int) -> Any:
     {"<key>": {"nested": [{"deep": "\"quoted\" 'single'"}]}}, _deep(9), [[]], [{}],
 ])
 def test_render_value_writes_what_the_jinja_macro_wrote(v: Any) -> None:
-    env = Environment(loader=DictLoader({"t": OLD_VALUE_MACRO}), autoescape=True, trim_blocks=True,
-                      lstrip_blocks=True)
-    env.filters["pretty"] = pretty
-    env.tests["listlike"] = lambda x: isinstance(x, list | tuple)
-    assert str(render_value(v)) == env.get_template("t").render(v=v)
+    assert str(render_value(v)) == _old("{{ m.value(v) }}", v=v)
     assert "<script>" not in str(render_value(v)) and "<leaf>" not in str(render_value(v))
+
+
+def _event_views(run: Path, messages: str) -> list[dict[str, Any]]:
+    out = []
+    for row in load_run(run).rows:
+        doc = read_transcript(run / row.transcript)
+        for i, e in enumerate(doc["events"]):
+            hits = [{"kind": "direct", "detector": "stem<", "score": 0.9, "threshold": 0.5, "detail": "<x>"}]
+            leak = {(i, key, n): hits for key in ("evidence", "documents", "passages") for n in range(2)}
+            ev = event_view(e, i, "c0", messages, leak)
+            ev["diff"].append("first difference: <b> vs <a>")
+            if i % 3 == 0:
+                ev["flip"] = {"label": "turn 1", "before": "A", "after": "<B>", "direction": "to right",
+                              "after_what": "critique & reply"}
+            out.append(ev)
+    return out
+
+
+@pytest.mark.parametrize("messages", ["none", "last", "all"])
+def test_render_event_writes_what_the_jinja_macros_wrote(run_dir: Path, tmp_path: Path, messages: str) -> None:
+    views = _event_views(run_dir, messages) + _event_views(clear_run(tmp_path), messages)
+    assert any(v["evidence"] for v in views) and any(v["parsed"] for v in views)
+    assert any(v["messages"] for v in views) == (messages != "none")
+    for ev in views:
+        assert str(render_event(ev)) == _old("{{ m.event(ev) }}", ev=ev)

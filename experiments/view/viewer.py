@@ -40,7 +40,9 @@ from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run, read_transcript
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
-from medpanel.experiments.view.render import render_value
+from medpanel.experiments.view.render import num as _num
+from medpanel.experiments.view.render import pretty as _pretty
+from medpanel.experiments.view.render import render_event, render_value, safe_url
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -54,21 +56,8 @@ def environment() -> Environment:
     env.filters["pretty"] = _pretty
     env.tests["listlike"] = lambda v: isinstance(v, list | tuple)
     env.globals["render_value"] = render_value
+    env.globals["render_event"] = render_event
     return env
-
-
-def safe_url(url: Any) -> str:
-    """The URL if it is http(s) (credentials removed), else '' (no javascript:, data:, file: links)."""
-    if not isinstance(url, str) or not url.strip():
-        return ""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return ""
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return ""
-    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
 
 
 def _redact(url: Any) -> str:
@@ -80,28 +69,6 @@ def _redact(url: Any) -> str:
                            parts.path, parts.query, parts.fragment))
     except ValueError:
         return "(redacted)"
-
-
-def _num(v: Any, digits: int = 2) -> str:
-    if isinstance(v, bool) or v is None:
-        return str(v)
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-
-
-def _pretty(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if v is None:
-        return "-"
-    return str(v)
-
-
 
 
 def page_name(dataset: str, qid: str) -> str:
