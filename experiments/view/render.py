@@ -5,7 +5,7 @@ parsed fields, an event's data, a summary), built in Python: what the `event`, `
 A full run's pages hold about 150,000 events and several times as many values, rendered
 recursively; as jinja macros each one cost a frame, a context and attribute look-ups through the
 runtime. The output is the same markup, and every string from a model, a corpus or a dataset still
-goes through `markupsafe.escape`: nothing is marked safe unescaped.
+is escaped as `markupsafe.escape` escapes it: nothing is marked safe unescaped.
 """
 
 from __future__ import annotations
@@ -20,6 +20,18 @@ MAX_DEPTH = 6
 """Below this depth a value is shown as its escaped text (a model can send deeply nested JSON)."""
 LONG_TEXT = 160
 """Strings longer than this (or with a newline) get a text block of their own."""
+
+
+def _esc(v: Any) -> str:
+    """`markupsafe.escape(v)` as text, without building a Markup for each of the millions of leaves
+    a run's pages hold: a plain string gets the same five replacements, anything else (Markup,
+    numbers, objects with `__html__`) goes through markupsafe itself."""
+    if type(v) is str:
+        return (v.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;").replace("'", "&#39;")
+                .replace('"', "&#34;"))
+    if type(v) is int:
+        return str(v)
+    return str(escape(v))
 
 
 def safe_url(url: Any) -> str:
@@ -63,14 +75,14 @@ def render_value(v: Any, depth: int = 0) -> Markup:
 
 def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
     if depth > MAX_DEPTH:
-        out += ('<span class="dim">', escape(v), "</span>")
+        out += ('<span class="dim">', _esc(v), "</span>")
     elif isinstance(v, Mapping):
         if not v:
             out.append('<span class="dim">(empty)</span>')
             return out
         out.append('<dl class="kv">')
         for k, x in v.items():
-            out += ("<dt>", escape(k), "</dt><dd>")
+            out += ("<dt>", _esc(k), "</dt><dd>")
             _parts(x, depth + 1, out)
             out.append("</dd>")
         out.append("</dl>")
@@ -85,18 +97,18 @@ def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
                 out.append("</li>")
             out.append("</ol>")
         else:
-            out.append(", ".join(f'<span class="item">{escape(pretty(x))}</span>' for x in v))
+            out.append(", ".join(f'<span class="item">{_esc(pretty(x))}</span>' for x in v))
     elif isinstance(v, str) and ("\n" in v or len(v) > LONG_TEXT):
-        out += ('<div class="text">', escape(v), "</div>")
+        out += ('<div class="text">', _esc(v), "</div>")
     else:
-        out.append(escape(pretty(v)))
+        out.append(_esc(pretty(v)))
     return out
 
 
 def render_event(ev: Mapping[str, Any]) -> Markup:
     """One event's card (`events.event_view`'s dict): header, badges, notes, parsed fields or the
     reply, data, evidence, error, and for a call the messages shown and the raw reply."""
-    e = escape
+    e = _esc
     out = [f'<div class="ev kind-{e(ev["kind"])} role-{e(ev["role_class"])}', " weak" if ev["weak"] else "",
            " diff" if ev["diff"] else "", " leak" if ev["leak"] else "",
            f'" id="{e(ev["anchor"])}" data-role="{e(ev["role"])}" data-step="{e(ev["step"])}">\n',
@@ -145,7 +157,7 @@ def render_event(ev: Mapping[str, Any]) -> Markup:
 
 
 def _evidence(passages: list[Mapping[str, Any]]) -> str:
-    e = escape
+    e = _esc
     n = len(passages)
     out = [f'<div class="brief">\n<div class="briefh">evidence: {n} passage{"s" if n != 1 else ""}</div>\n'
            '<ol class="evlist">\n']
