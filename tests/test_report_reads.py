@@ -85,6 +85,7 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     monkeypatch.setattr(rundir, "_checked", counting)
     monkeypatch.setattr(viewer, "build_tables", no_second_build)
     monkeypatch.setattr(report_mod, "build_tables", no_second_build)
+    monkeypatch.setattr(viewer, "trajectories", no_second_build)
     viewer.build_site(run_dir, plots=False, n_boot=10000, shared=shared)
     names = [Path(r.transcript).name for r in data.rows]
     # no read for the tables or the audit; each page reads its own transcripts whole, once

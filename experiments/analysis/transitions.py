@@ -220,10 +220,12 @@ def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
-                      scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
-    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two."""
+                      scoring: str = "exact_set", n_boot: int = 10000,
+                      ts: Sequence[Trajectory] | None = None) -> list[Table]:
+    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two
+    (`ts`: the documents' trajectories when the caller has them already)."""
     docs = list(docs)
-    ts = trajectories(docs, scoring=scoring)
+    ts = trajectories(docs, scoring=scoring) if ts is None else ts
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
     out += [t for t in (pathway_table(docs, conditions, scoring=scoring),
                         ruling_table(docs, conditions, scoring=scoring)) if t is not None]

@@ -143,7 +143,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     conditions = data.conditions
     doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
     scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
-    ts = trajectories(docs, scoring=scoring)  # once, for the transition figures and every page's flip
+    # once (or from the tables'), for the transition figures and every page's flip
+    ts = shared.trajectories if shared is not None else trajectories(docs, scoring=scoring)
     traj_of = {(r.condition, r.dataset, r.qid, r.repeat): t for r, t in zip(data.rows, ts, strict=True)}
     tables = (list(shared.tables) if shared is not None else
               build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
