@@ -1,27 +1,32 @@
-"""Benchmark: `medpanel report` and the HTML viewer on a scripted 862 x 4 run (issue 17's targets:
-report <= 10 s, HTML <= 30 s).
+"""Benchmark: `medpanel report` and `medpanel report --html` on a scripted run: wall and CPU
+seconds and peak memory (each in a fresh process, so the peak is its own), with the load average.
 
-    python -m benchmarks.bench_report [--run-dir DIR] [--data ../shared/data/medagentsbench]
+    python -m benchmarks.bench_report [--run-dir DIR] [--keep DIR] [--subsets medqa,pubmedqa]
+                                      [--rounds 3 --turns 3] [--data ../shared/data/medagentsbench]
 
-Without `--run-dir` it first runs the c x r panel 2x2 on the hard set (every subset's
-test_hard.jsonl, 862 questions) with the scripted model, 1 round of 2 turns, into a temporary
-folder. Printed: wall and CPU seconds of the tables (every table of the report, the ledger read
-from the 3,448 transcripts, report.md and CSVs written) and of the HTML site (tables, plots,
-question pages), each against its target.
+Without `--run-dir` it first runs the c x r panel 2x2 with the scripted model on the hard set
+(every subset's test_hard.jsonl, 862 questions x 4 conditions unless `--subsets` names fewer) at
+`--rounds` x `--turns` (the papers' protocol is 3 x 3) into `--keep` or a temporary folder.
+Targets, for the 862 x 4 run at 3 x 3 (67,451 calls, 519 MB of transcripts): `report` <= 5 s and
+<= 500 MB, `report --html` <= 20 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import medpanel
-from medpanel.experiments.analysis.report import build_tables, write_report
-from medpanel.experiments.analysis.study import transcript_events
+from medpanel.experiments.cli.inspect import report
 from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.view.viewer import build_site
 
 SUBSETS = ["medqa", "pubmedqa", "medmcqa", "medbullets", "medexqa", "medxpertqa-r", "medxpertqa-u", "mmlu",
            "mmlu-pro"]
@@ -32,39 +37,62 @@ SCENARIO = {
     "model": {"backend": "scripted"},
     "run": {"workers": 2, "prices": {"scripted": {"input": 0.15, "output": 0.6}}},
 }
+TARGETS = {"report": "<= 5 s, <= 500 MB", "html": "<= 20 s"}
 
 
-def make_run(data: Path, root: Path) -> Path:
-    sc = {**SCENARIO, "dataset": {"source": "medagentsbench", "path": str(data.resolve()), "subsets": SUBSETS}}
-    res = medpanel.run(sc, run_dir=root / "run")
-    return Path(res.run_dir)
+def make_run(data: Path, root: Path, subsets: list[str], rounds: int, turns: int) -> Path:
+    sc = {**SCENARIO, "settings": {"rounds": rounds, "turns_per_round": turns},
+          "dataset": {"source": "medagentsbench", "path": str(data.resolve()), "subsets": subsets}}
+    return Path(medpanel.run(sc, run_dir=root / "run").run_dir)
 
 
-def clock(f: object) -> tuple[float, float]:
+def phase(run_dir: Path, html: bool) -> None:
+    """One `medpanel report [--html]` in this process; prints `wall cpu peak_mb` on the last line."""
     w, c = time.perf_counter(), time.process_time()
-    f()  # type: ignore[operator]
-    return time.perf_counter() - w, time.process_time() - c
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        report(run_dir, html=html)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"{time.perf_counter() - w:.2f} {time.process_time() - c:.2f} {peak:.0f}")
+
+
+def measure(run_dir: Path, html: bool) -> tuple[float, float, float]:
+    cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", "html" if html else "report", str(run_dir)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+    wall, cpu, peak = (float(x) for x in out[-3:])
+    return wall, cpu, peak
+
+
+def size_mb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 1e6
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--run-dir", type=Path)
+    ap.add_argument("--keep", type=Path, help="Make the run here (kept) instead of a temporary folder.")
     ap.add_argument("--data", type=Path, default=Path("../shared/data/medagentsbench"))
+    ap.add_argument("--subsets", default=",".join(SUBSETS))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--turns", type=int, default=3)
+    ap.add_argument("--phase", choices=["report", "html"], help=argparse.SUPPRESS)
+    ap.add_argument("phase_run", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phase:
+        phase(args.phase_run, args.phase == "html")
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        run_dir = args.run_dir or make_run(args.data, Path(tmp))
+        run_dir = args.run_dir or make_run(args.data, args.keep or Path(tmp), args.subsets.split(","), args.rounds,
+                                           args.turns)
         data = load_run(run_dir)
-        n_q = len({r.key for r in data.rows})
-
-        def report() -> None:
-            d = load_run(run_dir)
-            write_report(run_dir, build_tables(d.rows, d.meta, events=transcript_events(run_dir)))
-
-        rw, rc = clock(report)
-        hw, hc = clock(lambda: build_site(run_dir))
-        print(f"{n_q} questions x {len(data.conditions)} conditions = {len(data.rows)} rows ({run_dir})")
-        print(f"  report (tables + ledger + files)  wall {rw:6.2f} s  cpu {rc:6.2f} s   target <= 10 s")
-        print(f"  HTML (tables, plots, pages)       wall {hw:6.2f} s  cpu {hc:6.2f} s   target <= 30 s")
+        calls = sum(r.calls for r in data.rows)
+        print(f"{len({r.key for r in data.rows})} questions x {len(data.conditions)} conditions = {len(data.rows)} "
+              f"rows, {calls} calls, {size_mb(run_dir / 'transcripts'):.0f} MB of transcripts ({run_dir})")
+        for name, html in (("report", False), ("html", True)):
+            load = os.getloadavg()[0]
+            wall, cpu, peak = measure(run_dir, html)
+            cmd = "report --html" if html else "report"
+            print(f"  medpanel {cmd:14s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:6.0f} MB  "
+                  f"load {load:.2f}   target {TARGETS[name]}")
 
 
 if __name__ == "__main__":

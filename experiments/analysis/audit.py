@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -62,8 +62,10 @@ def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str,
 
 
 def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
-              thresholds: Thresholds | None = None) -> dict[str, Any]:
-    """Check every passage of every transcript; returns the leakage.json document."""
+              thresholds: Thresholds | None = None,
+              docs: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """Check every passage of every transcript; returns the leakage.json document. `docs` (one per
+    row, in row order, as `run_docs` reads them) spares a second read of every transcript."""
     th = thresholds or Thresholds()
     provenance = provenance or {}
     probes: dict[tuple[str, str], QuestionProbe] = {}
@@ -71,13 +73,19 @@ def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str
     cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
         lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0, "upstream_passages": 0,
                  "direct_questions": 0, "upstream_questions": 0, "by_detector": defaultdict(int)})
+    doc_of = dict(zip(map(id, rows), docs, strict=True)) if docs is not None else None
     for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
         cell = cells[(row.dataset, row.condition)]
         cell["questions"] += 1
-        path = transcript_path(run_dir, row)
-        if not path.is_file():
-            continue
-        doc = read_transcript(path)
+        if doc_of is not None:
+            doc = doc_of[id(row)]
+            if doc.get("missing_transcript"):
+                continue
+        else:
+            path = transcript_path(run_dir, row)
+            if not path.is_file():
+                continue
+            doc = read_transcript(path, messages=False)  # passages live in events' data, never in messages
         probe = probes.get(row.key)
         if probe is None:
             probe = probes[row.key] = QuestionProbe.from_question(doc["question"], provenance.get(row.key), th)
@@ -147,7 +155,8 @@ def read_leakage(run_dir: Path) -> dict[str, Any] | None:
 
 
 def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | None = None,
-                    thresholds: Thresholds | None = None) -> dict[str, Any]:
+                    thresholds: Thresholds | None = None,
+                    docs: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
     """Audit the run again and write report/leakage.json.
 
     Without arguments the previous audit's provenance file and thresholds are reused, so
@@ -159,7 +168,8 @@ def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | N
     if thresholds is None and isinstance(prev.get("thresholds"), dict):
         known = set(Thresholds.__dataclass_fields__)
         thresholds = Thresholds(**{k: v for k, v in prev["thresholds"].items() if k in known})
-    doc = audit_run(run_dir, rows, provenance=load_provenance(run_dir, provenance_file), thresholds=thresholds)
+    doc = audit_run(run_dir, rows, provenance=load_provenance(run_dir, provenance_file), thresholds=thresholds,
+                    docs=docs)
     doc["provenance_file"] = str(provenance_file.resolve()) if provenance_file is not None else None
     write_leakage(run_dir, doc)
     return doc

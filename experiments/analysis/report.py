@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,8 @@ from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
-from medpanel.experiments.analysis.transitions import call_events, run_docs, transition_tables
+from medpanel.experiments.analysis.trajectory_types import Trajectory
+from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
@@ -210,7 +212,7 @@ def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
 
 def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
                  docs: Sequence[Mapping[str, Any]] | None = None,
-                 events: study.Events | None = None) -> list[Table]:
+                 events: study.Events | None = None, ts: Sequence[Trajectory] | None = None) -> list[Table]:
     """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
     errors), the answer transitions when the transcripts (`docs`, one per row) are given, then the
     paired comparisons, the model / variant axes, the factorial of every 2x2, repeats over every
@@ -227,8 +229,8 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     extra += reference_tables(rows, conditions, meta, n_boot=n_boot)  # published runs named in `references:`
     tables += [x for x in extra if x is not None]
     if docs is not None:
-        scoring = str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
-        tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot)
+        scoring = scoring_of(meta)
+        tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot, ts=ts)
     pairs = comparison_pairs(meta, conditions)
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
@@ -243,11 +245,36 @@ def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
     return tables
 
 
-def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+@dataclass(frozen=True)
+class RunTables:
+    """A run's tables with the rows and documents (messages left out) they were built from, so the
+    HTML site that follows `medpanel report` neither reads the transcripts nor builds them again."""
+
+    rows: list[Row]
+    docs: list[Mapping[str, Any]]
+    trajectories: list[Trajectory]
+    tables: list[Table]
+
+    def matches(self, rows: Sequence[Row]) -> bool:
+        """True when `rows` are the rows these were built from (the store did not change between)."""
+        return [(*r.key, r.condition, r.repeat) for r in rows] == [(*r.key, r.condition, r.repeat) for r in self.rows]
+
+
+def read_run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> RunTables:
     """The full report of a run directory (what the CLI prints and writes): every table, the
     transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
     docs = run_docs(run_dir, rows)
-    return build_tables(rows, meta, docs=docs, events=call_events(rows, docs))
+    ts = trajectories(docs, scoring=scoring_of(meta))
+    return RunTables(rows, docs, ts, build_tables(rows, meta, docs=docs, events=call_events(rows, docs), ts=ts))
+
+
+def scoring_of(meta: Mapping[str, Any]) -> str:
+    """How the run's answers are scored (the dataset's `scoring`), which the trajectories need."""
+    return str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
+
+
+def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
+    return read_run_tables(run_dir, rows, meta).tables
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:

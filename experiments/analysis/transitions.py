@@ -220,23 +220,30 @@ def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
 
 
 def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
-                      scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
-    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two."""
+                      scoring: str = "exact_set", n_boot: int = 10000,
+                      ts: Sequence[Trajectory] | None = None) -> list[Table]:
+    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two
+    (`ts`: the documents' trajectories when the caller has them already)."""
     docs = list(docs)
-    ts = trajectories(docs, scoring=scoring)
+    ts = trajectories(docs, scoring=scoring) if ts is None else ts
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
     out += [t for t in (pathway_table(docs, conditions, scoring=scoring),
                         ruling_table(docs, conditions, scoring=scoring)) if t is not None]
     return [t for t in out if t.rows]
 
 
-def run_docs(run_dir: Path, rows: Sequence[Row]) -> list[Mapping[str, Any]]:
+def run_docs(run_dir: Path, rows: Sequence[Row], *, messages: bool = False) -> list[Mapping[str, Any]]:
     """Every result row's transcript, in row order, with `row_doc`'s stand-in where a file is gone:
-    the transition tables count every row, a missing transcript as invalid, never drop it."""
+    the transition tables count every row, a missing transcript as invalid, never drop it.
+
+    Without `messages` (the default) the messages each call sent are left out: no table, figure
+    or audit reads them, and they are most of a transcript, so a whole run's documents fit in a
+    fraction of the memory. A question page reads its own transcripts whole."""
     out: list[Mapping[str, Any]] = []
     for row in rows:
         path = Path(run_dir) / row.transcript if row.transcript else None
-        out.append(row_doc(row, read_transcript(path) if path is not None and path.is_file() else None))
+        doc = read_transcript(path, messages=messages) if path is not None and path.is_file() else None
+        out.append(row_doc(row, doc))
     return out
 
 

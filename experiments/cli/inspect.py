@@ -22,8 +22,8 @@ from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, ref
 from medpanel.experiments.analysis.compare import align, compare_tables
 from medpanel.experiments.analysis.export import FORMATS, write_export
 from medpanel.experiments.analysis.inspect_export import write_inspect_logs
-from medpanel.experiments.analysis.report import write_tables
-from medpanel.experiments.cli.output import console, print_table, print_transcript, summarise
+from medpanel.experiments.analysis.report import RunTables, write_tables
+from medpanel.experiments.cli.output import console, print_table, print_transcript, report_tables
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.ownership import refuse_run_records
@@ -43,9 +43,11 @@ from medpanel.retrieval.leakage import Thresholds
 DEFAULT_PORT = 8765
 
 
-def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last") -> list[Path]:
+def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last",
+                      shared: RunTables | None = None) -> list[Path]:
     """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
-    return build_site(Path(run_dir), provenance=provenance, messages=messages)  # load_run checks the directory
+    # load_run checks the directory
+    return build_site(Path(run_dir), provenance=provenance, messages=messages, shared=shared)
 
 
 def _print_tables(tables: list[Table], where: str) -> None:
@@ -232,9 +234,9 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
                                                             "audit.")] = False) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
-    summarise(run_dir)
+    _written, shared = report_tables(run_dir)
     if html:
-        paths = write_html_report(run_dir)
+        paths = write_html_report(run_dir, shared=shared)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
         _warn_missing_transcripts(run_dir)
     _note_progress(run_dir)

@@ -22,7 +22,7 @@ from rich.text import Text
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.report import csv_name, run_tables, write_report
+from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_tables, run_tables, write_report
 from medpanel.experiments.analysis.run_summary import run_summary
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
@@ -81,12 +81,21 @@ def _error_rows(run_dir: Path, rows: list[Row]) -> None:
 def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
     """Every table of the run (`medpanel report`), written to report/*.csv and report.md; the files
     written (None when none were)."""
+    return report_tables(run_dir, write=write)[0]
+
+
+def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | None, RunTables | None]:
+    """`summarise`, also handing back what the tables were built from, for the HTML site to share."""
     meta, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
-        return None
+        return None, None
     print_header(meta)
-    tables = run_tables(run_dir, rows, meta)
+    read = read_run_tables(run_dir, rows, meta)
+    return _print_and_write(run_dir, rows, read.tables, write), read
+
+
+def _print_and_write(run_dir: Path, rows: list[Row], tables: list[Table], write: bool) -> list[Path] | None:
     report = run_dir / "report"
     for t in tables:
         print_table(t, where=f"{report / csv_name(t)} (and report.md beside it)" if write else

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pydantic_core
 from pydantic import ValidationError
 
 from medpanel.agents.types import Question
@@ -18,6 +19,7 @@ from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.run.files import row_file
 from medpanel.experiments.run.records import (
     RUN_FORMAT,
+    TRANSCRIPT_FORMAT,
     RunRecord,
     TranscriptRecord,
     read_run_record,
@@ -98,13 +100,28 @@ def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
     return load_record(run_dir, arg=arg).model_dump(mode="json", exclude_unset=True)
 
 
-def load_transcript(path: Path) -> TranscriptRecord:
-    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it."""
-    doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
+def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
+    """A transcript file as a `TranscriptRecord` (any format version), or a `UserError` naming it.
+    With `messages=False` each event's `messages` (about four fifths of a transcript's bytes) is
+    checked to be a list of objects and left out, so the tables' read neither copies nor holds it."""
+    return _checked(path, messages)[0]
+
+
+def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
+    """The record and the decoded document it was validated from."""
+    fix = "The file is damaged: restore it, or delete its row and resume"
+    try:
+        # pydantic's own JSON parser: about twice as fast as json's, and it shares repeated strings
+        # (roles, steps, replies) across documents; a damaged file is read again for json's message.
+        doc = pydantic_core.from_json(path.read_bytes())
+    except (OSError, ValueError):
+        doc = read_json(path, what="transcript", fix=fix)
     if not isinstance(doc, dict):
         raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
+    if not messages:
+        _drop_messages(doc, path)
     try:
-        return read_transcript_record(doc)
+        return read_transcript_record(doc), doc
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(x) for x in err["loc"]) or "transcript"
@@ -112,9 +129,28 @@ def load_transcript(path: Path) -> TranscriptRecord:
                         file=str(path)) from None
 
 
-def read_transcript(path: Path) -> dict[str, Any]:
-    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk."""
-    return load_transcript(path).model_dump(mode="json", exclude_unset=True)
+def _drop_messages(doc: dict[str, Any], path: Path) -> None:
+    events = doc.get("events")
+    if not isinstance(events, list):
+        return  # the record's own validation names the field
+    for n, event in enumerate(events):
+        if not isinstance(event, dict) or "messages" not in event:
+            continue
+        msgs = event.pop("messages")
+        if not isinstance(msgs, list) or not all(isinstance(m, dict) for m in msgs):
+            raise UserError(f"not a medpanel transcript (events.{n}.messages: a list of objects). "
+                            "Restore it from a backup", file=str(path))
+
+
+def read_transcript(path: Path, *, messages: bool = True) -> dict[str, Any]:
+    """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk;
+    `messages=False`: without the messages sent (what the tables and the audit read)."""
+    record, doc = _checked(path, messages)
+    if doc.get("format_version") == TRANSCRIPT_FORMAT:
+        # A current-format file is the JSON dump of this very record, so the checked document is
+        # what dumping it again would give: readers skip that copy of every transcript.
+        return doc
+    return record.model_dump(mode="json", exclude_unset=True)
 
 
 def read_run_questions(run_dir: Path) -> list[Question]:

@@ -31,15 +31,18 @@ from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_t
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.references import write_reference_forest
-from medpanel.experiments.analysis.report import build_tables
+from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
-from medpanel.experiments.analysis.trajectory import trajectory
+from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
 from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.rundir import RunData, load_run, read_transcript
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
+from medpanel.experiments.view.render import num as _num
+from medpanel.experiments.view.render import pretty as _pretty
+from medpanel.experiments.view.render import render_event, render_value, safe_url
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -52,21 +55,9 @@ def environment() -> Environment:
     env.filters["num"] = _num
     env.filters["pretty"] = _pretty
     env.tests["listlike"] = lambda v: isinstance(v, list | tuple)
+    env.globals["render_value"] = render_value
+    env.globals["render_event"] = render_event
     return env
-
-
-def safe_url(url: Any) -> str:
-    """The URL if it is http(s) (credentials removed), else '' (no javascript:, data:, file: links)."""
-    if not isinstance(url, str) or not url.strip():
-        return ""
-    try:
-        parts = urlsplit(url.strip())
-    except ValueError:
-        return ""
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        return ""
-    netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
 
 
 def _redact(url: Any) -> str:
@@ -78,28 +69,6 @@ def _redact(url: Any) -> str:
                            parts.path, parts.query, parts.fragment))
     except ValueError:
         return "(redacted)"
-
-
-def _num(v: Any, digits: int = 2) -> str:
-    if isinstance(v, bool) or v is None:
-        return str(v)
-    if isinstance(v, float):
-        return f"{v:.{digits}f}"
-    return str(v)
-
-
-
-
-def _pretty(v: Any) -> str:
-    if isinstance(v, str):
-        return v
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if v is None:
-        return "-"
-    return str(v)
-
-
 
 
 def page_name(dataset: str, qid: str) -> str:
@@ -149,8 +118,10 @@ def _header(data: RunData) -> dict[str, Any]:
 
 
 def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messages: str = "last",
-               provenance: Path | None = None) -> list[Path]:
-    """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json."""
+               provenance: Path | None = None, shared: RunTables | None = None) -> list[Path]:
+    """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json.
+    `shared`: the tables and documents `medpanel report` already built from these rows (at
+    `n_boot` resamples), so `report --html` builds and reads them once."""
     if messages not in MESSAGE_MODES:
         raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
     data = load_run(Path(run_dir))
@@ -160,22 +131,28 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     for old in qdir.glob("*.html"):
         old.unlink()
     written: list[Path] = []
+    shared = shared if shared is not None and shared.matches(data.rows) else None
+    # Every transcript is read once without its messages, here: the tables, the figures and the audit
+    # share them; each question page then reads its own few whole (never the whole run at once).
+    docs = shared.docs if shared is not None else run_docs(data.run_dir, data.rows)
     leak_doc = None
     if data.rows:
-        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance)
+        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, docs=docs)
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
-    docs = run_docs(data.run_dir, data.rows)
-    # Every transcript is read once, here: the tables, the figures and the question pages share them.
     doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
-    tables = (build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
+    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
+    # once (or from the tables'), for the transition figures and every page's flip
+    ts = shared.trajectories if shared is not None else trajectories(docs, scoring=scoring)
+    traj_of = {(r.condition, r.dataset, r.qid, r.repeat): t for r, t in zip(data.rows, ts, strict=True)}
+    tables = (list(shared.tables) if shared is not None else
+              build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
               if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
     transition_files: list[Path] = []
-    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
@@ -184,7 +161,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         if benchmark_table.applies(data.meta):  # the Table 7 run's accuracy-vs-tokens Pareto figure
             plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
-        transition_files = write_transition_plots(trajectories(docs, scoring=scoring), out / "plots", conditions)
+        transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files
     nonce = secrets.token_urlsafe(16)
     env = environment()
@@ -204,7 +181,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for n, row in enumerate(rows):
             stored = doc_of[(row.condition, row.dataset, row.qid, row.repeat)]
-            doc = None if stored.get("missing_transcript") else dict(stored)
+            doc = None if stored.get("missing_transcript") else read_transcript(data.run_dir / row.transcript)
             if doc and not question:
                 question = doc.get("question", {})
             col = f"c{n}"
@@ -215,7 +192,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             raw_events = (doc or {}).get("events", [])
             events_by[(row.condition, row.repeat)] = raw_events
             facts = row_facts(row, doc)
-            flip, path = _flip_view(stored, scoring)
+            flip, path = _flip_view(traj_of[(row.condition, row.dataset, row.qid, row.repeat)])
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
                             "across": _across(row.condition),
@@ -283,10 +260,9 @@ def _diffs(pairs: list[tuple[str, str]], repeats: int, columns: list[dict[str, A
     return diffs
 
 
-def _flip_view(doc: dict[str, Any] | Any, scoring: str) -> tuple[dict[str, Any] | None, str]:
+def _flip_view(t: Trajectory) -> tuple[dict[str, Any] | None, str]:
     """The decisive flip of one debate (the turn where the majority became the final answer) with the
     interventions just before it, and the majority path over the turns (`A > B > B`)."""
-    t = trajectory(doc, scoring=scoring)
     path = " > ".join(f"{s.label}: {s.majority}" for s in t.stages)
     decisive = next((f for f in t.flips() if f.decisive), None)
     if decisive is None:
