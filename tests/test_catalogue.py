@@ -19,11 +19,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_scenarios_lists_every_shipped_file_with_its_facts(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from medpanel.experiments.cli import catalogue
+
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("COLUMNS", "400")
+    # A wide console of its own: the module's console took its width when first imported, which in a
+    # test process may be before any COLUMNS was set (then names wrap inside their column).
+    buf = io.StringIO()
+    monkeypatch.setattr(catalogue, "console", Console(file=buf, width=400, color_system=None))
     res = CliRunner().invoke(app, ["scenarios"])
     assert res.exit_code == 0, res.output
-    lines = res.output.splitlines()
+    lines = buf.getvalue().splitlines()
     shipped = sorted(p.name for p in (ROOT / "scenarios").glob("*.yaml"))
     for name in shipped:
         row = next(line for line in lines if f" {name} " in line)

@@ -28,6 +28,23 @@ def _noted_pid(fd: int) -> str:
     return "?"
 
 
+def _busy(run_dir: Path, pid: str) -> UserError:
+    path = run_dir / LOCK_NAME
+    return UserError(f"{run_dir} is being run by process {pid}, which holds {path}. Wait for it to finish, "
+                     f"or stop it (Ctrl-C in its terminal, or kill {pid}) and resume. The lock is released "
+                     "when its process exits, so a runner.lock left by a killed run never blocks; if no "
+                     f"process {pid} exists, `fuser -v {path}` names the one holding the file open",
+                     field="RUN_DIR")
+
+
+def refuse_if_running(run_dir: Path) -> None:
+    """Refuse, as `run_lock` would, a directory another process is running now: checked before the
+    study is opened, since a stopped runner may hold SQLite's write lock and opening would wait on it."""
+    pid = lock_holder(run_dir)
+    if pid is not None:
+        raise _busy(run_dir, pid)
+
+
 @contextlib.contextmanager
 def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
     path = run_dir / LOCK_NAME
@@ -38,11 +55,7 @@ def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
         except BlockingIOError:
             pid = _noted_pid(fd)
             os.close(fd)
-            raise UserError(f"{run_dir} is being run by process {pid}, which holds {path}. Wait for it to finish, "
-                            f"or stop it (Ctrl-C in its terminal, or kill {pid}) and resume. The lock is released "
-                            "when its process exits, so a runner.lock left by a killed run never blocks; if no "
-                            f"process {pid} exists, `fuser -v {path}` names the one holding the file open",
-                            field="RUN_DIR") from None
+            raise _busy(run_dir, pid) from None
         except BaseException:
             os.close(fd)
             raise

@@ -46,7 +46,7 @@ from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.rundir import require_study
-from medpanel.experiments.run.runlock import run_lock
+from medpanel.experiments.run.runlock import refuse_if_running, run_lock
 from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
@@ -153,6 +153,7 @@ class Runner:
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
         if not runner.shared:
+            refuse_if_running(run_dir)  # before the study: a stopped runner may hold its write lock
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
         store = Store(runner.storage_url, run_dir)
         try:
