@@ -1,4 +1,4 @@
-"""Benchmark: the issue 17 statistics on a scripted 862 x 4 run, with 1 and with 5 runs a question.
+"""Benchmark: the study statistics on a scripted 862 x 4 run, with 1 and with 5 runs a question.
 
     python -m benchmarks.bench_stats [--questions 862] [--boot 10000] [--repeats 1 5]
 

@@ -1,5 +1,5 @@
 """The Python face (`medpanel.run`, `medpanel.load_run`) and a researcher's own pipeline, run from a
-module outside the package: by `module:Class` through the real CLI, and by entry point (issue 14)."""
+module outside the package: by `module:Class` through the real CLI, and by entry point."""
 
 from __future__ import annotations
 

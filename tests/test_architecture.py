@@ -1,4 +1,4 @@
-"""The house rules of docs/architecture.md, checked on the source (issue 14).
+"""The house rules of docs/architecture.md, checked on the source.
 
 Each rule is read from the code itself (the AST of every module), so a change that breaks one fails
 here with the module that broke it, instead of surfacing as an import cycle or a slow hot path later.

@@ -64,7 +64,7 @@ def _assert_stopped(out: subprocess.CompletedProcess[str], run_dir: Path, cause:
     assert "Traceback" not in logs and "Trial " not in logs, logs  # no Optuna trial tracebacks either
     stop = [line for line in logs.splitlines() if line.startswith("Run stopped:")]
     assert len(stop) == 1 and cause in stop[0] and str(path) in stop[0], logs
-    # No flood of lines: besides the summary tables' rows (which grew with issues 17 and 19), the
+    # No flood of lines: besides the summary tables' rows (which grew with the study and transition tables), the
     # output is the start lines, the stop line, the tables' titles and notes and the resume hint.
     boxes = ("┃", "│", "┏", "┡", "└", "┗", "╭", "╰")
     assert len([line for line in logs.splitlines() if not line.lstrip().startswith(boxes)]) < 60, logs

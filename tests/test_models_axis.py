@@ -1,4 +1,4 @@
-"""Models as a grid axis (issue 20): two fake endpoints serving two labels, real HTTP, one run.
+"""Models as a grid axis: two fake endpoints serving two labels, real HTTP, one run.
 
 Who answered what is traced by tokens: each endpoint fills every string of its replies with its own
 token, so a request that carries a token carries that model's reply."""

@@ -1,4 +1,4 @@
-"""Run directories written before issue 14 (no format_version anywhere) still open with every reader.
+"""Run directories written before records were versioned (no format_version anywhere) still open with every reader.
 
 The fixture runs (tests/fixtures/v0, see its README) were written by the code before the typed,
 versioned records; `golden/` holds what that code wrote for them. The readers of today must give

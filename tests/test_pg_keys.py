@@ -1,4 +1,4 @@
-"""PostgreSQL key columns hold long question ids (issue 16): TEXT, and older VARCHAR(128) studies widened."""
+"""PostgreSQL key columns hold long question ids: TEXT, and older VARCHAR(128) studies widened."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def test_a_300_character_question_id_runs_on_postgresql(tmp_path: Path, pg_url: 
 def test_a_study_made_with_varchar_keys_is_widened(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
     import psycopg
 
-    with psycopg.connect(pg_url, autocommit=True) as conn:  # the schema before issue 16
+    with psycopg.connect(pg_url, autocommit=True) as conn:  # the schema before the keys became TEXT
         conn.execute("create table mp_claims (condition varchar(128), dataset varchar(128), qid varchar(128), "
                      '"repeat" integer, owner varchar(128) not null, claimed_at double precision not null, '
                      'primary key (condition, dataset, qid, "repeat"))')

@@ -1,4 +1,4 @@
-"""Prompt variants as a grid axis (issue 20), and the two shipped scenarios run on fake endpoints.
+"""Prompt variants as a grid axis, and the two shipped scenarios run on fake endpoints.
 
 Who was sent which prompt is traced by the variants' own words in the requests the endpoint got."""
 

@@ -1,4 +1,4 @@
-"""The typed, versioned records a run writes, and the plan resolved once per run (issue 14)."""
+"""The typed, versioned records a run writes, and the plan resolved once per run."""
 
 from __future__ import annotations
 

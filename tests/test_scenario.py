@@ -101,7 +101,7 @@ def test_set_overrides_dotted_keys(tmp_path: Path) -> None:
         load_scenario(f, ["model.max_tokns=1"])
 
 
-# -- hostile and mistaken scenarios (issue 13) ------------------------------------------------------
+# -- hostile and mistaken scenarios -----------------------------------------------------------------
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:

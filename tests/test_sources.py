@@ -1,5 +1,5 @@
 """The evidence-source registry: built-in kinds, a researcher's own source by `module:Class` and by
-entry point, and the settings that name them (issue 14)."""
+entry point, and the settings that name them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report's issue 17 tables (experiments/analysis/study.py) against hand-computed examples."""
+"""The report's study tables (experiments/analysis/study.py) against hand-computed examples."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The answer-transition figures (issue 19): files, the counts they draw (read back from the SVG's
+"""The answer-transition figures: files, the counts they draw (read back from the SVG's
 text), and a headless Chromium rendering of the SVG and PNG whose colours follow correctness."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Answer transitions on hand-built transcripts whose trajectories are known: every count below
-was worked out by hand from the events (issue 19)."""
+was worked out by hand from the events."""
 
 from __future__ import annotations
 

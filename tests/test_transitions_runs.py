@@ -1,4 +1,4 @@
-"""Answer transitions on real scripted runs (issue 19): a c/r 2x2 panel grid through the runner and
+"""Answer transitions on real scripted runs: a c/r 2x2 panel grid through the runner and
 the store, whose agents change their letters only after they have seen the Challenger's critique
 (traced by a token in their requests), and CLEAR runs for the pathway and guard/audit tables."""
 

@@ -290,7 +290,7 @@ def test_chromium_renders_table_and_transcript(kind: str, grid: Path, clear: Pat
     _screenshot_ok(png)
     dom = _chromium(["--dump-dom", index], tmp_path).stdout
     assert 'data-ready="1"' in dom, "the index script did not run"
-    # The four run plots plus issue 17's forest and interaction figures where the run has them.
+    # The four run plots plus the study's forest and interaction figures where the run has them.
     n_plots = len(list((run_dir / "report" / "plots").glob("*.png")))
     assert n_plots >= 4 and f'data-plots-loaded="{n_plots}"' in dom, "plots did not load from file://"
     assert dom.count('<tr class="st-') == len(run_rows(run_dir))

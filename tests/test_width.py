@@ -1,4 +1,4 @@
-"""Width: hundreds of questions in flight in one process, every record intact (issue 16)."""
+"""Width: hundreds of questions in flight in one process, every record intact."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ PIPELINES: dict[str, Factory] = {
     "multipersona": lambda: BenchmarkPipeline("multipersona"),
     "self-refine": lambda: BenchmarkPipeline("self-refine"),
     "medprompt": lambda: BenchmarkPipeline("medprompt"),
-    # The published multi-agent methods (issue 15), and `multiagent` holding the three as variants.
+    # The published multi-agent methods, and `multiagent` holding the three as variants.
     "medagents": MedAgentsPipeline,
     "mdagents": MDAgentsPipeline,
     "kamac": KamacPipeline,

@@ -63,7 +63,7 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
         if final is not None:
             for k, v in (final.get("data") or {}).items():
                 _flatten(f"final.{k}", v, rec)
-        # The letters after every turn, the transition and the decisive flip (issue 19), so a
+        # The letters after every turn, the transition and the decisive flip, so a
         # dataframe can re-derive the transition tables row by row.
         rec.update(trajectory_columns(trajectory(row_doc(row, found), scoring=scoring)))
         yield rec

@@ -1,4 +1,4 @@
-"""The report's tables of issue 17: the factorial of every two-flag grid with its odds ratios,
+"""The report's study tables: the factorial of every two-flag grid with its odds ratios,
 Holm-adjusted comparisons, repeats over every run, Table 3's contrast, and the cost ledger.
 
 Every table reads the result rows (and, for the ledger, the transcripts' call events) through

@@ -1,4 +1,4 @@
-"""Figures of issue 17 (PNG + SVG under report/plots/, drawn as in `plots.py`):
+"""The study's figures (PNG + SVG under report/plots/, drawn as in `plots.py`):
 
 - `forest`: every paired difference b - a with its 95% CI (thick) and its Holm-family
   (Bonferroni) CI (thin), per dataset and pooled; the standard picture of an ablation;

@@ -1,4 +1,4 @@
-"""Answer trajectories (issue 19): every agent's letters and the majority after every stage of one
+"""Answer trajectories: every agent's letters and the majority after every stage of one
 debate, and the interventions that came in between.
 
 The input is a transcript document as `experiments.store.Store.commit` writes it (a dict with

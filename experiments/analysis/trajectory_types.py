@@ -1,4 +1,4 @@
-"""The data of an answer trajectory (issue 19): cells, stages, interventions, flips, and the
+"""The data of an answer trajectory: cells, stages, interventions, flips, and the
 flat views of one (`transition_of`, `columns`). How they are read from a transcript, and what each
 term means, is in `trajectory.py`."""
 

@@ -1,4 +1,4 @@
-"""Answer-transition figures (issue 19), PNG + SVG in the house style of `experiments.plots`.
+"""Answer-transition figures, PNG + SVG in the house style of `experiments.plots`.
 
 - `transitions_<condition>`: one two-column flow diagram (Sankey-style) per condition, the first
   turn's majority (right / wrong / invalid: a tie or no valid answer) on the left, the final answer

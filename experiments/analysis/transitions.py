@@ -1,4 +1,4 @@
-"""Answer-transition tables (issue 19): from the first stage's majority to the final answer, and
+"""Answer-transition tables: from the first stage's majority to the final answer, and
 which interventions preceded the flips in between.
 
 Both tables are computed from trajectories (`experiments.trajectory`), one per transcript

@@ -1,4 +1,4 @@
-"""CLEAR's adjudication against the truth (issue 19): which pathway was right when the verifier
+"""CLEAR's adjudication against the truth: which pathway was right when the verifier
 overruled it, and the override guard's and challenge audit's outcomes by correctness.
 
 Computed from the `clear` pipeline's decision event (always a transcript's last event: its

@@ -126,7 +126,7 @@ class Plan:
     stored: ResolvedRun | None = field(default=None, repr=False)
     """The resolved pipeline when planning already gave it."""
     record: dict[str, Any] | None = field(default=None, repr=False)
-    """run.json's `plan` block of an existing run (runs made before issue 14 have none)."""
+    """run.json's `plan` block of an existing run (runs made before the plan was recorded have none)."""
     file: str = "scenario"
     """What error messages name: the scenario file, or an existing run's run.json."""
 

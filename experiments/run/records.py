@@ -34,7 +34,7 @@ class ModelRecord(BaseModel):
     seed: int | None = None
     cache: str | None = None
     local_server: dict[str, Any] | None = None
-    """`local` only: the program that served the embedded model, its version and `parallel` (issue 16)."""
+    """`local` only: the program that served the embedded model, its version and `parallel`."""
 
 
 class RunRecord(BaseModel):
@@ -99,7 +99,7 @@ class TranscriptRecord(BaseModel):
     latency_s: float = 0.0
     cost_usd: float = 0.0
     cached_tokens: int = 0
-    """Prompt tokens the endpoint's prompt cache served, over the calls sent (issue 16)."""
+    """Prompt tokens the endpoint's prompt cache served, over the calls sent."""
     cache_saved_usd: float = 0.0
     summary: dict[str, Any] = Field(default_factory=dict)
     """The pipeline's summary, with its own `format_version` since format 1."""

@@ -24,7 +24,7 @@ metadata = sa.MetaData()
 Key = sa.Text
 """Keys, owners and paths are unbounded text: a dataset's question ids can be long (300 characters
 and more), and VARCHAR(128) refused them on PostgreSQL (SQLite never enforced a length). Databases
-made before issue 16 are widened when a store opens them (`widen_keys`)."""
+made before the keys became TEXT are widened when a store opens them (`widen_keys`)."""
 
 results = sa.Table(
     "mp_results", metadata,
@@ -109,7 +109,7 @@ _WIDENED = {"mp_results": ("condition", "dataset", "qid", "worker", "transcript"
 
 
 def widen_keys(engine: sa.Engine) -> int:
-    """PostgreSQL: turn the VARCHAR(n) key columns of a study made before issue 16 into TEXT, in
+    """PostgreSQL: turn the VARCHAR(n) key columns of a study made before they became TEXT into TEXT, in
     place (a metadata change for PostgreSQL: VARCHAR and TEXT share their storage). Returns how
     many columns changed; 0 on SQLite and on a current schema."""
     if engine.dialect.name != "postgresql":

@@ -1,3 +1,3 @@
-"""Paired inference for comparisons of conditions (issue 17): aligned data, resampling, exact tests,
+"""Paired inference for comparisons of conditions: aligned data, resampling, exact tests,
 Holm families, the 2x2 factorial, clustered logit, repeats, power planning, synthetic studies and
 the cost ledger. docs/statistics.md says what each figure means."""

@@ -1,6 +1,6 @@
 """Per-question correctness of several conditions, aligned on the same questions and repeats.
 
-Every statistic of issue 17 (factorial contrasts, repeats, the planner's pilot rates) starts from
+Every paired statistic (factorial contrasts, repeats, the planner's pilot rates) starts from
 one array `y[condition, question, repeat]`. Pairing is the point: a question enters only when
 every condition answered it in every repeat, so each contrast compares like with like. Questions
 left out are counted, never silently dropped.
