@@ -8,10 +8,7 @@ before its second statement, lets the first worker commit, then lets the claim g
 
 from __future__ import annotations
 
-import os
 import threading
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +18,14 @@ import sqlalchemy as sa
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.run.store import Store
 
-BASE_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
+from . import test_postgres
+
+BASE_URL = test_postgres.BASE_URL
+pg_url = test_postgres.pg_url  # the fixture: a fresh database per test
+
 pytestmark = pytest.mark.skipif(not BASE_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with "
                                                      ".ci/start_postgres.sh)")
 PAIR = ("c0", "medqa", "q1", 0)
-
-
-@pytest.fixture()
-def pg_url() -> Iterator[str]:
-    import psycopg
-
-    assert BASE_URL is not None
-    name = f"mp_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(BASE_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield BASE_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(BASE_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _finish(store: Store) -> None:

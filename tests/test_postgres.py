@@ -43,13 +43,10 @@ def _rows(url: str) -> list[tuple]:
         return conn.execute("select condition, dataset, qid, repeat from mp_results").fetchall()
 
 
-def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) -> None:
-    # The scripted model is slow enough (600 ms a call) that the main runner alone would take far
-    # longer than the second process needs to start, even on a loaded 2-core machine.
-    f = write(tmp_path / "s.yaml", "name: pg\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
-                                   "model: {backend: scripted, latency_ms: 600}\nrun: {workers: 2, shard_size: 3}\n")
-    main_dir, worker_dir = tmp_path / "main", tmp_path / "worker"
-    runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(f), "--storage", pg_url,
+def _runner_and_worker(scenario: Path, pg_url: str, main_dir: Path,
+                       worker_dir: Path) -> tuple[subprocess.Popen[str], subprocess.Popen[str]]:
+    """`medpanel run` on PostgreSQL, and a `medpanel worker` joining it once its run.json exists."""
+    runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(scenario), "--storage", pg_url,
                                "--run-dir", str(main_dir), "--quiet"], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
     deadline = time.time() + 60
@@ -57,6 +54,16 @@ def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) 
         time.sleep(0.05)
     worker = subprocess.Popen([sys.executable, "-m", "medpanel", "worker", pg_url, "--run-dir", str(worker_dir),
                                "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return runner, worker
+
+
+def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) -> None:
+    # The scripted model is slow enough (600 ms a call) that the main runner alone would take far
+    # longer than the second process needs to start, even on a loaded 2-core machine.
+    f = write(tmp_path / "s.yaml", "name: pg\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
+                                   "model: {backend: scripted, latency_ms: 600}\nrun: {workers: 2, shard_size: 3}\n")
+    main_dir = tmp_path / "main"
+    runner, worker = _runner_and_worker(f, pg_url, main_dir, tmp_path / "worker")
     out_w, _ = worker.communicate(timeout=180)
     out_r, _ = runner.communicate(timeout=180)
     assert worker.returncode == 0, out_w
@@ -91,15 +98,8 @@ def test_a_runner_and_a_worker_with_hundreds_in_flight_execute_each_pair_exactly
     f = write(tmp_path / "s.yaml", "name: pgload\npipeline: generalist\nflags: {c: [0, 1]}\ndataset: {source: sample}\n"
                                    "model: {backend: scripted, latency_ms: 50, cache: 'off'}\n"
                                    "run: {workers: 2, questions_per_worker: 64, repeats: 20}\n")
-    main_dir, worker_dir = tmp_path / "main", tmp_path / "worker"
-    runner = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(f), "--storage", pg_url,
-                               "--run-dir", str(main_dir), "--quiet"], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 60
-    while not (main_dir / "run.json").exists() and time.time() < deadline:
-        time.sleep(0.05)
-    worker = subprocess.Popen([sys.executable, "-m", "medpanel", "worker", pg_url, "--run-dir", str(worker_dir),
-                               "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    main_dir = tmp_path / "main"
+    runner, worker = _runner_and_worker(f, pg_url, main_dir, tmp_path / "worker")
     out_w, _ = worker.communicate(timeout=300)
     out_r, _ = runner.communicate(timeout=300)
     assert runner.returncode == 0, out_r[-3000:]
