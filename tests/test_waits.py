@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -20,20 +19,13 @@ from typing import Any
 
 from .conftest import write
 from .fake_openai import FakeOpenAI
+from .test_interrupts import _count
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "medpanel", "run", "--quiet", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             env={**os.environ, **(env or {})})
-
-
-def _count(run_dir: Path, table: str) -> int:
-    try:
-        with sqlite3.connect(run_dir / "study.db", timeout=10) as conn:
-            return int(conn.execute(f"select count(*) from {table}").fetchone()[0])
-    except sqlite3.OperationalError:
-        return 0  # not created yet
 
 
 def test_a_retry_after_longer_than_the_cap_stops_the_run_naming_the_endpoint(tmp_path: Path) -> None:
