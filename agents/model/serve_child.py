@@ -7,10 +7,12 @@ which runs no cleanup) the server exits within a second instead of holding a por
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 
 def _parent_alive(pid: int) -> bool:
@@ -42,8 +44,10 @@ def main() -> None:
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     threading.Thread(target=_watch, args=(pid,), daemon=True).start()
     sys.argv = ["llama_cpp.server", *args[3:]]
-    from llama_cpp.server.__main__ import main as serve
-
+    # Looked up by name so the check is the same whether or not llama-cpp-python (untyped) is
+    # installed where mypy runs.
+    server = importlib.import_module("llama_cpp.server.__main__")
+    serve: Callable[[], None] = server.main
     serve()
 
 
