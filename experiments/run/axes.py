@@ -108,6 +108,7 @@ class Scenario(Protocol):
     roles: dict[str, RoleModel]
     prompts: dict[str, PromptRef]
     prompt_variants: dict[str, dict[str, PromptRef]]
+    prompts_root: str | None
     @property
     def model(self) -> ModelSpec: ...
 
@@ -293,7 +294,7 @@ def resolve_prompts(scenario: _S, *, base: Path, file: str) -> _S:
     """The scenario with every prompt override read, checked, and keyed by `<role>.<part>`."""
     if not scenario.prompts and not scenario.prompt_variants:
         return scenario
-    roots = prompt_roots(base, getattr(scenario, "prompts_root", None))
+    roots = prompt_roots(base, scenario.prompts_root)
 
     def block(refs: dict[str, PromptRef], where: str) -> dict[str, PromptRef]:
         out: dict[str, PromptRef] = {}
