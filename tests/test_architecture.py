@@ -27,6 +27,10 @@ def _modules() -> dict[str, Path]:
             out[name] = path
     for path in sorted((ROOT / "medpanel").glob("*.py")):
         out["medpanel" if path.stem == "__init__" else f"medpanel.{path.stem}"] = path
+    for folder in sorted(p for p in (ROOT / "medpanel").iterdir() if p.is_dir() and not p.is_symlink()):
+        for path in sorted(folder.rglob("*.py")):  # medpanel/plugins/; the links to the code folders skipped
+            parts = path.relative_to(ROOT / "medpanel").with_suffix("").parts
+            out[".".join(["medpanel", *parts]).removesuffix(".__init__")] = path
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         out["benchmarks" if path.stem == "__init__" else f"benchmarks.{path.stem}"] = path
     return out
@@ -47,7 +51,7 @@ def _imports(path: Path, *, top_level: bool | None = None) -> list[tuple[int, st
             if isinstance(sub, ast.Import):
                 found += [(sub.lineno, a.name) for a in sub.names]
             elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                # `from medpanel.agents.roles import grader` imports the module ...roles.grader; the
+                # `from medpanel.agents.roles import challenger` imports the module ...roles.challenger; the
                 # package itself is its parent, imported first anyway, not a dependency of the importer.
                 submodules = [f"{sub.module}.{a.name}" for a in sub.names if f"{sub.module}.{a.name}" in MODULES]
                 if len(submodules) < len(sub.names):
