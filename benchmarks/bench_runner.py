@@ -23,8 +23,9 @@ from pathlib import Path
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import register
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.experiments.run.plan import Plan, auto_shard_size
 from medpanel.experiments.run.runner import Runner

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
     from medpanel.agents.model.agent import RoleAgent
     from medpanel.agents.model.client import QuestionSession
     from medpanel.agents.model.structured import AnswerReply, answer_model, letters_of
-    from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
+    from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
     from medpanel.agents.pipelines.registry import register as register_pipeline
+    from medpanel.agents.plan import ConditionPlan, PlanError
     from medpanel.agents.prompting import format_question
+    from medpanel.agents.summary import Summary
     from medpanel.agents.tables import Table, TableSpec
     from medpanel.agents.types import Condition, Question, TranscriptEvent
     from medpanel.api import Run, RunResult, load_run, resume, run
@@ -40,11 +42,11 @@ if TYPE_CHECKING:
 # print `--help` or a report.
 _NAMES: dict[str, tuple[str, str]] = {
     "Condition": ("medpanel.agents.types", "Condition"),
-    "ConditionPlan": ("medpanel.agents.pipelines.base", "ConditionPlan"),
+    "ConditionPlan": ("medpanel.agents.plan", "ConditionPlan"),
     "Outcome": ("medpanel.agents.pipelines.base", "Outcome"),
     "Pipeline": ("medpanel.agents.pipelines.base", "Pipeline"),
     "PipelineSettings": ("medpanel.agents.pipelines.base", "PipelineSettings"),
-    "PlanError": ("medpanel.agents.pipelines.base", "PlanError"),
+    "PlanError": ("medpanel.agents.plan", "PlanError"),
     "Question": ("medpanel.agents.types", "Question"),
     "QuestionSession": ("medpanel.agents.model.client", "QuestionSession"),
     "RoleAgent": ("medpanel.agents.model.agent", "RoleAgent"),
@@ -52,7 +54,7 @@ _NAMES: dict[str, tuple[str, str]] = {
     "RunResult": ("medpanel.api", "RunResult"),
     "Source": ("medpanel.retrieval.sources", "Source"),
     "SourceSpec": ("medpanel.retrieval.sources", "SourceSpec"),
-    "Summary": ("medpanel.agents.pipelines.base", "Summary"),
+    "Summary": ("medpanel.agents.summary", "Summary"),
     "Table": ("medpanel.agents.tables", "Table"),
     "TableSpec": ("medpanel.agents.tables", "TableSpec"),
     "TranscriptEvent": ("medpanel.agents.types", "TranscriptEvent"),

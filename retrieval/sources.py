@@ -23,7 +23,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from medpanel.retrieval import plugins
+from medpanel import plugins
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.retrievers import Retriever, open_retriever

@@ -9,7 +9,7 @@ from typing import Any
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult
 
 Q4 = Question(dataset="unit", qid="q1", text="A 30-year-old has chest pain. Best next step?",

@@ -12,7 +12,7 @@ import pytest
 
 from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
 from medpanel.retrieval.corpus import ingest
 

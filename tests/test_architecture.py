@@ -7,9 +7,9 @@ here with the module that broke it, instead of surfacing as an import cycle or a
 from __future__ import annotations
 
 import ast
+import itertools
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "experiments": "medpanel.experiments"}
@@ -27,6 +27,10 @@ def _modules() -> dict[str, Path]:
             out[name] = path
     for path in sorted((ROOT / "medpanel").glob("*.py")):
         out["medpanel" if path.stem == "__init__" else f"medpanel.{path.stem}"] = path
+    for folder in sorted(p for p in (ROOT / "medpanel").iterdir() if p.is_dir() and not p.is_symlink()):
+        for path in sorted(folder.rglob("*.py")):  # medpanel/plugins/; the links to the code folders skipped
+            parts = path.relative_to(ROOT / "medpanel").with_suffix("").parts
+            out[".".join(["medpanel", *parts]).removesuffix(".__init__")] = path
     for path in sorted((ROOT / "benchmarks").glob("*.py")):
         out["benchmarks" if path.stem == "__init__" else f"benchmarks.{path.stem}"] = path
     return out
@@ -47,7 +51,7 @@ def _imports(path: Path, *, top_level: bool | None = None) -> list[tuple[int, st
             if isinstance(sub, ast.Import):
                 found += [(sub.lineno, a.name) for a in sub.names]
             elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                # `from medpanel.agents.roles import grader` imports the module ...roles.grader; the
+                # `from medpanel.agents.roles import challenger` imports the module ...roles.challenger; the
                 # package itself is its parent, imported first anyway, not a dependency of the importer.
                 submodules = [f"{sub.module}.{a.name}" for a in sub.names if f"{sub.module}.{a.name}" in MODULES]
                 if len(submodules) < len(sub.names):
@@ -75,27 +79,113 @@ def test_function_level_medpanel_imports_are_few_and_say_why() -> None:
     assert len({(n, line) for n, line, _ in late}) <= MAX_LATE_IMPORTS, late
 
 
-def test_the_modules_import_no_cycle() -> None:
+def _graph() -> dict[str, set[str]]:
     # Every import counts, also one inside a function or under TYPE_CHECKING: a cycle held together
     # by a late import is still a cycle.
-    graph = {name: {m for _, m in _imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
+    return {name: {m for _, m in _imports(path) if m in MODULES and m != name} for name, path in MODULES.items()}
+
+
+def _cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:
+    """One cycle of `graph` as its nodes, the first repeated at the end; None when it has none."""
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
         stack.append(node)
-        for nxt in sorted(graph[node]):
+        for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                pytest.fail("import cycle: " + " -> ".join([*stack[stack.index(nxt):], nxt]))
-            if nxt not in state:
-                visit(nxt)
+                return [*stack[stack.index(nxt):], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
         stack.pop()
         state[node] = 2
+        return None
 
     for name in sorted(graph):
-        if name not in state:
-            visit(name)
+        if name not in state and (found := visit(name)):
+            return found
+    return None
+
+
+def test_the_modules_import_no_cycle() -> None:
+    cycle = _cycle(_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+# Rooms: a room is a package folder, two levels deep at most (`agents/pipelines/panel/` belongs to
+# `agents/pipelines`, `agents/clear/roles/` to `agents/clear`); `agents` is the top-level modules of
+# agents/ (the data model), `medpanel` those of medpanel/ (the public face). The floors, bottom first:
+# a room imports only rooms on lower floors, never one on its own floor. docs/architecture.md draws them.
+ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
+    ("medpanel/plugins",),  # finding a pipeline or an evidence source by name
+    ("retrieval",),
+    ("agents",),
+    ("agents/model",),
+    ("agents/roles", "agents/clear"),
+    ("agents/channels",),
+    ("agents/pipelines",),
+    ("experiments",),  # errors.py: the one-line user error
+    ("experiments/run",),
+    ("experiments/analysis",),
+    ("experiments/view",),
+    ("experiments/cli",),
+    ("medpanel",),
+    ("benchmarks",),
+)
+
+
+def _room(name: str) -> str:
+    return "/".join(MODULES[name].relative_to(ROOT).parent.parts[:2])
+
+
+Edges = dict[tuple[str, str], tuple[str, str]]
+
+
+def _room_edges(graph: Mapping[str, Iterable[str]], room: Callable[[str], str]) -> Edges:
+    """(importing room, imported room) -> the first module import that joins them."""
+    edges: Edges = {}
+    for name in sorted(graph):
+        for imported in sorted(graph[name]):
+            if room(name) != room(imported):
+                edges.setdefault((room(name), room(imported)), (name, imported))
+    return edges
+
+
+def _room_cycle(graph: Mapping[str, Iterable[str]], room: Callable[[str], str]) -> str | None:
+    """The rooms of one room-level cycle, each step with one module import that makes it; None if none."""
+    edges = _room_edges(graph, room)
+    rooms: dict[str, set[str]] = {}
+    for a, b in edges:
+        rooms.setdefault(a, set()).add(b)
+    cycle = _cycle(rooms)
+    if cycle is None:
+        return None
+    steps = "; ".join(" -> ".join(edges[(a, b)]) for a, b in itertools.pairwise(cycle))
+    return f"rooms {' -> '.join(cycle)} import each other round: {steps}"
+
+
+def test_the_rooms_import_no_cycle() -> None:
+    found = _room_cycle(_graph(), _room)
+    assert found is None, found
+
+
+def test_the_room_rule_names_the_rooms_and_one_import_each_way() -> None:
+    # Two rooms whose modules do not form a module cycle (x -> y -> z -> w) still form a room cycle.
+    graph = {"clear.x": {"roles.y"}, "roles.y": {"roles.z"}, "roles.z": {"clear.w"}, "clear.w": set()}
+    assert _cycle(graph) is None
+    found = _room_cycle(graph, lambda name: name.split(".")[0])
+    assert found == "rooms clear -> roles -> clear import each other round: clear.x -> roles.y; roles.z -> clear.w"
+    graph["roles.z"] = set()
+    assert _room_cycle(graph, lambda name: name.split(".")[0]) is None
+
+
+def test_every_room_imports_only_rooms_on_lower_floors() -> None:
+    floor = {room: i for i, rooms in enumerate(ROOM_FLOORS) for room in rooms}
+    assert {_room(name) for name in MODULES} == set(floor), "a new room: place it on a floor of ROOM_FLOORS"
+    wrong = [f"{a} imports {b} ({x} -> {y}): {b} is not on a lower floor"
+             for (a, b), (x, y) in _room_edges(_graph(), _room).items() if floor[b] >= floor[a]]
+    assert not wrong, wrong
 
 
 def test_only_the_model_room_talks_to_autogen_and_openai() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from medpanel.agents.model.backends import BackendError, ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, cache_key
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
 
 from .fake_openai import FakeOpenAI, completion
@@ -114,7 +114,7 @@ def test_azure_posts_to_the_deployment_route_with_its_key(monkeypatch: pytest.Mo
 
 def test_a_worker_reuses_one_client_and_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients are built per worker loop, not per question, and keep their connection alive."""
-    import medpanel.agents.run as run_module
+    import medpanel.agents.pipelines.run as run_module
     from medpanel.experiments.run.plan import make_plan
     from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import Scenario

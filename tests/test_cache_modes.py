@@ -10,7 +10,7 @@ from typing import Any
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, QuestionResult
 
 from .scripted_helpers import Q4, cond

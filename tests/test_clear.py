@@ -17,7 +17,7 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient, Scripte
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.registry import PIPELINES
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.agents.roles.grader import RubricItem, read_tasks, rubric_score
+from medpanel.agents.clear.roles.grader import RubricItem, read_tasks, rubric_score
 from medpanel.agents.types import Question
 
 from .test_clear import Env, Raw, Script, Seq, decision, docs, installer, run_clear, verdict

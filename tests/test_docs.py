@@ -265,8 +265,19 @@ def _nav_pages(node: Any) -> list[str]:
     return []
 
 
+class _SiteConfigLoader(yaml.SafeLoader):
+    """mkdocs.yml as data: a `!!python/name:x.y` tag (what mkdocs imports) reads as the string x.y."""
+
+
+_SiteConfigLoader.add_multi_constructor("tag:yaml.org,2002:python/name:", lambda _loader, suffix, _node: suffix)
+
+
+def _site_config() -> dict:
+    return yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_SiteConfigLoader)
+
+
 def test_the_site_config_is_strict_and_its_nav_names_every_page() -> None:
-    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config = _site_config()
     assert config["strict"] is True
     assert config["validation"]["links"]["anchors"] == "warn"  # strict turns the warning into a failure
     nav = _nav_pages(config["nav"])
@@ -275,6 +286,15 @@ def test_the_site_config_is_strict_and_its_nav_names_every_page() -> None:
     for name in ("mdagents.md", "medagents.md", "kamac.md", "benchmark.md", "index.md"):
         assert f"methods/{name}" in nav
     assert "mkdocs build --strict" in (ROOT / "Makefile").read_text(encoding="utf-8")
+
+
+def test_a_mermaid_block_is_drawn_as_a_diagram() -> None:
+    # Without superfences' mermaid fence a ```mermaid block shows as code, and the build still passes.
+    pages = [p.name for p in DOCS.rglob("*.md") if "```mermaid" in p.read_text(encoding="utf-8")]
+    assert "architecture.md" in pages
+    fences = [f for e in _site_config()["markdown_extensions"] if isinstance(e, dict)
+              for f in (e.get("pymdownx.superfences") or {}).get("custom_fences", [])]
+    assert {"name": "mermaid", "class": "mermaid", "format": "pymdownx.superfences.fence_code_format"} in fences
 
 
 def test_readme_links_point_at_pages() -> None:

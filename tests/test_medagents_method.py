@@ -136,7 +136,7 @@ def test_the_stage_caps_reach_the_endpoint_in_each_request_body(monkeypatch: Any
     import json
 
     from medpanel.agents.model.spec import ModelSpec
-    from medpanel.agents.run import run_question
+    from medpanel.agents.pipelines.run import run_question
 
     from .fake_openai import FakeOpenAI, completion, schema_reply
 

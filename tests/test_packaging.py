@@ -30,7 +30,7 @@ def _packages() -> dict[str, Path]:
     for folder, name in CODE.items():
         for init in sorted((ROOT / folder).rglob("__init__.py")):
             rel = init.parent.relative_to(ROOT / folder)
-            if folder == "medpanel" and rel.parts:
+            if folder == "medpanel" and rel.parts and (ROOT / folder / rel.parts[0]).is_symlink():
                 continue  # medpanel/agents etc. are links to the code folders
             out[".".join([name, *rel.parts])] = init.parent
     return out

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.run import run_question
+from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.analysis.report import cost_table
 from medpanel.experiments.run.budget import Price, cache_saving, event_cost

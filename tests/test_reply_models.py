@@ -3,6 +3,7 @@ shape each model is shown stays what it was (the texts below are the requests' o
 
 from __future__ import annotations
 
+from medpanel.agents.clear.roles import assessor
 from medpanel.agents.model.structured import (
     AnswerReply,
     answer_model,
@@ -11,7 +12,7 @@ from medpanel.agents.model.structured import (
     strict_response_format,
 )
 from medpanel.agents.pipelines.multiagent_common import labelled, numbered_model
-from medpanel.agents.roles import assessor, kamac, mdagents
+from medpanel.agents.roles import kamac, mdagents
 
 SHAPE = "Reply with only a JSON object of this shape:\n"
 

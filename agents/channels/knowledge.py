@@ -20,11 +20,11 @@ from pydantic import Field, field_validator, model_validator
 
 from medpanel.agents.evidence import instruction_like, quote_block
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.roles import curator, knowledge_gate
 from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.knowledge_gate import GateDecision
 from medpanel.agents.settings import PipelineSettings
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Question, TranscriptEvent
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quickstart import web_corpus_for

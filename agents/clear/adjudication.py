@@ -35,11 +35,11 @@ from typing import Any
 
 from medpanel.agents.clear.bundle import Answer, Bundle, Candidate, FollowUp, label
 from medpanel.agents.clear.pathways import Context, assess, dynamic, dynamic_documents, local
+from medpanel.agents.clear.roles import followup
+from medpanel.agents.clear.roles.judge import Judgement, failing
+from medpanel.agents.clear.roles.judge import judge as ask_judge
 from medpanel.agents.clear.settings import PATHWAYS
 from medpanel.agents.clear.verdict import Verdict, verify
-from medpanel.agents.roles import followup
-from medpanel.agents.roles.judge import Judgement, failing
-from medpanel.agents.roles.judge import judge as ask_judge
 from medpanel.agents.types import TranscriptEvent
 
 

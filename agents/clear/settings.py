@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.roles.grader import SAMPLE_RUBRICS
 from medpanel.agents.settings import PipelineSettings
 from medpanel.retrieval.quickstart import web_corpus_for
 from medpanel.retrieval.sources import OFFLINE_WEB, CorpusSource, SourceSpec, kinds, source_class

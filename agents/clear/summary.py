@@ -8,7 +8,7 @@ from medpanel.agents.clear.adjudication import Decision
 from medpanel.agents.clear.bundle import Bundle
 from medpanel.agents.clear.quality import counts
 from medpanel.agents.clear.settings import PATHWAYS
-from medpanel.agents.pipelines.base import Summary
+from medpanel.agents.summary import Summary
 
 
 class ClearSummary(Summary):

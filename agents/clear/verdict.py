@@ -35,7 +35,7 @@ from typing import Any
 
 from medpanel.agents.clear.bundle import Answer, Bundle
 from medpanel.agents.clear.pathways import Context
-from medpanel.agents.roles import verifier
+from medpanel.agents.clear.roles import verifier
 
 SOURCE_OF_ROUTE = {"keep_parametric": "parametric", "keep_local": "local", "accept_dynamic": "dynamic"}
 

@@ -22,77 +22,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
-
-from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
-from pydantic_core.core_schema import ValidatorFunctionWrapHandler
+from typing import Any, Generic, TypeVar
 
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.settings import PipelineSettings
+from medpanel.agents.summary import Summary
 from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Question, flag_on
+from medpanel.agents.types import Condition, Question
 
-__all__ = ["ConditionPlan", "Outcome", "Pipeline", "PipelineSettings", "PlanError", "Summary"]
-
-
-class PlanError(ValueError):
-    """A condition the pipeline cannot run as written; `field` names the scenario key to fix."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-class ConditionPlan(BaseModel):
-    """One condition as the pipeline will run it. Pipelines extend it with typed, decoded fields."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    slug: str
-    flags: dict[str, int | str] = {}
-    """The condition's flags as the scenario gave them (`variant` among them)."""
-    variant: str | None = None
-
-    def on(self, name: str) -> bool:
-        return flag_on(self.flags, name)
-
-
-class Summary(BaseModel):
-    """The facts a pipeline records about one question besides its answer (what the report reads).
-
-    Pipelines extend it with typed fields, all optional (an error row has an empty summary). In a
-    record (a result row, a transcript) it carries `format_version`; `data()` is the facts alone,
-    in the order the pipeline gave them, as `QuestionResult.summary` holds them.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    FORMAT_VERSION: ClassVar[int] = 1
-    format_version: int = 0
-    """The summary format the record was written in; 0 for records made before versions existed."""
-    budget: dict[str, Any] | None = None
-    """The per-question budget the runner gave this question (`budget_match`, `with_budget`) and what
-    was spent of it, for pipelines that spend one: by, target, reference, spent_calls, spent_tokens."""
-    _order: list[str] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _remember_order(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
-        model = handler(value)
-        if isinstance(value, dict) and isinstance(model, Summary):
-            model._order = list(value)
-        return model
-
-    def data(self) -> dict[str, Any]:
-        """The facts that were set (not the version), in the order they were given."""
-        dumped = self.model_dump(mode="json", exclude_unset=True, exclude={"format_version"})
-        first = [k for k in self._order if k in dumped]
-        return {k: dumped[k] for k in first} | {k: v for k, v in dumped.items() if k not in first}
-
-    def record(self) -> dict[str, Any]:
-        """The summary as a record stores it: its format version, then the facts."""
-        return {"format_version": self.FORMAT_VERSION, **self.data()}
-
+__all__ = ["Outcome", "Pipeline", "PipelineSettings"]
 
 
 @dataclass

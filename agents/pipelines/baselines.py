@@ -40,8 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
+from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Kind = Literal["direct", "cot", "sc"]

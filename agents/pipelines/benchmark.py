@@ -40,17 +40,18 @@ from typing import Any, Literal
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines import benchmark_flows as flows
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PlanError
+from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.pipelines.baselines import BaselineSummary, _spent
 from medpanel.agents.pipelines.benchmark_flows import permutation, shuffled
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
-from medpanel.agents.pipelines.exemplars import ExemplarPool
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
 from medpanel.agents.pipelines.kamac import KamacPipeline
 from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
 from medpanel.agents.pipelines.medagents import MedAgentsPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
+from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline, benchmark
+from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Method = Literal["zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt", "spp",

@@ -26,8 +26,8 @@ from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, vote
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
-from medpanel.agents.pipelines.exemplars import ExemplarPool
 from medpanel.agents.roles import benchmark, multipersona
+from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.types import Question, TranscriptEvent
 
 Overrides = Mapping[str, Any]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from medpanel.agents.pipelines.baselines import BaselineSettings
-from medpanel.agents.pipelines.exemplars import BUILTIN
+from medpanel.agents.roles.exemplars import BUILTIN
 
 
 class BenchmarkSettings(BaselineSettings):

@@ -32,14 +32,15 @@ from medpanel.agents.clear.gate import format_gate
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.quality import counts
+from medpanel.agents.clear.roles import grader as grading
+from medpanel.agents.clear.roles import responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
 from medpanel.agents.clear.summary import ClearSummary, clear_summary
 from medpanel.agents.clear.tables import CLEAR_TABLES
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
-from medpanel.agents.roles import grader as grading
-from medpanel.agents.roles import responder
+from medpanel.agents.pipelines.base import Outcome, Pipeline
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate

@@ -24,7 +24,8 @@ from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeFacts,
 from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
+from medpanel.agents.pipelines.base import Outcome, Pipeline
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import generalist
 from medpanel.agents.roles.challenger import challenge

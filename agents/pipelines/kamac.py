@@ -36,7 +36,7 @@ from pydantic import Field, model_validator
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, answer_model
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.multiagent_common import (
     answer_key,
     ask_once,
@@ -47,9 +47,11 @@ from medpanel.agents.pipelines.multiagent_common import (
     record_final,
 )
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, roster, talk_turn, turn_note
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import kamac as roles
 from medpanel.agents.roles.kamac import PROMPTS, Gap, GapSummary
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 

@@ -43,13 +43,15 @@ from pydantic import Field, field_validator
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
-from medpanel.agents.pipelines.exemplars import BUILTIN, ExemplarPool
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.multiagent_common import answer_key, ask_once, moderate, opinions_block, record_final
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, talk_turn
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import mdagents as roles
+from medpanel.agents.roles.exemplars import BUILTIN, ExemplarPool
 from medpanel.agents.roles.mdagents import PROMPTS, Complexity, Rationale, Text, Triage
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 ORIGINAL = "original"
@@ -70,7 +72,7 @@ class MDAgentsSettings(PipelineSettings):
     exemplars: int = Field(default=5, ge=0, le=20)
     """Solved examples for the low and moderate routes (both codes' 5 from the training split)."""
     exemplar_file: str | None = BUILTIN
-    """Where the solved examples come from: `builtin` (the team's six, `pipelines/exemplars.py`), a
+    """Where the solved examples come from: `builtin` (the team's six, `roles/exemplars.py`), a
     JSONL of solved questions (MedAgentsBench shape: question, options, answer_idx) from a split that
     is not evaluated (the codes use the dataset's `train.jsonl`), or None: no examples (recorded)."""
     invalid_route: Complexity = "low"

@@ -35,11 +35,13 @@ from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, Summary
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.multiagent_common import ask_once, labelled, numbered_model, record_final
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import medagents as roles
 from medpanel.agents.roles.medagents import PROMPTS, Advice, Analysis, Revised, Vote
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 ORIGINAL = "original"

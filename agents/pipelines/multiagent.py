@@ -12,10 +12,12 @@ from typing import Any
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline, PipelineSettings, PlanError, Summary
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.kamac import KamacPipeline, KamacSettings
 from medpanel.agents.pipelines.mdagents import MDAgentsPipeline, MDAgentsSettings
 from medpanel.agents.pipelines.medagents import MedAgentsPipeline, MedAgentsSettings
+from medpanel.agents.plan import ConditionPlan, PlanError
+from medpanel.agents.summary import Summary
 from medpanel.agents.types import Condition, Question
 
 METHODS = ("medagents", "mdagents", "kamac")

@@ -1,11 +1,12 @@
 """Where a scenario's `pipeline:` comes from: a built-in name, a registered one, `module:Class`, or an
-installed package's entry point in the `medpanel.pipelines` group (see `medpanel.retrieval.plugins`)."""
+installed package's entry point in the `medpanel.pipelines` group (see `medpanel.plugins`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
+from medpanel import plugins
 from medpanel.agents.pipelines.base import Pipeline
 from medpanel.agents.pipelines.baselines import BaselinePipeline
 from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
@@ -17,7 +18,6 @@ from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
 from medpanel.agents.pipelines.medagents import MedAgentsPipeline
 from medpanel.agents.pipelines.multiagent import MultiAgentPipeline
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
-from medpanel.retrieval import plugins
 
 ENTRY_POINTS = "medpanel.pipelines"
 

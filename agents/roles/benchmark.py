@@ -20,9 +20,9 @@ from pydantic import BaseModel, Field, create_model
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, answer_model, letters_type
-from medpanel.agents.pipelines.exemplars import Exemplar
 from medpanel.agents.prompting import Prompts, format_question
 from medpanel.agents.roles import baseline
+from medpanel.agents.roles.exemplars import Exemplar
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.pipelines.base import Summary
 from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
+from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables

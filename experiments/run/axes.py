@@ -15,6 +15,7 @@ import string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from importlib.abc import Traversable
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -32,13 +33,13 @@ PROMPTS_FLAG = "prompts"
 AXIS_FLAGS = (PROMPTS_FLAG, MODEL_FLAG)
 _LABEL = r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}"
 _VARIANT = r"[a-z0-9][a-z0-9_-]{0,39}"
-PROMPT_PACKAGE = "medpanel.agents.roles"
+PROMPT_PACKAGES = ("medpanel.agents.roles", "medpanel.agents.clear.roles")
 MAX_PROMPT_BYTES = 200_000
 
 ROUTABLE_ROLES = ("challenger", "generalist", "specialist", "selector", "recruiter", "moderator", "knowledge_gate",
                   "curator", "triage", "direct", "cot", "sc", "candidate", "assessor", "verifier", "followup",
                   "judge", "planner", "responder", "grader")
-"""The `role=` names the role modules give their agents (`agents/roles/*.py`); `roles:` routes by them."""
+"""The `role=` names of the agents in `agents/roles/` and `agents/clear/roles/`; `roles:` routes by them."""
 
 
 class ModelLimits(BaseModel):
@@ -216,10 +217,10 @@ def check(scenario: Scenario, file: str) -> None:
                             "slugs like c1r1+terse-challenger)", file=file, field=f"prompt_variants.{name}")
 
 
-def prompt_parts() -> dict[str, str]:
-    """`<role>.<part>` -> its file name, for every prompt file of the role modules."""
-    names = sorted(p.name for p in resources.files(PROMPT_PACKAGE).iterdir() if p.name.endswith(".md"))
-    return {n.removesuffix(".md"): n for n in names}
+def prompt_parts() -> dict[str, Traversable]:
+    """`<role>.<part>` -> its file, for every prompt file of the role modules (CLEAR's among them)."""
+    files = [p for pkg in PROMPT_PACKAGES for p in resources.files(pkg).iterdir() if p.name.endswith(".md")]
+    return {p.name.removesuffix(".md"): p for p in sorted(files, key=lambda p: p.name)}
 
 
 def _fields(text: str) -> set[str]:
@@ -269,7 +270,7 @@ def read_prompt(key: str, ref: PromptRef, *, base: Path, file: str, field_name: 
                             file=file, field=field_name)
         text = read_text(p, what="prompt file", fix=f"Check {field_name} (relative to the scenario's folder)",
                          max_bytes=MAX_PROMPT_BYTES)
-    original = resources.files(PROMPT_PACKAGE).joinpath(prompt_parts()[full]).read_text(encoding="utf-8")
+    original = prompt_parts()[full].read_text(encoding="utf-8")
     want = _fields(original)
     try:
         got = _fields(text)

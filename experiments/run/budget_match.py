@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.run import Resolved
+from medpanel.agents.pipelines.run import Resolved
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_meta, open_store

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from medpanel.agents.roles.grader import SAMPLE_RUBRICS, TaskFileError, read_tasks, sample_path
+from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS, TaskFileError, read_tasks, sample_path
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 

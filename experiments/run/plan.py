@@ -17,9 +17,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings, PlanError
+from medpanel.agents.pipelines.base import Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import UnknownPipeline, get_pipeline
-from medpanel.agents.run import Resolved
+from medpanel.agents.pipelines.run import Resolved
+from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.types import Condition, Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import axes

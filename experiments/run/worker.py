@@ -30,7 +30,7 @@ from typing import Any
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.run import ClientPool, Route, run_resolved
+from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.budget import Budget, cache_saving, event_cost

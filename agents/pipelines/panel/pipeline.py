@@ -46,13 +46,14 @@ from medpanel.agents.channels.knowledge import KnowledgeChannel, prepare
 from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
-from medpanel.agents.pipelines.base import ConditionPlan, Outcome, Pipeline
+from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.pipelines.panel.state import Group, PanelState, Post, post_parts, render_posts, render_trace
 from medpanel.agents.pipelines.panel.steps import add_member, recruit, run_turn, select_team
 from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.pipelines.panel.tables import PANEL_TABLES, self_assessment_table
 from medpanel.agents.pipelines.panel.vote import moderate, panel_position
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.roles.challenger import Critique, challenge, panel_request
 from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question, TranscriptEvent

@@ -25,7 +25,7 @@ from functools import cached_property
 from importlib import resources
 from pathlib import Path
 
-from medpanel.agents.pipelines.base import PlanError
+from medpanel.agents.plan import PlanError
 from medpanel.agents.types import Question
 from medpanel.retrieval import bm25_index
 

@@ -17,8 +17,9 @@ from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHal
 from medpanel.agents.model.limits import RateLimits
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.route import RoleRoute
-from medpanel.agents.pipelines.base import ConditionPlan, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import get_pipeline
+from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import prompt_overrides
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 

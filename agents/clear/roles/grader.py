@@ -71,7 +71,7 @@ class TaskFileError(ValueError):
 
 
 def sample_path() -> Path:
-    return Path(str(resources.files("medpanel.agents.roles").joinpath("grader.sample_tasks.jsonl")))
+    return Path(str(resources.files("medpanel.agents.clear.roles").joinpath("grader.sample_tasks.jsonl")))
 
 
 def task_path(value: str | Path) -> Path:
