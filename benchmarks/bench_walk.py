@@ -139,10 +139,6 @@ def mark_suspensions(events: list[Event]) -> None:
     for i, e in enumerate(events):
         if e.kind == "call" and e.resumed:
             resumed_at[id(e.frame)] = i
-    last_call: dict[int, int] = {}
-    for i, e in enumerate(events):
-        if e.kind == "call":
-            last_call[id(e.frame)] = i
     for i, e in enumerate(events):
         if e.kind == "return" and resumed_at.get(id(e.frame), -1) > i:
             e.resumed = True
@@ -238,15 +234,14 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.pipeline:
         plan, run = measure(name)
         files = list(dict.fromkeys([*plan.files, *run.files]))
-        twice = {f: n for f, n in (plan.entries + run.entries).items() if n > 1 and not (f in plan.files
-                                                                                       and run.entries[f] == 1)}
+        again = [f"{f} x{n}" for walk in (plan, run) for f, n in walk.entries.items() if n > 1]
         print(f"{name}: {len(files)} files ({len(plan.files)} at plan time, {len(run.files)} at run time), "
-              f"{run.returns} returns; entered more than once at run time: "
-              + (", ".join(f"{f} x{n}" for f, n in sorted(run.entries.items()) if n > 1) or "none")
-              + (f"; at plan time: {twice}" if any(plan.entries[f] > 1 for f in plan.files) else ""))
+              f"{run.returns} returns; entered more than once: {', '.join(again) or 'none'}")
+        for label, walk in (("plan", plan), ("run", run)):
+            print(f"  {label}: " + " -> ".join(f"{f}" + (f" x{walk.entries[f]}" if walk.entries[f] > 1 else "")
+                                               for f in walk.files))
         if args.show:
             print("\n".join([*plan.lines, *run.lines]))
-
 
 if __name__ == "__main__":
     main()
