@@ -86,6 +86,11 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
         return self.plan_model(slug=condition.slug, flags=condition.flags,  # type: ignore[return-value]
                                variant=str(variant) if variant is not None else None)
 
+    def read_plan(self, stored: dict[str, Any], settings: SettingsT) -> PlanT:
+        """A plan read back from run.json. A pipeline whose plan gained decoded fields re-decodes a plan
+        stored without them here, so a run started by an older version still resumes."""
+        return self.plan_model.model_validate(stored)  # type: ignore[return-value]
+
     def prepare(self, plans: Sequence[PlanT], settings: SettingsT) -> None:
         """Open what every worker will share, once, before any model call. Default: nothing."""
 

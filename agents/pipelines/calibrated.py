@@ -43,7 +43,7 @@ from medpanel.agents.pipelines.generalist import (
     prepare_retrieval,
     timing_plan,
 )
-from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan
+from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan, decode
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.pipelines.panel.state import Group
 from medpanel.agents.pipelines.panel.summary import PanelSummary
@@ -112,12 +112,11 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
             gen = GeneralistSettings(**knowledge, challenger_depth=DEPTH[level])
             outcome = await GeneralistPipeline()(question, plan, session, gen)
         else:
-            flags: dict[str, int | str] = {"c": int(use_c), "r": 0, "k": int(timing != "none")}
-            sub = PanelPlan(slug=plan.slug, flags=flags, challenger=use_c, recruit=False, knowledge=timing != "none")
             size = s.small_group if level == "intermediate" else s.group_size
             panel = PanelSettings(**knowledge, initial_specialists=size, rounds=s.rounds,
                                   turns_per_round=s.turns_per_round, challenger_depth=DEPTH[level],
                                   max_recruit_per_turn=0)
+            sub = decode(plan.slug, {"c": int(use_c), "r": 0, "k": int(timing != "none")}, panel)
             n_groups = 1 if level == "intermediate" else s.groups
             outcome = await self._groups(question, sub, session, panel, n_groups)
         facts = outcome.summary.data() | {"level": level, "route": self.route_name(level),
@@ -140,7 +139,7 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
         seated: list[str] = []
         upfront: BriefResult | None = None
         upfront_channel: KnowledgeChannel | None = None
-        shared = plan.knowledge and settings.timing == "upfront"
+        shared = plan.timing == "upfront"
         if shared:
             upfront_channel = KnowledgeChannel(session, question, settings)
             upfront = await upfront_channel.upfront()

@@ -137,3 +137,12 @@ def panel_request(question: Question, trace: str, *, turn: int, group_note: str 
     """The panel's review request: the accumulated trace of every turn so far (the paper's C(q, O, h_t))."""
     return PROMPTS.render("panel_request", question=format_question(question), trace=trace, turn=turn,
                           group=f"{group_note}\n" if group_note else "")
+
+
+async def review_panel(session: QuestionSession, question: Question, trace: str, *, index: int,
+                       group_note: str | None, round: int, turn: int, depth: str = "standard",
+                       parts: list[Part] | None = None) -> Critique | None:
+    """The Challenger's review of a panel after its turn `index`, asked with the panel's request."""
+    request = panel_request(question, trace, turn=index, group_note=group_note)
+    return await challenge(session, question, trace, round=round, turn=turn, depth=depth, request=request,
+                           parts=parts)

@@ -64,7 +64,7 @@ class ResolvedRun:
         name = str(doc["pipeline"])
         pipeline = _pipeline(name, file)
         settings = pipeline.settings_model.model_validate(doc["settings"])
-        plans = {slug: pipeline.plan_model.model_validate(p) for slug, p in doc["conditions"].items()}
+        plans = {slug: pipeline.read_plan(p, settings) for slug, p in doc["conditions"].items()}
         return cls(name, pipeline, settings, plans)
 
 

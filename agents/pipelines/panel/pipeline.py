@@ -39,53 +39,79 @@ moderator model, which may choose only among the tied letters (docs/methods/pane
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from medpanel.agents.channels.clear import ClearChannel, prepare_channel
-from medpanel.agents.channels.knowledge import KnowledgeChannel, prepare
+from medpanel.agents.channels.knowledge import KnowledgeChannel, Timing, prepare
 from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.pipelines.panel.settings import PanelSettings
-from medpanel.agents.pipelines.panel.state import Group, PanelState, Post, post_parts, render_posts, render_trace
-from medpanel.agents.pipelines.panel.steps import add_member, recruit, run_turn, select_team
+from medpanel.agents.pipelines.panel.state import Group, PanelState
+from medpanel.agents.pipelines.panel.steps import (
+    add_member,
+    between_brief,
+    coordinate,
+    critique,
+    recruit,
+    run_turn,
+    select_team,
+    upfront_brief,
+)
 from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.pipelines.panel.tables import PANEL_TABLES, self_assessment_table
-from medpanel.agents.pipelines.panel.vote import moderate, panel_position
+from medpanel.agents.pipelines.panel.vote import moderate
 from medpanel.agents.plan import ConditionPlan
-from medpanel.agents.roles.challenger import Critique, challenge, panel_request
+from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.agents.types import Condition, Flags, Question, TranscriptEvent, flag_on
 
-ROUTES = {
-    "insufficient_evidence": "retrieve",
-    "missing_expertise": "recruit",
-    "logical_inconsistency": "critique_round",
-    "unresolved_option_conflict": "critique_round",
-    "missing_differential": "critique_round",
-}
-
-
-def route_for(critique: Critique | None) -> str:
-    """The routed controller's decision for one turn."""
-    if critique is None or not critique.material_weakness or critique.gap_type == "none":
-        return "none"
-    return ROUTES.get(critique.gap_type, "critique_round")
+Coordination = Literal["naive", "independent", "routed"]
 
 
 class PanelPlan(ConditionPlan):
+    """A panel condition decoded once, at plan time: the run reads these fields and nothing else
+    (docs/methods/panel.md: "The plan of a condition")."""
+
     challenger: bool
     recruit: bool
     knowledge: bool
     """The `k` flag: knowledge recruitment between turns (routed coordination retrieves without it)."""
-    coordination: Literal["naive", "independent", "routed"] = "naive"
-    evidence: Literal["corpus", "clear"] = "corpus"
-    """The knowledge channel: a curator's brief over one corpus, or CLEAR's adjudication."""
+    coordination: Coordination = "naive"
+    evidence: Literal["none", "corpus", "clear"]
+    """The evidence channel the question opens: none, a curator's brief over one corpus, or CLEAR's
+    adjudication (`settings.k_source: clear` or the `-clear` variant)."""
+    timing: Timing
+    """When the channel retrieves: `none` without a channel, `upfront` once before the first turn,
+    `between_blind` / `between_gap` after each turn but the last."""
+    blind: bool
+    """Between turns, the Knowledge Gate does not see the critique: `between_blind`, or no Challenger."""
 
     @property
     def uses_channel(self) -> bool:
-        return self.knowledge or self.coordination == "routed"
+        return self.evidence != "none"
+
+    @property
+    def between(self) -> bool:
+        """The channel is consulted after each turn but the last (the routed controller may skip a turn)."""
+        return self.timing in ("between_blind", "between_gap")
+
+
+def decode(slug: str, flags: Flags, settings: PanelSettings) -> PanelPlan:
+    """The plan of a panel condition: its flags and variant read against the settings, once."""
+    variant = flags.get("variant")
+    coordination: Coordination = "routed" if variant == "routed" else "independent" if variant == "ind" else "naive"
+    challenger, knowledge = flag_on(flags, "c"), flag_on(flags, "k")
+    channel = knowledge or coordination == "routed"
+    clear = settings.k_source == "clear" or variant == "clear"
+    # `timing: none` beside a channel: the panel retrieves between turns, its default, as it always did
+    timing: Timing = ("none" if not channel else "between_gap" if settings.timing == "none" else settings.timing)
+    between = timing in ("between_blind", "between_gap")
+    return PanelPlan(slug=slug, flags=flags, variant=str(variant) if variant else None, challenger=challenger,
+                     recruit=flag_on(flags, "r"), knowledge=knowledge, coordination=coordination,
+                     evidence="none" if not channel else "clear" if clear else "corpus", timing=timing,
+                     blind=between and (timing == "between_blind" or not challenger))
 
 
 class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
@@ -99,18 +125,19 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
     tables = (*PANEL_TABLES, TableSpec(knowledge_table), TableSpec(self_assessment_table))
 
     def plan(self, condition: Condition, settings: PanelSettings) -> PanelPlan:
-        variant = condition.flags.get("variant")
-        coordination: Literal["naive", "independent", "routed"] = (
-            "routed" if variant == "routed" else "independent" if variant == "ind" else "naive")
-        return PanelPlan(slug=condition.slug, flags=condition.flags, variant=str(variant) if variant else None,
-                         challenger=condition.on("c"), recruit=condition.on("r"), knowledge=condition.on("k"),
-                         coordination=coordination,
-                         evidence="clear" if settings.k_source == "clear" or variant == "clear" else "corpus")
+        return decode(condition.slug, condition.flags, settings)
+
+    def read_plan(self, stored: dict[str, Any], settings: PanelSettings) -> PanelPlan:
+        if "evidence" in stored:
+            return PanelPlan.model_validate(stored)
+        # Stored before `k` was decoded at plan time: that version decoded these same flags against
+        # these same settings as each question ran, which is what `decode` does now.
+        return decode(str(stored["slug"]), dict(stored.get("flags") or {}), settings)
 
     def prepare(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> None:
         if any(p.uses_channel for p in plans):
             prepare(settings)
-        if any(p.knowledge and p.evidence == "clear" for p in plans):
+        if any(p.evidence == "clear" for p in plans):
             prepare_channel(settings)
 
     def uses_verifier(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> bool:
@@ -124,42 +151,26 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
                       settings: PanelSettings, *, group: Group | None = None) -> Outcome:
         """One panel's discussion; `group` when it is one of several panels on the same question."""
         s = settings
-        routed = plan.coordination == "routed"
-        if routed and not plan.challenger:
+        if plan.coordination == "routed" and not plan.challenger:
             raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
-        ind = plan.coordination == "independent"
         state = PanelState(question=question, session=session, settings=s, group=group,
-                           independent=ind or routed, assessors=ind, routed=routed)
+                           independent=plan.coordination != "naive", assessors=plan.coordination == "independent",
+                           routed=plan.coordination == "routed")
         channel = _open_channel(plan, session, question, s)
-        routes: list[str] = []
         for spec in await select_team(state):
             add_member(state, spec, turn=1, recruited=False)
-        if channel is not None and s.timing == "upfront":
-            await _upfront_brief(state, channel, group)
+        if channel is not None and plan.timing == "upfront":
+            await upfront_brief(state, channel)
         answer_type = answer_model(question.letters, multi=question.multi_answer)
         total = s.rounds * s.turns_per_round
-        recruited: list[str] = []
-        weaknesses = 0
         stopped_early = False
         for index in range(1, total + 1):
             rnd, turn = (index - 1) // s.turns_per_round + 1, (index - 1) % s.turns_per_round + 1
             await run_turn(state, answer_type, rnd=rnd, turn=turn, index=index)
             if index == total:
                 break  # an intervention after the last turn could not change any answer
-            critique = await _critique(state, rnd=rnd, turn=turn, index=index) if plan.challenger else None
-            if critique is not None and critique.material_weakness:
-                weaknesses += 1
-            route = _record_route(session, critique, rnd=rnd, turn=turn) if routed else None
-            if routed:
-                routes.append(route or "none")
-            if channel is not None and s.timing != "upfront" and (not routed or route == "retrieve"):
-                await _between_brief(state, channel, critique, blind=s.timing == "between_blind" or not plan.challenger,
-                                     rnd=rnd, turn=turn, index=index)
-            if routed and route == "critique_round" and critique is not None:
-                state.focus = f"[{critique.gap_type}] {critique.challenge}"
-            if (plan.recruit and (index == 1 or not s.self_assessment)) or route == "recruit":
-                recruited += await recruit(state, critique, rnd=rnd, turn=turn, index=index)
-            if s.early_stop and _agreed(state) and not (critique and critique.material_weakness):
+            found = await _intervene(state, plan, channel, rnd=rnd, turn=turn, index=index)
+            if s.early_stop and _agreed(state) and not (found and found.material_weakness):
                 stopped_early = True
                 session.record(TranscriptEvent(kind="note", role="pipeline", agent="moderator", step="early_stop",
                                                round=rnd, turn=turn, content="All agents agree; discussion ends."))
@@ -167,68 +178,31 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
         answer, vote = await moderate(state)
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final",
                                        content=",".join(answer) or "invalid", data=vote))
-        summary = _summary(state, channel, recruited=recruited, weaknesses=weaknesses, stopped_early=stopped_early,
-                           tie="tied" in vote, routes=routes if routed else None)
-        return Outcome(answer=answer, invalid=not answer, summary=summary)
+        return Outcome(answer=answer, invalid=not answer,
+                       summary=_summary(state, channel, stopped_early=stopped_early, tie="tied" in vote))
 
 
 def _open_channel(plan: PanelPlan, session: QuestionSession, question: Question,
                   s: PanelSettings) -> KnowledgeChannel | None:
-    """The question's evidence channel, when the plan uses one: CLEAR's or the curator's."""
-    if not plan.uses_channel:
-        return None
+    """The question's evidence channel, the one the plan chose: CLEAR's, the curator's, or none."""
     if plan.evidence == "clear":
         return ClearChannel(session, question, s)
-    return KnowledgeChannel(session, question, s)
+    if plan.evidence == "corpus":
+        return KnowledgeChannel(session, question, s)
+    return None
 
 
-async def _upfront_brief(state: PanelState, channel: KnowledgeChannel, group: Group | None) -> None:
-    """`timing: upfront`: one retrieval before the first turn, its brief posted to the shared history."""
-    if group is not None and group.shared_upfront:
-        brief = group.upfront  # retrieved once for every group of the question
-        if brief is not None:
-            channel.results.append(brief)
-    else:
-        brief = await channel.upfront()
-    if brief is not None:
-        state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
-
-
-async def _critique(state: PanelState, *, rnd: int, turn: int, index: int) -> Critique | None:
-    """The Challenger's review of the turn; a material weakness is posted to the shared history."""
-    # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier
-    # critiques and the briefs included, so it reviews the debate and does not repeat itself.
-    question, s = state.question, state.settings
-    trace = render_trace(state.posts)
-    request = panel_request(question, trace, turn=index, group_note=state.group.note() if state.group else None)
-    critique = await challenge(state.session, question, trace, round=rnd, turn=turn, depth=s.challenger_depth,
-                               request=request, parts=post_parts(state.posts))
-    if critique is not None and critique.material_weakness:
-        state.posts.append(Post("challenger", f"[Challenge: {critique.gap_type}] {critique.challenge}",
-                                index, kind="critique"))
-    return critique
-
-
-def _record_route(session: QuestionSession, critique: Critique | None, *, rnd: int, turn: int) -> str:
-    """The routed controller's channel for this turn, recorded as a `route` note."""
-    route = route_for(critique)
-    session.record(TranscriptEvent(
-        kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
-        content=f"{critique.gap_type if critique else 'no critique'} -> {route}",
-        data={"gap_type": critique.gap_type if critique else None, "route": route}))
-    return route
-
-
-async def _between_brief(state: PanelState, channel: KnowledgeChannel, critique: Critique | None, *, blind: bool,
-                         rnd: int, turn: int, index: int) -> None:
-    """Knowledge recruitment between turns: the channel sees the turn's positions (and, unless blind,
-    the critique); its brief is posted to the shared history."""
-    trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
-    if isinstance(channel, ClearChannel):
-        channel.panel_answer = panel_position(state)
-    brief = await channel.between(trace, critique, blind=blind, round=rnd, turn=turn)
-    if brief is not None:
-        state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
+async def _intervene(state: PanelState, plan: PanelPlan, channel: KnowledgeChannel | None, *, rnd: int, turn: int,
+                     index: int) -> Critique | None:
+    """The interventions after a turn, in the paper's order: the critique, the routed controller's
+    choice, the brief, the recruitment decision. Returns the critique (None without the Challenger)."""
+    found = await critique(state, rnd=rnd, turn=turn, index=index) if plan.challenger else None
+    route = coordinate(state, found, rnd=rnd, turn=turn) if plan.coordination == "routed" else None
+    if channel is not None and plan.between and route in (None, "retrieve"):
+        await between_brief(state, channel, found, blind=plan.blind, rnd=rnd, turn=turn, index=index)
+    if (plan.recruit and (index == 1 or not state.settings.self_assessment)) or route == "recruit":
+        await recruit(state, found, rnd=rnd, turn=turn, index=index)
+    return found
 
 
 def _agreed(state: PanelState) -> bool:
@@ -237,26 +211,23 @@ def _agreed(state: PanelState) -> bool:
     return len({m.last for m in panel}) == 1 and all(m.last for m in panel)
 
 
-def _summary(state: PanelState, channel: KnowledgeChannel | None, *, recruited: list[str], weaknesses: int,
-             stopped_early: bool, tie: bool, routes: list[str] | None) -> PanelSummary:
-    summary: dict[str, object] = {
-        "recruited": len(recruited),
-        "recruited_roles": recruited,
-        "initial_panel": [m.spec.role for m in state.members if not m.recruited],
-        "recruit_names": [m.agent.name for m in state.members if m.recruited],
-        "final_panel_size": len(state.members),
-        "critiques_with_weakness": weaknesses,
-        "stopped_early": stopped_early,
-        "tie": tie,
-    }
+def _summary(state: PanelState, channel: KnowledgeChannel | None, *, stopped_early: bool, tie: bool) -> PanelSummary:
+    recruits = [m for m in state.members if m.recruited]
+    summary = PanelSummary(
+        recruited=len(recruits), recruited_roles=[m.spec.role for m in recruits],
+        initial_panel=[m.spec.role for m in state.members if not m.recruited],
+        recruit_names=[m.agent.name for m in recruits], final_panel_size=len(state.members),
+        critiques_with_weakness=state.weaknesses, stopped_early=stopped_early, tie=tie,
+        **(channel.summary() if channel is not None else {}))
+    # The optional facts are set only where they hold, so a record never carries them as nulls.
     if state.settings.self_assessment:
-        summary["self_assessment"] = True
+        summary.self_assessment = True
     if channel is not None:
-        summary.update(channel.summary())
-        summary["independent"] = state.independent
+        summary.independent = state.independent
     if state.assessors:
-        summary["auxiliary_assessments"] = sum(1 for m in state.members if m.assessment and m.assessment["valid"])
-        summary["auxiliary_invalid"] = sum(1 for m in state.members if m.assessment and not m.assessment["valid"])
-    if routes is not None:
-        summary["routes"] = routes
-    return PanelSummary.model_validate(summary)
+        assessed = [m.assessment for m in state.members if m.assessment]
+        summary.auxiliary_assessments = sum(1 for a in assessed if a["valid"])
+        summary.auxiliary_invalid = sum(1 for a in assessed if not a["valid"])
+    if state.routed:
+        summary.routes = state.routes
+    return summary

@@ -97,6 +97,10 @@ class PanelState:
     routed: bool = False
     focus: str | None = None
     """Routed coordination: a challenge the next turn must answer point by point."""
+    weaknesses: int = 0
+    """Critiques that found a material weakness."""
+    routes: list[str] = field(default_factory=list)
+    """Routed coordination: the channel each turn was routed to."""
 
     def taken(self) -> set[str]:
         return {m.agent.name for m in self.members}
@@ -142,6 +146,23 @@ def render_trace(posts: list[Post]) -> str:
             last = p.turn
         out.append(_shown(p))
     return "\n\n".join(out)
+
+
+@dataclass(frozen=True)
+class Review:
+    """What the Challenger is shown of the panel: the paper's C(q, O, h_t)."""
+
+    trace: str
+    """The whole shared history turn by turn: positions, earlier critiques and briefs."""
+    parts: list[Part]
+    """The earlier positions, which a bounded context window may drop."""
+    group_note: str | None
+    """The group's identity when the panel is one of several on the question."""
+
+
+def review(state: PanelState) -> Review:
+    return Review(render_trace(state.posts), post_parts(state.posts),
+                  state.group.note() if state.group is not None else None)
 
 
 def post_parts(posts: list[Post]) -> list[Part]:

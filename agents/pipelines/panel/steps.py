@@ -1,9 +1,17 @@
-"""One panel's steps: seating the team, a discussion turn, recruitment and the `-ind` assessment."""
+"""One panel's steps: seating the team, a discussion turn, and the interventions between turns.
+
+Each intervention is one function: `critique` (the Challenger, `c`), `upfront_brief` and
+`between_brief` (the knowledge channel, `k`), `recruit` (`r`, with `-ind`'s `assess`) and
+`coordinate` (the routed controller). The pipeline calls them in the paper's order; each reads
+the panel's state and posts to it, and none decides whether it runs (the plan does).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from medpanel.agents.channels.clear import ClearChannel
+from medpanel.agents.channels.knowledge import KnowledgeChannel
 from medpanel.agents.model.agent import agent_name
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.panel.state import (
@@ -16,13 +24,24 @@ from medpanel.agents.pipelines.panel.state import (
     position_text,
     post_parts,
     render_posts,
+    review,
     visible,
 )
+from medpanel.agents.pipelines.panel.vote import panel_position
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import auxiliary, recruiter, selector, specialist
-from medpanel.agents.roles.challenger import Critique
+from medpanel.agents.roles.challenger import Critique, review_panel
 from medpanel.agents.roles.selector import Specialist
 from medpanel.agents.types import TranscriptEvent
+
+ROUTES = {
+    "insufficient_evidence": "retrieve",
+    "missing_expertise": "recruit",
+    "logical_inconsistency": "critique_round",
+    "unresolved_option_conflict": "critique_round",
+    "missing_differential": "critique_round",
+}
+"""Routed coordination: the channel each gap type goes to (any other material weakness: a critique round)."""
 
 
 def add_member(state: PanelState, spec: Specialist, *, turn: int, recruited: bool, assessor: bool = False) -> Member:
@@ -151,3 +170,64 @@ async def assess(state: PanelState, member: Member, gap: str, *, rnd: int, turn:
     if parsed is not None:
         member.last = letters_of(parsed)
         member.last_text = position_text(member, parsed)
+
+
+async def critique(state: PanelState, *, rnd: int, turn: int, index: int) -> Critique | None:
+    """`c: 1`: the Challenger reviews the whole trace so far; a material weakness is posted to the
+    shared history, so every agent sees it next turn, before any recruitment decision."""
+    # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier critiques and
+    # the briefs included, so it reviews the debate and does not repeat itself.
+    view = review(state)
+    found = await review_panel(state.session, state.question, view.trace, index=index, group_note=view.group_note,
+                               round=rnd, turn=turn, depth=state.settings.challenger_depth, parts=view.parts)
+    if found is not None and found.material_weakness:
+        state.weaknesses += 1
+        state.posts.append(Post("challenger", f"[Challenge: {found.gap_type}] {found.challenge}", index,
+                                kind="critique"))
+    return found
+
+
+def route_for(found: Critique | None) -> str:
+    """The routed controller's decision for one turn."""
+    if found is None or not found.material_weakness or found.gap_type == "none":
+        return "none"
+    return ROUTES.get(found.gap_type, "critique_round")
+
+
+def coordinate(state: PanelState, found: Critique | None, *, rnd: int, turn: int) -> str:
+    """Routed coordination: the critique's gap type picks this turn's one channel, recorded as a
+    `route` note; a critique round makes the next turn answer the challenge point by point."""
+    route = route_for(found)
+    state.session.record(TranscriptEvent(
+        kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
+        content=f"{found.gap_type if found else 'no critique'} -> {route}",
+        data={"gap_type": found.gap_type if found else None, "route": route}))
+    state.routes.append(route)
+    if route == "critique_round" and found is not None:
+        state.focus = f"[{found.gap_type}] {found.challenge}"
+    return route
+
+
+async def upfront_brief(state: PanelState, channel: KnowledgeChannel) -> None:
+    """`timing: upfront`: one retrieval before the first turn, its brief posted to the shared history."""
+    group = state.group
+    if group is not None and group.shared_upfront:
+        brief = group.upfront  # retrieved once for every group of the question
+        if brief is not None:
+            channel.results.append(brief)
+    else:
+        brief = await channel.upfront()
+    if brief is not None:
+        state.posts.append(Post("evidence_curator", brief.text(), 0, kind="brief", brief=brief))
+
+
+async def between_brief(state: PanelState, channel: KnowledgeChannel, found: Critique | None, *, blind: bool,
+                        rnd: int, turn: int, index: int) -> None:
+    """Knowledge recruitment between turns: the channel sees the turn's positions (and, unless
+    `blind`, the critique); its brief is posted to the shared history, after the critique."""
+    trace = render_posts([p for p in state.posts if p.turn == index and p.kind == "position"])
+    if isinstance(channel, ClearChannel):
+        channel.panel_answer = panel_position(state)
+    brief = await channel.between(trace, found, blind=blind, round=rnd, turn=turn)
+    if brief is not None:
+        state.posts.append(Post("evidence_curator", brief.text(), index, kind="brief", brief=brief))
