@@ -6,21 +6,29 @@ summary, and the records and the report that read one, need not import the pipel
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr, model_validator
 from pydantic_core.core_schema import ValidatorFunctionWrapHandler
+from typing_extensions import Self  # typing.Self is 3.11+; the package supports 3.10
 
 
 class Summary(BaseModel):
     """The facts a pipeline records about one question besides its answer (what the report reads).
 
-    Pipelines extend it with typed fields, all optional (an error row has an empty summary). In a
-    record (a result row, a transcript) it carries `format_version`; `data()` is the facts alone,
-    in the order the pipeline gave them, as `QuestionResult.summary` holds them.
+    Pipelines extend it with typed fields, all optional (an error row has an empty summary), and
+    build it as they go: `Summary(...)`, then `summary.field = value` (checked against the field's
+    type) and `summary.add(channel_facts)`. A fact the model does not declare is refused, whether
+    given to the model or assigned: `PanelSummary.model_validate({"recruted": 3})` is an error, not
+    a stored typo. A row of the stored results is read with `view`, which keeps the facts the model
+    declares (another pipeline's, or an older format's, are not this model's to read).
+
+    In a record (a result row, a transcript) it carries `format_version`; `data()` is the facts
+    alone, in the order the pipeline gave them, as `QuestionResult.summary` holds them.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     FORMAT_VERSION: ClassVar[int] = 1
     format_version: int = 0
@@ -28,6 +36,11 @@ class Summary(BaseModel):
     budget: dict[str, Any] | None = None
     """The per-question budget the runner gave this question (`budget_match`, `with_budget`) and what
     was spent of it, for pipelines that spend one: by, target, reference, spent_calls, spent_tokens."""
+    requested_calls: int | None = None
+    """Benchmark runs (`pipeline: benchmark`): the model calls the method asked for, cache hits and
+    re-asks included, whichever pipeline answered (a seed condition runs another one)."""
+    requested_tokens: int | None = None
+    """Benchmark runs: the tokens of those calls (prompt + completion)."""
     _order: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="wrap")
@@ -37,6 +50,23 @@ class Summary(BaseModel):
         if isinstance(value, dict) and isinstance(model, Summary):
             model._order = list(value)
         return model
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, value)
+        if name in type(self).model_fields and name not in self._order:
+            self._order.append(name)  # an assigned fact comes after those given before it
+
+    @classmethod
+    def view(cls, facts: Mapping[str, Any]) -> Self:
+        """A stored summary (a row's, a transcript's) read as this model: the facts it declares."""
+        return cls.model_validate({k: v for k, v in facts.items() if k in cls.model_fields})
+
+    def add(self, facts: Summary, *, without: Collection[str] = ()) -> Self:
+        """Set the facts `facts` set (a channel's, an inner method's), in their order, but `without`."""
+        for name in facts.data():
+            if name not in without:
+                setattr(self, name, getattr(facts, name))
+        return self
 
     def data(self) -> dict[str, Any]:
         """The facts that were set (not the version), in the order they were given."""

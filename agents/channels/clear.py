@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
+from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.pathways import Context
@@ -75,11 +75,10 @@ class ClearChannel(KnowledgeChannel):
         self.results.append(result)
         return result
 
-    def summary(self) -> dict[str, Any]:
-        out = super().summary()
-        routes = [r.event.data.get("route") for r in self.results]
-        out["clear_routes"] = routes
-        out["clear_guard"] = [r.event.data.get("guard", {}).get("outcome") for r in self.results]
+    def facts(self) -> KnowledgeFacts:
+        out = super().facts()
+        out.clear_routes = [r.event.data.get("route") for r in self.results]
+        out.clear_guard = [r.event.data.get("guard", {}).get("outcome") for r in self.results]
         return out
 
 

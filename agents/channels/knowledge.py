@@ -226,17 +226,21 @@ class KnowledgeChannel:
         return await self.retrieve_and_curate(decision.query.strip(), decision.knowledge_gap, round=round, turn=turn,
                                               trigger="between_blind" if blind else "between_gap")
 
-    def summary(self) -> dict[str, Any]:
+    def facts(self) -> KnowledgeFacts:
         """Four separate facts, since each can happen without the next: a query was written (the
         gate fired), a search returned passages, a brief was written, and who received it."""
-        return {
-            "gate_fired": bool(self.queries),
-            "queries_written": len(self.queries),
-            "queries": list(self.queries),
-            "searches": len(self.found),
-            "retrievals": sum(1 for n in self.found if n),
-            "passages_retrieved": sum(self.found),
-            "briefs_written": len(self.results),
-            "briefs_delivered": sum(1 for r in self.results if r.received_by),
-            "brief_received_by": sorted({n for r in self.results for n in r.received_by}),
-        }
+        return KnowledgeFacts(
+            gate_fired=bool(self.queries),
+            queries_written=len(self.queries),
+            queries=list(self.queries),
+            searches=len(self.found),
+            retrievals=sum(1 for n in self.found if n),
+            passages_retrieved=sum(self.found),
+            briefs_written=len(self.results),
+            briefs_delivered=sum(1 for r in self.results if r.received_by),
+            brief_received_by=sorted({n for r in self.results for n in r.received_by}),
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """`facts()` as the dict a summary still built from a dict takes (the panel's)."""
+        return self.facts().data()

@@ -17,7 +17,7 @@ def knowledge_table(rows: Sequence[ResultRow], conditions: list[str]) -> Table |
     """The knowledge channel's four steps, counted apart: gate fired (a query was written), passages
     retrieved, brief delivered to at least one agent, and who received it."""
     datasets = sorted({r.dataset for r in rows})
-    facts = {id(r): _Facts.model_validate(r.summary) for r in rows}
+    facts = {id(r): _Facts.view(r.summary) for r in rows}
     out = []
     for cond in conditions:
         mine = [r for r in rows if r.condition == cond]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from medpanel.agents.clear.adjudication import Decision
 from medpanel.agents.clear.bundle import Bundle
 from medpanel.agents.clear.quality import counts
 from medpanel.agents.clear.settings import PATHWAYS
 from medpanel.agents.summary import Summary
+from medpanel.retrieval.evidence import Evidence
 
 
 class ClearSummary(Summary):
@@ -46,24 +45,31 @@ class ClearSummary(Summary):
         return self.route is not None
 
 
-def clear_summary(d: Decision) -> dict[str, Any]:
-    """The adjudication's facts for `ClearSummary` (its report tables read them)."""
-    initial = counts(d.bundle.candidates["dynamic"].evidence) if "dynamic" in d.bundle.candidates else {}
+def tier_facts(evidence: list[Evidence]) -> ClearSummary:
+    """How many documents of each quality tier (the dynamic pathway's)."""
+    c = counts(evidence)
+    return ClearSummary(n_high=c["n_high"], n_medium=c["n_medium"], n_low=c["n_low"])
+
+
+def clear_facts(d: Decision) -> ClearSummary:
+    """The adjudication's facts (its report tables read them)."""
     answers = {p: list(c.answer) if c.answer else None for p, c in d.bundle.candidates.items()}
-    return {
-        "route": d.route,
-        "routes_history": d.routes_history,
-        "confidence": d.confidence,
-        "guard": d.guard.get("outcome", "not_triggered"),
-        "audit": d.audit.get("outcome", "not_triggered"),
-        "follow_ups": d.follow_ups,
-        "revisions": d.revisions,
-        "accepted_revision": d.revisions > 0,
-        "fallback_used": d.fallback_used,
-        "candidates": answers,
-        "agreement": agreement(d.bundle),
-        **initial,
-    }
+    facts = ClearSummary(
+        route=d.route,
+        routes_history=d.routes_history,
+        confidence=d.confidence,
+        guard=d.guard.get("outcome", "not_triggered"),
+        audit=d.audit.get("outcome", "not_triggered"),
+        follow_ups=d.follow_ups,
+        revisions=d.revisions,
+        accepted_revision=d.revisions > 0,
+        fallback_used=d.fallback_used,
+        candidates=answers,
+        agreement=agreement(d.bundle),
+    )
+    if "dynamic" in d.bundle.candidates:
+        facts.add(tier_facts(d.bundle.candidates["dynamic"].evidence))
+    return facts
 
 
 def agreement(bundle: Bundle) -> str:

@@ -34,7 +34,7 @@ def _pct(k: float, n: int) -> float:
 
 def _summaries(rows: Sequence[ResultRow]) -> Summaries:
     """Each row's summary read once, as CLEAR wrote it."""
-    return {id(r): ClearSummary.model_validate(r.summary) for r in rows}
+    return {id(r): ClearSummary.view(r.summary) for r in rows}
 
 
 def _accuracy(sel: Sequence[ResultRow]) -> float | str:

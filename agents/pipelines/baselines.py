@@ -151,7 +151,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         answer = letters_of(parsed) if parsed is not None else ()
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent=kind, step="final",
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
-        return Outcome(answer=answer, invalid=not answer, summary=BaselineSummary.model_validate({"method": kind}))
+        return Outcome(answer=answer, invalid=not answer, summary=BaselineSummary(method=kind))
 
     async def _self_consistency(self, question: Question, session: QuestionSession, settings: BaselineSettings,
                                 *, overrides: dict[str, Any] | None = None, decide: bool = True) -> Outcome:
@@ -195,14 +195,14 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
                                            content=",".join(final) or "invalid",
                                            data={"answer": list(final), "rule": result["rule"]}))
-        summary: dict[str, Any] = {
-            "method": "sc", "n_samples": len(samples), "temperature": settings.temperature,
-            "valid_samples": sum(s["valid"] for s in samples),
-            "invalid_samples": sum(not s["valid"] for s in samples),
-            "samples": samples, "vote": result,
-        }
+        summary = BaselineSummary(
+            method="sc", n_samples=len(samples), temperature=settings.temperature,
+            valid_samples=sum(s["valid"] for s in samples),
+            invalid_samples=sum(not s["valid"] for s in samples),
+            samples=samples, vote=result,
+        )
         if budget is not None:
             calls, tokens = _spent(session)
-            summary["budget"] = {"by": budget.by, "target": budget.target, "reference": budget.reference,
+            summary.budget = {"by": budget.by, "target": budget.target, "reference": budget.reference,
                                  "spent_calls": calls, "spent_tokens": tokens, "capped": capped}
-        return Outcome(answer=final, invalid=not final, summary=BaselineSummary.model_validate(summary))
+        return Outcome(answer=final, invalid=not final, summary=summary)

@@ -41,8 +41,8 @@ from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines import benchmark_flows as flows
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.pipelines.baselines import BaselineSummary, _spent
-from medpanel.agents.pipelines.benchmark_flows import permutation, shuffled
+from medpanel.agents.pipelines.baselines import _spent
+from medpanel.agents.pipelines.benchmark_flows import BenchmarkSummary, permutation, shuffled
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
 from medpanel.agents.pipelines.kamac import KamacPipeline
@@ -85,24 +85,6 @@ class BenchmarkPlan(ConditionPlan):
     method: str
     inner: dict[str, Any] | None = None
     """For a seed condition: that pipeline's own plan (its `plan_model` dump)."""
-
-
-class BenchmarkSummary(BaselineSummary):
-    exemplar_source: str | None = None
-    exemplars: list[str] | None = None
-    excluded_exemplars: list[str] | None = None
-    personas: list[str] | None = None
-    iterations: list[dict[str, Any]] | None = None
-    stopped: str | None = None
-    members: list[dict[str, Any]] | None = None
-    generations: list[dict[str, Any]] | None = None
-    """medprompt: each valid generation's letters."""
-    choices: list[dict[str, Any]] | None = None
-    """medprompt: each choosing call's order of generations and the generation it chose."""
-    rounds_answers: list[list[str | None]] | None = None
-    """multipersona: each round's letters per role."""
-    aggregated: list[str] | None = None
-    """cot-sc: the aggregation call's answer (`vote` holds the samples' majority, for comparison)."""
 
 
 INNER: dict[str, type[Pipeline[Any, Any]]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
@@ -198,8 +180,8 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         # What the method asks for, cache hits and re-asks included: its price run on its own. In a
         # shared-cache run the tokens sent understate a method whose requests another one also makes.
         calls, tokens = _spent(session)
-        facts = {**out.summary.data(), "requested_calls": calls, "requested_tokens": tokens}
-        return Outcome(answer=out.answer, invalid=out.invalid, summary=type(out.summary).model_validate(facts))
+        out.summary.requested_calls, out.summary.requested_tokens = calls, tokens
+        return out
 
     async def _answer(self, question: Question, plan: BenchmarkPlan, session: QuestionSession,
                       settings: BenchmarkSettings) -> Outcome:
@@ -209,7 +191,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
             inner = _inner(name)
             return await inner(question, inner.plan_model.model_validate(plan.inner), session,
                                inner.settings_model.model_validate(settings.inner_settings(name)))
-        facts: dict[str, Any] = {"method": method}
+        facts = BenchmarkSummary(method=method)
         caps = reply_caps(str(method), settings)
         if method in ("zero-shot", "cot"):
             parsed = await baseline.answer(session, question, "direct" if method == "zero-shot" else "cot", caps)
@@ -217,8 +199,8 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         elif method == "few-shot":
             pool = self.pool(settings.exemplars)
             shots, excluded = pool.first(question, settings.k_shots)
-            facts |= {"exemplar_source": settings.exemplars, "exemplars": [e.eid for e in shots],
-                      "excluded_exemplars": excluded}
+            facts.exemplar_source, facts.exemplars = settings.exemplars, [e.eid for e in shots]
+            facts.excluded_exemplars = excluded
             parsed = await benchmark.few_shot(session, question, shots, caps)
             answer = letters_of(parsed) if parsed is not None else ()
         elif method == "cot-sc":
@@ -236,4 +218,4 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
                                                    facts)
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent=method, step="final",
                                        content=",".join(answer) or "invalid", data={"answer": list(answer)}))
-        return Outcome(answer=answer, invalid=not answer, summary=BenchmarkSummary.model_validate(facts))
+        return Outcome(answer=answer, invalid=not answer, summary=facts)

@@ -24,13 +24,33 @@ from typing import Any
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, vote
+from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, vote
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
 from medpanel.agents.roles import benchmark, multipersona
 from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.types import Question, TranscriptEvent
 
 Overrides = Mapping[str, Any]
+
+
+class BenchmarkSummary(BaselineSummary):
+    """What a benchmark method did for one question: each flow below sets its own facts."""
+
+    exemplar_source: str | None = None
+    exemplars: list[str] | None = None
+    excluded_exemplars: list[str] | None = None
+    personas: list[str] | None = None
+    iterations: list[dict[str, Any]] | None = None
+    stopped: str | None = None
+    members: list[dict[str, Any]] | None = None
+    generations: list[dict[str, Any]] | None = None
+    """medprompt: each valid generation's letters."""
+    choices: list[dict[str, Any]] | None = None
+    """medprompt: each choosing call's order of generations and the generation it chose."""
+    rounds_answers: list[list[str | None]] | None = None
+    """multipersona: each round's letters per role."""
+    aggregated: list[str] | None = None
+    """cot-sc: the aggregation call's answer (`vote` holds the samples' majority, for comparison)."""
 
 
 def seeded_order(n: int, key: str) -> list[int]:
@@ -65,23 +85,23 @@ def first_most_common(votes: Sequence[int | None]) -> int | None:
 
 
 async def cot_sc(question: Question, session: QuestionSession, settings: BenchmarkSettings, caps: Overrides,
-                 facts: dict[str, Any]) -> tuple[str, ...]:
+                 facts: BenchmarkSummary) -> tuple[str, ...]:
     """`n_samples` CoT samples, then a sixth call shown the question and their letters decides."""
     out = await BaselinePipeline("sc")._self_consistency(question, session, settings, overrides=dict(caps),
                                                          decide=False)
-    facts |= {k: v for k, v in out.summary.data().items() if k != "method"}
+    facts.add(out.summary, without={"method"})
     letters = [", ".join(s["answer"]) for s in out.summary.data()["samples"] if s["answer"]]
     if not letters:  # no sample to aggregate: nothing for the sixth call to see
-        facts["aggregated"] = None
+        facts.aggregated = None
         return ()
     parsed = await benchmark.cot_sc_aggregate(session, question, letters, caps)
     answer = letters_of(parsed) if parsed is not None else ()
-    facts["aggregated"] = list(answer) or None
+    facts.aggregated = list(answer) or None
     return answer
 
 
 async def multipersona_debate(question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                              caps: Overrides, facts: dict[str, Any]) -> tuple[str, ...]:
+                              caps: Overrides, facts: BenchmarkSummary) -> tuple[str, ...]:
     """Three fixed roles x `persona_rounds` separate calls, then the senior expert's decision."""
     roles = multipersona.ROLES
     last: list[tuple[str, str]] = []  # (reasoning, letters) per role, the round before
@@ -99,17 +119,17 @@ async def multipersona_debate(question: Question, session: QuestionSession, sett
         last = now
     parsed = await multipersona.decide(session, question, [(roles[i], t, a) for i, (t, a) in enumerate(last)],
                                        caps)
-    facts |= {"personas": list(roles), "rounds_answers": rounds}
+    facts.personas, facts.rounds_answers = list(roles), rounds
     return letters_of(parsed) if parsed is not None else ()
 
 
 async def spp(question: Question, session: QuestionSession, settings: BenchmarkSettings, caps: Overrides,
-              facts: dict[str, Any]) -> tuple[str, ...]:
+              facts: BenchmarkSummary) -> tuple[str, ...]:
     """Solo Performance Prompting: personas, brainstorm, `persona_rounds` collaborations, the answer."""
     solver = benchmark.PersonaSolver(session, question, caps)
     found = await solver.identify()
     personas = found.personas if found is not None else []
-    facts["personas"] = personas
+    facts.personas = personas
     # An unparsed persona list still lets the model go on as "the relevant experts" (recorded above).
     names = ", ".join(personas) if personas else "the relevant experts"
     await solver.brainstorm(names)
@@ -120,13 +140,13 @@ async def spp(question: Question, session: QuestionSession, settings: BenchmarkS
 
 
 async def self_refine(question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                      caps: Overrides, facts: dict[str, Any]) -> tuple[str, ...]:
+                      caps: Overrides, facts: BenchmarkSummary) -> tuple[str, ...]:
     """Generate; then up to `refine_iterations` x (review; revise unless the review finds it correct)."""
     refiner = benchmark.Refiner(session, question, caps)
     parsed = await refiner.generate()
     iterations: list[dict[str, Any]] = []
     if parsed is None:
-        facts |= {"iterations": iterations, "stopped": "generation_invalid"}
+        facts.iterations, facts.stopped = iterations, "generation_invalid"
         return ()
     solution, answer = benchmark.solution_text(parsed), letters_of(parsed)
     stopped = "iterations_done"
@@ -147,17 +167,17 @@ async def self_refine(question: Question, session: QuestionSession, settings: Be
         solution, answer = benchmark.solution_text(revised), letters_of(revised)
         iterations.append({"iteration": it, "judged_correct": review.correct, "answer": list(answer),
                            "fell_back": False})
-    facts |= {"iterations": iterations, "stopped": stopped}
+    facts.iterations, facts.stopped = iterations, stopped
     return answer
 
 
 async def medprompt(question: Question, session: QuestionSession, settings: BenchmarkSettings, pool: ExemplarPool,
-                    caps: Overrides, facts: dict[str, Any]) -> tuple[str, ...]:
+                    caps: Overrides, facts: BenchmarkSummary) -> tuple[str, ...]:
     """medprompt-3: `medprompt_generations` answers with the kNN examples, then `medprompt_choices` calls
     that each pick one solution from a shuffled list; the most picked solution's letter is the answer."""
     shots, excluded = pool.nearest(question, settings.knn_k)
-    facts |= {"exemplar_source": settings.exemplars, "exemplars": [e.eid for e in shots],
-              "excluded_exemplars": excluded}
+    facts.exemplar_source, facts.exemplars = settings.exemplars, [e.eid for e in shots]
+    facts.excluded_exemplars = excluded
     base = session.spec.seed or 0
     solutions: list[tuple[int, str, tuple[str, ...]]] = []  # (generation, text, letters)
     for i in range(settings.medprompt_generations):
@@ -166,9 +186,9 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
                                                     overrides={**caps, "seed": base + i * SEED_STRIDE})
         if parsed is not None:
             solutions.append((i, benchmark.solution_text(parsed), letters_of(parsed)))
-    facts["generations"] = [{"i": i, "answer": list(a)} for i, _, a in solutions]
+    facts.generations = [{"i": i, "answer": list(a)} for i, _, a in solutions]
     if not solutions:
-        facts["choices"] = []
+        facts.choices = []
         return ()
     texts = [t for _, t, _ in solutions]
     # Identical solutions are one candidate, as `solutions.index(solution)` makes them (line 101).
@@ -184,7 +204,7 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
                         "chose": solutions[chosen][0] if chosen is not None else None})
     best = first_most_common(picks)
     answer = solutions[best][2] if best is not None else ()
-    facts["choices"] = choices
+    facts.choices = choices
     counts: dict[str, int] = {}
     for c in choices:
         if c["chose"] is not None:
@@ -199,7 +219,7 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
 
 
 async def medprompt_shuffle(question: Question, session: QuestionSession, settings: BenchmarkSettings,
-                            pool: ExemplarPool, caps: Overrides, facts: dict[str, Any]) -> tuple[str, ...]:
+                            pool: ExemplarPool, caps: Overrides, facts: BenchmarkSummary) -> tuple[str, ...]:
     """Nori et al.: `shuffle_knn_k` kNN exemplars with reasoning; `shuffles` members, each with its own
     seeded option order, mapped back to the original letters before a majority vote."""
     shots, excluded = pool.nearest(question, settings.shuffle_knn_k)
@@ -220,6 +240,6 @@ async def medprompt_shuffle(question: Question, session: QuestionSession, settin
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
                                    content=result["answer"] or "invalid",
                                    data={**result, "members": [m["answer"] for m in members]}))
-    facts |= {"exemplar_source": settings.exemplars, "exemplars": [e.eid for e in shots],
-              "excluded_exemplars": excluded, "members": members, "vote": result}
+    facts.exemplar_source, facts.exemplars = settings.exemplars, [e.eid for e in shots]
+    facts.excluded_exemplars, facts.members, facts.vote = excluded, members, result
     return tuple(result["answer"].split(",")) if result["answer"] else ()

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeSettings
+from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, Pipeline
@@ -119,9 +119,10 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
             sub = decode(plan.slug, {"c": int(use_c), "r": 0, "k": int(timing != "none")}, panel)
             n_groups = 1 if level == "intermediate" else s.groups
             outcome = await self._groups(question, sub, session, panel, n_groups)
-        facts = outcome.summary.data() | {"level": level, "route": self.route_name(level),
-                                          "challenger_depth": DEPTH[level], "timing": timing}
-        outcome.summary = CalibratedSummary.model_validate(facts)
+        summary = CalibratedSummary().add(outcome.summary)
+        summary.level, summary.route = level, self.route_name(level)
+        summary.challenger_depth, summary.timing = DEPTH[level], timing
+        outcome.summary = summary
         return outcome
 
     @staticmethod
@@ -134,7 +135,7 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
             return await PanelPipeline()(question, plan, session, settings)
         # Each group discusses on its own; the groups' members then vote together.
         votes: dict[str, str] = {}
-        summaries = []
+        summaries: list[PanelSummary] = []
         decisions: list[str] = []
         seated: list[str] = []
         upfront: BriefResult | None = None
@@ -148,8 +149,10 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
                                            content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated}))
             group = Group(index=g, of=n_groups, seated=tuple(seated), upfront=upfront, shared_upfront=shared)
             outcome = await PanelPipeline().discuss(question, plan, session, settings, group=group)
-            facts = outcome.summary.data()
-            seated += [r for r in facts.get("initial_panel", []) + facts.get("recruited_roles", []) if r not in seated]
+            facts = outcome.summary
+            if not isinstance(facts, PanelSummary):
+                raise TypeError(f"a group's discussion summed up as {type(facts).__name__}, not a PanelSummary")
+            seated += [r for r in (facts.initial_panel or []) + (facts.recruited_roles or []) if r not in seated]
             vote = next(e for e in reversed(session.events) if e.kind == "vote")
             votes.update({f"g{g}:{name}": letters for name, letters in vote.data.get("votes", {}).items()})
             summaries.append(facts)
@@ -175,24 +178,29 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
                 record["tied"] = tied
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final_groups",
                                        content=",".join(answer) or "invalid", data=record))
-        summary = {"groups": n_groups, "final_panel_size": sum(sm.get("final_panel_size", 0) for sm in summaries),
-                   "recruited": 0, "group_panels": [sm.get("initial_panel", []) for sm in summaries]}
-        channels = ([upfront_channel.summary()] if upfront_channel is not None else []) + \
-            [sm for sm in summaries if "retrievals" in sm]
+        summary = CalibratedSummary(groups=n_groups,
+                                    final_panel_size=sum(sm.final_panel_size or 0 for sm in summaries),
+                                    recruited=0, group_panels=[sm.initial_panel or [] for sm in summaries])
+        channels = ([upfront_channel.facts()] if upfront_channel is not None else []) + \
+            [sm for sm in summaries if sm.retrievals is not None]
         if channels:
             # The groups' knowledge channels together, plus the shared upfront brief's channel: that
             # brief was retrieved once for every group, so it counts once.
-            summary.update(merge_channel_summaries(channels))
-        return Outcome(answer=answer, invalid=not answer, summary=CalibratedSummary.model_validate(summary))
+            summary.add(merge_channel_facts(channels))
+        return Outcome(answer=answer, invalid=not answer, summary=summary)
 
 
-def merge_channel_summaries(parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """Knowledge-channel summaries of several channels of one question as one: counts add up,
-    queries concatenate in order, recipients unite."""
-    out: dict[str, Any] = {"gate_fired": any(p.get("gate_fired") for p in parts)}
-    for key in ("queries_written", "searches", "retrievals", "passages_retrieved", "briefs_written",
-                "briefs_delivered"):
-        out[key] = sum(int(p.get(key, 0)) for p in parts)
-    out["queries"] = [q for p in parts for q in p.get("queries", [])]
-    out["brief_received_by"] = sorted({n for p in parts for n in p.get("brief_received_by", [])})
-    return out
+def merge_channel_facts(parts: Sequence[KnowledgeFacts]) -> KnowledgeFacts:
+    """Knowledge-channel facts of several channels of one question as one: counts add up, queries
+    concatenate in order, recipients unite."""
+    return KnowledgeFacts(
+        gate_fired=any(p.gate_fired for p in parts),
+        queries_written=sum(p.queries_written or 0 for p in parts),
+        searches=sum(p.searches or 0 for p in parts),
+        retrievals=sum(p.retrievals or 0 for p in parts),
+        passages_retrieved=sum(p.passages_retrieved or 0 for p in parts),
+        briefs_written=sum(p.briefs_written or 0 for p in parts),
+        briefs_delivered=sum(p.briefs_delivered or 0 for p in parts),
+        queries=[q for p in parts for q in p.queries or []],
+        brief_received_by=sorted({n for p in parts for n in p.brief_received_by or []}),
+    )

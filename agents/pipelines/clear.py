@@ -31,11 +31,10 @@ from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
-from medpanel.agents.clear.quality import counts
 from medpanel.agents.clear.roles import grader as grading
 from medpanel.agents.clear.roles import responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
-from medpanel.agents.clear.summary import ClearSummary, clear_summary
+from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
 from medpanel.agents.clear.tables import CLEAR_TABLES
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.client import QuestionSession
@@ -147,14 +146,14 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                           dynamic=self.dynamic_factory(s, s.dynamic_source) if searches_web else None,
                           web=s.web_spec() if searches_web else SourceSpec(kind=s.dynamic_source),
                           assessor=assessor if mode.dual else None)
-            summary: dict[str, Any] = {"mode": mode.kind, "variant": str(variant or "clear-default")}
+            summary = ClearSummary(mode=mode.kind, variant=str(variant or "clear-default"))
             if mode.kind == "clear":
                 decision = await self._clear(ctx)
                 return await self._finish(ctx, decision.answer, decision, summary, rubric, grader)
             candidate = await self._baseline(ctx, mode)
-            summary["pathway"] = candidate.pathway
+            summary.pathway = candidate.pathway
             if candidate.pathway == "dynamic":
-                summary.update(counts(candidate.evidence))
+                summary.add(tier_facts(candidate.evidence))
             return await self._finish(ctx, candidate.answer, candidate, summary, rubric, grader)
 
     async def _baseline(self, ctx: Context, mode: Mode) -> Candidate:
@@ -169,12 +168,12 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
         return await adjudicate(ctx, await parametric_pathway(ctx))
 
     async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
-                      summary: dict[str, Any], rubric: grading.FreeTextTask | None,
+                      summary: ClearSummary, rubric: grading.FreeTextTask | None,
                       grader: QuestionSession) -> Outcome:
         q, s = ctx.question, ctx.settings
         data: dict[str, Any] = {}
         if isinstance(basis, Decision):
-            summary.update(clear_summary(basis))
+            summary.add(clear_facts(basis))
             data = {"route": basis.route, "rationale": basis.rationale, "confidence": basis.confidence,
                     "routes_history": basis.routes_history, "verdicts": [v.record() for v in basis.verdicts],
                     "guard": basis.guard, "audit": basis.audit, "follow_ups": basis.follow_ups,
@@ -196,21 +195,19 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             data["format_gate"] = gate.record()
         else:
             response = None
-            summary["rubric"] = rubric is not None
+            summary.rubric = rubric is not None
             if answer is not None:
                 response = await responder.respond(ctx.session, q, conclusion=answer[0], rationale=rationale,
                                                   evidence=evidence, chars=s.verifier_passage_chars)
             invalid = response is None
             data["response"] = response
-            summary["response_chars"] = len(response or "")
+            summary.response_chars = len(response or "")
             if rubric is not None and response is not None:
                 graded = await grading.grade(grader, rubric, response)
                 data["grade"] = graded
-                summary["rubric_score"] = graded["score"]
-                summary["grade_valid"] = graded["valid"]
+                summary.rubric_score, summary.grade_valid = graded["score"], graded["valid"]
             else:
-                summary["rubric_score"] = None
-                summary["grade_valid"] = False
+                summary.rubric_score, summary.grade_valid = None, False
             # The adapter may not search: the decision's bundle is all the evidence it gets.
             data["adapter_searches"] = len(ctx.searches) - searches_before
         data["answer"] = list(final)
@@ -219,6 +216,6 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             ctx.session.record(TranscriptEvent(kind="decision", role="verifier", agent="verifier", step="decision",
                                                content=content or "invalid", data=data))
         else:
-            ctx.session.record(TranscriptEvent(kind="decision", role="pipeline", agent=summary["mode"],
+            ctx.session.record(TranscriptEvent(kind="decision", role="pipeline", agent=summary.mode or "clear",
                                                step="decision", content=content or "invalid", data=data))
-        return Outcome(answer=final, invalid=invalid, summary=ClearSummary.model_validate(summary))
+        return Outcome(answer=final, invalid=invalid, summary=summary)

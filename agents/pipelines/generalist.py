@@ -18,7 +18,7 @@ both in its context; its reconsidered answer is final. Otherwise the initial ans
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeFacts, KnowledgeSettings, Timing, prepare
 from medpanel.agents.channels.tables import knowledge_table
@@ -53,7 +53,7 @@ class GeneralistPlan(ConditionPlan):
 
 class GeneralistSummary(KnowledgeFacts):
     challenged: bool | None = None
-    timing: str | None = None
+    timing: Timing | None = None
     material_weakness: bool | None = None
     """None when the Challenger was off or its review invalid."""
     gap_type: str | None = None
@@ -106,13 +106,13 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
                 brief.deliver([doctor.name])
         initial = await doctor.speak(opening, answer_type, step="initial")
         final, source = initial, "initial"
-        summary: dict[str, Any] = {"challenged": use_challenger, "timing": timing, "material_weakness": None}
+        summary = GeneralistSummary(challenged=use_challenger, timing=timing, material_weakness=None)
         trace = doctor.client.last_event.content if doctor.client.last_event else ""
         critique = (await challenge(session, question, trace, depth=settings.challenger_depth)
                     if use_challenger else None)
         if critique is not None:
-            summary["material_weakness"] = critique.material_weakness
-            summary["gap_type"] = critique.gap_type
+            summary.material_weakness = critique.material_weakness
+            summary.gap_type = critique.gap_type
         brief = None
         if channel is not None and timing in ("between_blind", "between_gap"):
             brief = await channel.between(trace, critique, blind=timing == "between_blind")
@@ -126,16 +126,16 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
             revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider")
             if revised is not None:
                 final, source = revised, "reconsider"
-            summary["changed"] = bool(revised and initial and letters_of(revised) != letters_of(initial))
+            summary.changed = bool(revised and initial and letters_of(revised) != letters_of(initial))
         elif use_challenger or channel is not None:
             session.record(TranscriptEvent(kind="note", role="pipeline", agent="generalist",
                                            step="no_reconsideration",
                                            content="No material weakness and no evidence; the initial answer "
                                                    "stands."))
         if channel is not None:
-            summary.update(channel.summary())
+            summary.add(channel.facts())
         answer = letters_of(final) if final is not None else ()
         session.record(TranscriptEvent(kind="decision", role="pipeline", agent="generalist", step="final",
                                        content=",".join(answer) or "invalid",
                                        data={"answer": list(answer), "from": source if answer else None}))
-        return Outcome(answer=answer, invalid=not answer, summary=GeneralistSummary.model_validate(summary))
+        return Outcome(answer=answer, invalid=not answer, summary=summary)

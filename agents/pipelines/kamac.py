@@ -243,7 +243,6 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                                         request=PROMPTS.render("moderate", question=q, opinions=panel.opinions()),
                                         answers=panel.answers, method="kamac")
         record_final(session, "kamac", final, rule=decided["rule"], panel=[m.specialty for m in panel.members])
-        summary = KamacSummary.model_validate({
-            "method": "kamac", "initial": initial, "recruited": recruited, "gaps_reported": gaps_reported,
-            "turns_run": turns_run, "messages": messages, "ended_by": ended_by, "rule": decided["rule"]})
+        summary = KamacSummary(method="kamac", initial=initial, recruited=recruited, gaps_reported=gaps_reported,
+                               turns_run=turns_run, messages=messages, ended_by=ended_by, rule=decided["rule"])
         return Outcome(answer=final, invalid=not final, summary=summary)

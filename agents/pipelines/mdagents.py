@@ -155,34 +155,34 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         triage = await ask_once(session, role="triage", name="complexity_judge",
                                 system=PROMPTS.render("triage_system"), request=PROMPTS.render("triage", question=q),
                                 model=Triage, step="triage.complexity")
-        facts: dict[str, Any] = {"method": "mdagents", "variant": ORIGINAL if original else "benchmark"}
+        facts = MDAgentsSummary(method="mdagents", variant=ORIGINAL if original else "benchmark")
         if triage is not None:
-            level, facts["route_from"] = triage.complexity, "triage"
+            level, facts.route_from = triage.complexity, "triage"
         else:
-            level, facts["route_from"] = settings.invalid_route, "invalid_triage"
+            level, facts.route_from = settings.invalid_route, "invalid_triage"
             _note(session, "triage.invalid", f"Invalid complexity reply; routed to {level}.")
-        facts["complexity"] = level
-        _note(session, "triage.route", level, route=level, **{"from": facts["route_from"]})
+        facts.complexity = level
+        _note(session, "triage.route", level, route=level, **{"from": facts.route_from})
         if level == "low":
             answer = await self._solo(question, q, session, settings, facts)
         elif level == "moderate":
             answer = await self._mdt(question, q, session, settings, facts, original)
         else:
             answer = await self._ict(question, q, session, settings, facts)
-        record_final(session, "mdagents", answer, route=level, rule=facts.get("rule"))
-        return Outcome(answer=answer, invalid=not answer, summary=MDAgentsSummary.model_validate(facts))
+        record_final(session, "mdagents", answer, route=level, rule=facts.rule)
+        return Outcome(answer=answer, invalid=not answer, summary=facts)
 
     def _examples(self, question: Question, session: QuestionSession, settings: MDAgentsSettings,
-                  facts: dict[str, Any]) -> list[dict[str, Any]]:
+                  facts: MDAgentsSummary) -> list[dict[str, Any]]:
         examples = draw_exemplars(question, settings)
         if not examples:
             _note(session, "exemplars.none", "exemplar_file: null (or exemplars: 0): the experts answer "
                                              "without solved examples.")
-        facts["exemplars"] = [ex["question"][:80] for ex in examples]
+        facts.exemplars = [ex["question"][:80] for ex in examples]
         return examples
 
     async def _solo(self, question: Question, q: str, session: QuestionSession, settings: MDAgentsSettings,
-                    facts: dict[str, Any]) -> tuple[str, ...]:
+                    facts: MDAgentsSummary) -> tuple[str, ...]:
         system = PROMPTS.render("solo_system")
         writer = RoleAgent(session, name="medical_agent", role="solo_expert", system_message=system)
         shown = await solved_examples(session, writer, self._examples(question, session, settings, facts),
@@ -191,11 +191,11 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         final = await ask_once(session, role="solo_expert", name="solo_expert", system=system, request=request,
                                model=answer_model(question.letters, multi=question.multi_answer),
                                step="solo.answer")
-        facts["rule"] = "solo"
+        facts.rule = "solo"
         return letters_of(final) if final is not None else ()
 
     async def _mdt(self, question: Question, q: str, session: QuestionSession, settings: MDAgentsSettings,
-                   facts: dict[str, Any], original: bool) -> tuple[str, ...]:
+                   facts: MDAgentsSummary, original: bool) -> tuple[str, ...]:
         n = settings.mdt_experts
         recruiter = RoleAgent(session, name="recruiter", role="recruiter",
                               system_message=PROMPTS.render("recruiter_system"))
@@ -210,7 +210,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             position = "You lead the team." if i == lead else f"You report to the team lead, the {lead_role}."
             system = PROMPTS.render("mdt_expert", role=role, position=position)
             members.append(Member(name, role, RoleAgent(session, name=name, role="mdt_expert", system_message=system)))
-        facts.update(experts=specialties, lead=names[lead - 1])
+        facts.experts, facts.lead = specialties, names[lead - 1]
         _note(session, "mdt.hierarchy", f"{names[lead - 1]} ({lead_role}) leads; the others report to it.",
               lead=names[lead - 1], experts=dict(zip(names, specialties, strict=True)))
         # The recruiter writes the exemplars' rationales, in its own history (both codes).
@@ -270,16 +270,16 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         elif not final:
             _note(session, "mdt.no_final_answers", "The discussion ended silent in its first round: no final "
                                                    "answers were collected (original), the moderator decides alone.")
-        facts.update(rounds_run=rounds_run, turns_run=turns_run, messages=messages, ended_by=ended_by)
+        facts.rounds_run, facts.turns_run, facts.messages, facts.ended_by = rounds_run, turns_run, messages, ended_by
         shown_final = opinions_block(final, final_texts) if final else "(none)"
         decided_answer, decided = await moderate(session, question, system=PROMPTS.render("moderator_system"),
                                                  request=PROMPTS.render("moderate", question=q, opinions=shown_final),
                                                  answers=final, method="mdagents", open_when_empty=original)
-        facts["rule"] = decided["rule"]
+        facts.rule = decided["rule"]
         return decided_answer
 
     async def _ict(self, question: Question, q: str, session: QuestionSession, settings: MDAgentsSettings,
-                   facts: dict[str, Any]) -> tuple[str, ...]:
+                   facts: MDAgentsSummary) -> tuple[str, ...]:
         g_n, m_n = settings.ict_groups, settings.ict_members
         recruit = await ask_once(session, role="recruiter", name="recruiter", system=PROMPTS.render("recruiter_system"),
                                  request=PROMPTS.render("ict_recruit", question=q, groups=g_n, members=m_n),
@@ -319,11 +319,11 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         # MedAgentsBench's code runs the final review team twice (once among the other teams, once as
         # the review step); neither report reaches the decision, which reads the initial team's only.
         await work(g_n)
-        facts["teams"] = teams
+        facts.teams = teams
         final = await ask_once(session, role="decision_maker", name="decision_maker",
                                system=PROMPTS.render("decider_system"),
                                request=PROMPTS.render("decide", question=q, reports=initial),
                                model=answer_model(question.letters, multi=question.multi_answer),
                                step="decision.answer")
-        facts["rule"] = "decision_maker"
+        facts.rule = "decision_maker"
         return letters_of(final) if final is not None else ()

@@ -169,10 +169,9 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                step="decision.answer", max_tokens=cap("decision"))
         answer = letters_of(final) if final is not None else ()
         record_final(session, "medagents", answer, attempts=attempt, consensus=consensus)
-        summary = MedAgentsSummary.model_validate({
-            "method": "medagents", "variant": ORIGINAL if original else "benchmark", "question_domains": qdomains,
-            "option_domains": odomains, "attempts": attempt, "revisions": revisions, "consensus": consensus,
-            "votes": votes})
+        summary = MedAgentsSummary(
+            method="medagents", variant=ORIGINAL if original else "benchmark", question_domains=qdomains,
+            option_domains=odomains, attempts=attempt, revisions=revisions, consensus=consensus, votes=votes)
         return Outcome(answer=answer, invalid=not answer, summary=summary)
 
     async def _domains(self, session: QuestionSession, shown: str, system: str, kind: str, n: int,

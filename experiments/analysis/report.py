@@ -85,7 +85,7 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
     same questions is added, in the measure the budget was matched in.
     """
-    budgets = {id(r): Summary.model_validate(r.summary).budget for r in rows}
+    budgets = {id(r): Summary.view(r.summary).budget for r in rows}
     matched = any(b is not None for b in budgets.values())
     out = []
     for cond in conditions:

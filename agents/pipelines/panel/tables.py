@@ -11,7 +11,7 @@ from medpanel.agents.tables import OVERALL, ResultRow, Table, TableSpec, pct
 
 def _summaries(rows: Sequence[ResultRow]) -> dict[int, PanelSummary]:
     """Each row's summary read once, as the panel wrote it."""
-    return {id(r): PanelSummary.model_validate(r.summary) for r in rows}
+    return {id(r): PanelSummary.view(r.summary) for r in rows}
 
 
 def recruitment_table(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
