@@ -241,6 +241,3 @@ class KnowledgeChannel:
             brief_received_by=sorted({n for r in self.results for n in r.received_by}),
         )
 
-    def summary(self) -> dict[str, Any]:
-        """`facts()` as the dict a summary still built from a dict takes (the panel's)."""
-        return self.facts().data()

@@ -217,8 +217,9 @@ def _summary(state: PanelState, channel: KnowledgeChannel | None, *, stopped_ear
         recruited=len(recruits), recruited_roles=[m.spec.role for m in recruits],
         initial_panel=[m.spec.role for m in state.members if not m.recruited],
         recruit_names=[m.agent.name for m in recruits], final_panel_size=len(state.members),
-        critiques_with_weakness=state.weaknesses, stopped_early=stopped_early, tie=tie,
-        **(channel.summary() if channel is not None else {}))
+        critiques_with_weakness=state.weaknesses, stopped_early=stopped_early, tie=tie)
+    if channel is not None:
+        summary.add(channel.facts())
     # The optional facts are set only where they hold, so a record never carries them as nulls.
     if state.settings.self_assessment:
         summary.self_assessment = True
