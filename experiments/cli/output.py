@@ -26,7 +26,8 @@ from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_t
 from medpanel.experiments.analysis.run_summary import run_summary
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
-from medpanel.experiments.run.rundir import load_meta, open_store
+from medpanel.experiments.run.records import RunRecord
+from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.store import Row
 
 
@@ -52,22 +53,22 @@ def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel r
         console.print(Text(t.note, style="dim"))
 
 
-def _read(run_dir: Path) -> tuple[dict[str, Any], list[Row]]:
-    meta = load_meta(run_dir)
-    store = open_store(run_dir, meta)
+def _read(run_dir: Path) -> tuple[RunRecord, list[Row]]:
+    record = load_record(run_dir)
+    store = open_store(run_dir, record)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
-    return meta, rows
+    return record, rows
 
 
-def print_header(meta: dict[str, Any]) -> None:
+def print_header(record: RunRecord) -> None:
     """What was run and how it departs from the papers: printed before any number is read."""
-    sc = meta.get("scenario", {})
-    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", meta.get("name", ""))),
+    sc = record.scenario
+    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", record.name)),
                                 f": {sc['description']}" if sc.get("description") else ""))
     console.print(Text(f"protocol: {protocol_line(sc)}"))
-    for line in header_lines(meta):
+    for line in header_lines(record):
         console.print(line, markup=False, highlight=False)
 
 
@@ -86,12 +87,12 @@ def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
 
 def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | None, RunTables | None]:
     """`summarise`, also handing back what the tables were built from, for the HTML site to share."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return None, None
-    print_header(meta)
-    read = read_run_tables(run_dir, rows, meta)
+    print_header(record)
+    read = read_run_tables(run_dir, rows, record)
     return _print_and_write(run_dir, rows, read.tables, write), read
 
 
@@ -114,11 +115,11 @@ def _print_and_write(run_dir: Path, rows: list[Row], tables: list[Table], write:
 
 def write_full_report(run_dir: Path) -> list[Path] | None:
     """`medpanel report`'s files, written without printing (what a tracker logs after a run)."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         return None
     try:
-        return write_report(run_dir, run_tables(run_dir, rows, meta))
+        return write_report(run_dir, run_tables(run_dir, rows, record))
     except OSError as exc:
         error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
         return None
@@ -127,12 +128,12 @@ def write_full_report(run_dir: Path) -> list[Path] | None:
 def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     """The end of `medpanel run`: accuracy with its CI, invalid and errors, and the cost per
     condition; the paired verdicts; and the commands that print every table and open the viewer."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return
-    print_header(meta)
-    summary = run_summary(rows, meta, n_boot=n_boot)
+    print_header(record)
+    summary = run_summary(rows, record, n_boot=n_boot)
     where = f"medpanel report {run_dir}"
     print_table(summary.accuracy, where=where, compact=True)
     if summary.verdicts is not None:
