@@ -7,8 +7,8 @@ Each run is copied into OUT/<name>/run (readers write report/ into the run), the
 write into OUT. Run it with the interpreter of each checkout (`/path/to/checkout/.venv/bin/python
 -m benchmarks.render_outputs ...`) into two folders and `diff -r` them: a change to how the
 readers load records must leave every byte the same. The copies' paths are the same in both
-folders when OUT is, so the HTML's links match; the viewer's assets are left out (they are copied
-files, not rendered).
+folders when OUT is, so the HTML's links match. Each HTML page's script nonce is random by design
+(its Content-Security-Policy): it is written as `nonce-X` so the pages compare.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import re
 import shutil
 from pathlib import Path
 
@@ -52,6 +53,9 @@ def render(out: Path, runs: list[Path]) -> None:
         first = next(iter(sorted((dest / "transcripts").rglob("*.json"))))
         qid = first.name.split("__", 1)[1].rsplit("-", 1)[0]
         (out / src.name / "show.txt").write_text(cli("show", str(dest), qid), encoding="utf-8")
+    for page in out.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        page.write_text(re.sub(r"nonce([-=]\"?)[A-Za-z0-9_-]+", r"nonce\1X", text), encoding="utf-8")
     if len(copies) > 1:
         (out / "compare.stdout").write_text(cli("compare", *map(str, copies), "--out", str(out / "compare")),
                                             encoding="utf-8")

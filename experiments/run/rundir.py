@@ -89,17 +89,19 @@ def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
     try:
         return read_run_record(meta)
     except ValidationError as exc:
-        raise UserError(f"not a medpanel run.json ({invalid_field(exc)}). {RESTORE}", file=str(path)) from None
+        raise record_error(exc, path, "run.json", RESTORE) from None
 
 
-def invalid_field(exc: ValidationError) -> str:
-    """The first field a record failed on and why: `summary.recruted: not a field of this record
-    (a misspelling, or a file another program wrote)` for a key the format does not have."""
+def record_error(exc: ValidationError, path: Path, what: str, fix: str) -> UserError:
+    """The first field a record failed on, as one line. A key the format does not have (a
+    misspelling such as `recruted`, a key another program added) is named as the field, so it can be
+    found in the file; any other failure says which field and why."""
     err = exc.errors()[0]
-    where = ".".join(str(x) for x in err["loc"]) or "the document"
+    where = ".".join(str(x) for x in err["loc"])
     if err["type"] == "extra_forbidden":
-        return f"{where}: not a field of this record (a misspelling, or a file another program wrote)"
-    return f"{where}: {err['msg']}"
+        return UserError(f"is not a field of a medpanel {what} (a misspelling, or a key another program added). "
+                         f"Remove or correct it, or: {fix}", file=str(path), field=where)
+    return UserError(f"not a medpanel {what} ({where or what}: {err['msg']}). {fix}", file=str(path))
 
 
 def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
@@ -129,8 +131,7 @@ def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, An
     try:
         return read_transcript_record(doc), doc
     except ValidationError as exc:
-        raise UserError(f"not a medpanel transcript ({invalid_field(exc)}). Restore it from a backup",
-                        file=str(path)) from None
+        raise record_error(exc, path, "transcript", "Restore it from a backup") from None
 
 
 def _drop_messages(doc: dict[str, Any], path: Path) -> None:
