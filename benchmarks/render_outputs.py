@@ -53,6 +53,7 @@ def render(out: Path, runs: list[Path]) -> None:
         first = next(iter(sorted((dest / "transcripts").rglob("*.json"))))
         qid = first.name.split("__", 1)[1].rsplit("-", 1)[0]
         (out / src.name / "show.txt").write_text(cli("show", str(dest), qid), encoding="utf-8")
+        (out / src.name / "show-full.txt").write_text(cli("show", str(dest), qid, "--full"), encoding="utf-8")
     for page in out.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         page.write_text(re.sub(r"nonce([-=]\"?)[A-Za-z0-9_-]+", r"nonce\1X", text), encoding="utf-8")

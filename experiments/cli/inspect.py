@@ -30,9 +30,9 @@ from medpanel.experiments.run.ownership import refuse_run_records
 from medpanel.experiments.run.rundir import (
     load_record,
     load_run,
+    load_transcript,
     open_store,
     progress_note,
-    read_transcript,
     transcript_path,
 )
 from medpanel.experiments.run.runlock import lock_holder
@@ -271,7 +271,7 @@ def show(
             console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
                           markup=False)
             continue
-        print_transcript(read_transcript(path), full=full)
+        print_transcript(load_transcript(path), full=full)
     _note_progress(run_dir)
 
 
