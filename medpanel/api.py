@@ -37,7 +37,7 @@ from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
-from medpanel.experiments.run.rundir import RunData, load_meta, load_record, load_transcript, transcript_path
+from medpanel.experiments.run.rundir import RunData, load_record, load_transcript, transcript_path
 from medpanel.experiments.run.rundir import load_run as _load_run_data
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import CLI_OPTIONS, Scenario, check_cost_budget, load_scenario
@@ -105,7 +105,7 @@ class Run:
         """The report's tables (what `medpanel report` prints), by name (`Table.name`, its CSV's stem:
         `accuracy_per_condition_x_dataset`, `cost_per_question` ...), in the report's order."""
         out: dict[str, Table] = {}
-        for t in run_tables(self.run_dir, self.rows, self.record.model_dump(mode="json", exclude_unset=True)):
+        for t in run_tables(self.run_dir, self.rows, self.record):
             name, n = t.name, 1
             while name in out:  # two tables of one title keep both
                 n += 1
@@ -239,7 +239,7 @@ def _beside(run_dir: Path) -> Path:
 def _same_scenario(run_dir: Path, scenario: Scenario) -> None:
     """if_exists='resume' finishes the run only when it is this scenario; a changed one would be
     ignored silently (a resume runs what run.json planned)."""
-    stored = load_meta(run_dir).get("scenario") or {}
+    stored = load_record(run_dir).scenario
     wanted = scenario.model_dump(mode="json")
     if wanted["run"].get("storage"):
         wanted["run"]["storage"] = redact_url(wanted["run"]["storage"])

@@ -42,7 +42,7 @@ def _ordered(data: RunData) -> list[Any]:
 def results(data: RunData) -> Any:
     """One row per (condition, question, repeat), scalar columns only."""
     pandas = pandas_module("Run.to_pandas")
-    flags = {str(c.get("slug")): c.get("flags") or {} for c in data.meta.get("conditions", [])}
+    flags = data.record.flags
     out = []
     for row in _ordered(data):
         rec: dict[str, Any] = {k: getattr(row, k) for k in RESULT_COLUMNS}

@@ -14,6 +14,7 @@ from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
+from medpanel.experiments.run.records import RunRecord
 from medpanel.retrieval.corpus import ingest
 
 from .fake_openai import FakeOpenAI, completion, schema_reply
@@ -109,7 +110,7 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
     runner = Runner.create(make_plan(scenario, base_dir=tmp_path), run_dir=tmp_path / "run")
     meta = json.loads((runner.run_dir / "run.json").read_text(encoding="utf-8"))
     assert meta["accommodations"] == expected
-    line = next(x for x in header_lines(meta) if x.startswith("accommodations:"))
+    line = next(x for x in header_lines(RunRecord.model_validate(meta)) if x.startswith("accommodations:"))
     for key, value in expected.items():
         if key != "backend" and value is not None:
             assert str(value) in line, (key, line)

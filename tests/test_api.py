@@ -49,7 +49,7 @@ def test_to_pandas_is_tidy_and_calls_has_one_row_per_model_call(tmp_path: Path) 
     assert df.set_index("condition")["flag_c"].to_dict() == {"c0": 0, "c1": 1}
     assert df.groupby("condition")["summary_challenged"].all().to_dict() == {"c0": False, "c1": True}
     calls = run.calls()
-    expected = [(t.condition, t.question["qid"], e.agent, e.step) for t in run.transcripts() for e in t.events
+    expected = [(t.condition, t.question.qid, e.agent, e.step) for t in run.transcripts() for e in t.events
                 if e.kind == "call"]
     assert list(calls[["condition", "qid", "agent", "step"]].itertuples(index=False, name=None)) == expected
     assert len(calls) > len(df)  # the Challenger's condition calls more than once per question
@@ -222,7 +222,8 @@ def test_a_pipeline_from_an_installed_packages_entry_point(tmp_path: Path, monke
     result = medpanel.run(_scenario(tmp_path / "ep.yaml", "advocate"), run_dir=tmp_path / "run")
     sys.modules.pop("devils_advocate", None)
     assert result.complete and result.pairs == 4
-    assert medpanel.load_run(result.run_dir).record.plan["conditions"]["d1"]["advocate"] is True  # type: ignore[index]
+    plan = medpanel.load_run(result.run_dir).record.plan
+    assert plan is not None and plan.conditions["d1"]["advocate"] is True
 
 
 def test_the_docs_show_the_example_that_runs() -> None:

@@ -22,6 +22,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row, Store
+from tests.run_records import run_record
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion
@@ -258,7 +259,8 @@ def test_budget_matched_sc_spends_the_reference_calls_per_question(tmp_path: Pat
     reopened = Runner.open(runner.run_dir)
     assert reopened.plan.budget is not None and reopened.plan.budget.calls == plan.budget.calls
     # The report puts the reference's calls per question beside the matched baseline's.
-    table = next(t for t in build_tables(list(mine.values()), meta, n_boot=50) if t.title == "Accuracy and compute")
+    table = next(t for t in build_tables(list(mine.values()), run_record(meta), n_boot=50)
+                 if t.title == "Accuracy and compute")
     line = dict(zip(table.columns, table.rows[0], strict=True))
     assert line["matched_to"] == "c1 by calls"
     assert line["calls_per_q"] == line["ref_calls_per_q"] == round(sum(r.logical_calls for r in ref.values()) / 4, 2)
@@ -354,7 +356,7 @@ def test_accuracy_and_compute_table() -> None:
     assert table.rows == [["c1r1", 2, 50.0, 15.0, 2000.0, "", "", ""],
                           ["sc", 2, 100.0, 15.5, 850.0, "c1r1 by calls", 15.0, 2000.0]]
     # Added after the cost table; the existing tables keep their place.
-    titles = [t.title for t in build_tables(rows + sc, {"conditions": [{"slug": "c1r1"}, {"slug": "sc"}]},
+    titles = [t.title for t in build_tables(rows + sc, run_record({"conditions": [{"slug": "c1r1"}, {"slug": "sc"}]}),
                                             n_boot=50)]
     assert titles[:3] == ["Accuracy per condition x dataset", "Cost per question", "Accuracy and compute"]
 

@@ -19,6 +19,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row
+from tests.run_records import run_record
 
 from .conftest import write
 from .scripted_helpers import Q4, run
@@ -257,13 +258,13 @@ def test_table7_tokens_are_requested_tokens_when_the_summary_has_them() -> None:
 
 def test_table7_pairs_each_method_with_the_seeds_best_condition() -> None:
     meta = {"scenario": {"pipeline": "benchmark"}}
-    tables = benchmark_tables(ROWS, ["zero-shot", "panel-c1r1"], meta, n_boot=200)
+    tables = benchmark_tables(ROWS, ["zero-shot", "panel-c1r1"], run_record(meta), n_boot=200)
     paired = dict(zip(tables[1].columns, tables[1].rows[0], strict=True))
     # questions: medqa 1 both right, 2 and 3 only the panel, pubmedqa 9 only zero-shot
     assert (paired["method"], paired["reference"], paired["n"]) == ("zero-shot", "panel-c1r1", 4)
     assert (paired["acc_ref_%"], paired["acc_method_%"], paired["diff_pts"]) == (75.0, 50.0, -25.0)
     assert (paired["method_only"], paired["ref_only"]) == (1, 2)
-    assert benchmark_tables(ROWS, ["zero-shot"], {"scenario": {"pipeline": "baseline"}}) == []
+    assert benchmark_tables(ROWS, ["zero-shot"], run_record({"scenario": {"pipeline": "baseline"}})) == []
 
 
 def test_pareto_figure_is_written(tmp_path: Path) -> None:

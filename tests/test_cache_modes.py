@@ -12,6 +12,7 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient, Scripte
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, QuestionResult
+from medpanel.experiments.run.records import RunRecord
 
 from .scripted_helpers import Q4, cond
 
@@ -78,6 +79,6 @@ def test_the_cache_mode_is_in_run_json_and_the_report_header(tmp_path: Path) -> 
     runner = Runner.create(make_plan(scenario, base_dir=tmp_path), run_dir=tmp_path / "run")
     meta = json.loads((runner.run_dir / "run.json").read_text(encoding="utf-8"))
     assert meta["model"]["cache"] == "condition"
-    assert any("cache: condition" in line for line in header_lines(meta))
+    assert any("cache: condition" in line for line in header_lines(RunRecord.model_validate(meta)))
     assert runner.run(install_signals=False)["state"] == "complete"
     assert (runner.run_dir / "cache").is_dir()

@@ -91,7 +91,7 @@ run: {{workers: {workers}}}
 def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
     from medpanel.experiments.analysis.report import build_tables
     from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.rundir import load_meta
+    from medpanel.experiments.run.rundir import load_record
     from medpanel.experiments.run.runner import Runner
     from medpanel.experiments.run.scenario import load_scenario
     from medpanel.experiments.run.store import Store
@@ -109,7 +109,7 @@ def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
                                       "needs_more_search") for r in clear_rows)
     titles = [t.title for t in clear_tables(rows)]
     assert titles[:3] == ["CLEAR route distribution", "CLEAR guard and audit outcomes", "CLEAR follow-up search"]
-    assert build_tables(rows, load_meta(runner.run_dir), n_boot=100)
+    assert build_tables(rows, load_record(runner.run_dir), n_boot=100)
     store.close()
 
 

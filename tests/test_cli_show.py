@@ -9,14 +9,15 @@ import pytest
 from rich.console import Console
 
 from medpanel.experiments.cli import output as cli
+from medpanel.experiments.run.records import TranscriptRecord
 
 
-def _doc() -> dict[str, Any]:
-    return {
+def _doc() -> TranscriptRecord:
+    return TranscriptRecord.model_validate({
         "condition": "clear-default", "answer": ["A"], "gold": ["A"], "invalid": False, "correct": True,
         "error": None, "calls": 1, "tokens": 12,
         "question": {"dataset": "medqa", "qid": "q[1]", "text": "Serum [Na+] is 120 [/b] mmol/L. Next step?",
-                     "options": {"A": "Fluid restriction [first]", "B": "Hypertonic saline"}},
+                     "options": {"A": "Fluid restriction [first]", "B": "Hypertonic saline"}, "gold": ["A"]},
         "events": [
             {"kind": "call", "role": "verifier", "agent": "verifier", "step": "verify", "round": 1, "turn": 0,
              "usage": {"prompt_tokens": 10, "completion_tokens": 2}, "latency_s": 0.5, "parsed": None,
@@ -24,7 +25,7 @@ def _doc() -> dict[str, Any]:
             {"kind": "decision", "role": "pipeline", "agent": "direct", "step": "decision", "round": 0, "turn": 0,
              "content": "A", "data": {"answer": ["A"], "note": "[italic]kept[/italic]"}},
         ],
-    }
+    })
 
 
 @pytest.fixture()

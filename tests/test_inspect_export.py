@@ -45,7 +45,7 @@ def test_every_log_reads_back_with_the_runs_counts_scores_and_usage(exported: tu
         rows = {f"{r.dataset}:{r.qid}": r for r in data.rows if r.condition == cond}
         assert ev.status == "success"
         assert len(ev.samples) == len(rows) == ev.results.total_samples == 3
-        assert ev.eval.metadata["commit"] == data.meta["git"]["commit"]
+        assert ev.eval.metadata["commit"] == data.record.git.commit
         assert ev.eval.metadata["config"]["scenario"]["flags"] == {"c": [0, 1], "r": [0, 1]}
         want = {"correct": "C", "wrong": "I", "invalid": "N", "error": "N"}
         total_in = total_out = 0
@@ -129,7 +129,7 @@ def test_each_call_is_a_model_event_and_each_note_or_vote_an_info_event(exported
 def test_samples_have_stable_uuids_and_times_and_the_log_its_real_span(exported: tuple[Path, Path],
                                                                        tmp_path: Path) -> None:
     run_dir, out = exported
-    created = datetime.fromisoformat(load_run(run_dir).meta["created"])
+    created = datetime.fromisoformat(load_run(run_dir).record.created or "")
     logs = _logs(out)
     uuids = [s.uuid for ev in logs.values() for s in ev.samples]
     assert len(set(uuids)) == len(uuids) == 12 and all(uuids)

@@ -10,7 +10,7 @@ import pytest
 
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_meta
+from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Store
@@ -60,7 +60,7 @@ def test_the_scenario_runs_the_three_methods_on_the_sample_set_to_a_report(tmp_p
     assert sorted({r.condition for r in rows}) == ["kamac", "mdagents", "medagents"]
     assert len(rows) == 3 * 6  # the limit is per subset: 2 subsets x 3 questions
     assert all(r.error is None for r in rows)
-    tables = build_tables(rows, load_meta(tmp_path / "run"), n_boot=200)
+    tables = build_tables(rows, load_record(tmp_path / "run"), n_boot=200)
     accuracy = tables[0]
     assert {"medagents", "mdagents", "kamac"} <= {str(cell) for row in accuracy.rows for cell in row}
 

@@ -8,6 +8,7 @@ the same tables, the same export and the same comparison, and build the HTML rep
 from __future__ import annotations
 
 import io
+import json
 import shutil
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -106,3 +107,71 @@ def test_an_old_run_resumes_from_its_scenario(runs: Path) -> None:
     resolved = runner.plan.resolved
     assert resolved.name == "panel" and set(resolved.plans) == {"c0r0", "c1r1", "c1r0k1-clear"}
     assert resolved.plans["c1r0k1-clear"].model_dump()["evidence"] == "clear"
+
+
+def cli_refusal(*argv: str) -> str:
+    """The one line a refused command prints; the test fails unless it exits 2 with no traceback."""
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as exited:
+        main(list(argv))
+    assert exited.value.code == 2, err.getvalue()
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err.getvalue(), err.getvalue()
+    return lines[0]
+
+
+def _edit(path: Path, **keys: object) -> None:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    for key, value in keys.items():
+        *parents, last = key.split("__")
+        target = doc
+        for p in parents:
+            target = target[p]
+        target[last] = value
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def test_format_1_added_only_fields_that_format_0_means_by_leaving_out() -> None:
+    """Why there is no 0 -> 1 conversion: every key of the format-0 files is a field of today's
+    records, and each field format 1 added reads as what its absence meant."""
+    from medpanel.experiments.run.records import RunRecord, TranscriptRecord
+    from medpanel.experiments.run.rundir import load_record, load_transcript
+
+    for name in RUNS:
+        doc = json.loads((FIXTURE / name / "run.json").read_text(encoding="utf-8"))
+        added = set(RunRecord.model_fields) - set(doc)
+        assert added <= {"format_version", "run_id", "plan", "tracker"}, added
+        record = load_record(FIXTURE / name)
+        assert (record.run_id, record.plan, record.tracker) == (None, None, None)
+        assert record.model_dump(mode="json", exclude_unset=True) == doc  # nothing dropped, nothing changed
+        for path in sorted((FIXTURE / name / "transcripts").rglob("*.json")):
+            tdoc = json.loads(path.read_text(encoding="utf-8"))
+            assert set(TranscriptRecord.model_fields) - set(tdoc) <= {"format_version", "cached_tokens",
+                                                                     "cache_saved_usd"}
+            transcript = load_transcript(path)
+            assert (transcript.cached_tokens, transcript.cache_saved_usd) == (0, 0.0)
+
+
+@pytest.mark.parametrize(("where", "keys", "field"), [
+    ("transcript", {"recruted": 3}, "recruted"),
+    ("transcript", {"question__gold_letter": "C"}, "question.gold_letter"),
+    ("run.json", {"recruted": 3}, "recruted"),
+    ("run.json", {"model__temprature": 0.5}, "model.temprature"),
+])
+def test_a_misspelled_field_on_disk_is_refused_naming_it(runs: Path, where: str, keys: dict[str, object],
+                                                        field: str) -> None:
+    run = runs / "v0-panel"
+    path = run / "run.json" if where == "run.json" else \
+        next(iter(sorted((run / "transcripts").rglob("*.json"))))
+    _edit(path, **keys)
+    line = cli_refusal("report", "v0-panel")
+    assert line.startswith(f"error: {path.relative_to(runs)}: {field}: is not a field of a medpanel {where} "
+                           "(a misspelling"), line
+
+
+def test_a_transcript_of_a_newer_format_is_refused(runs: Path) -> None:
+    path = next(iter(sorted((runs / "v0-clear" / "transcripts").rglob("*.json"))))
+    _edit(path, format_version=2, added_later=True)
+    line = cli_refusal("report", "v0-clear")
+    assert line.startswith(f"error: {path.relative_to(runs)}: was written in transcript format 2, newer than this "
+                           "medpanel reads (format 1). Upgrade medpanel"), line

@@ -19,6 +19,7 @@ from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.types import Condition, TranscriptEvent
 from medpanel.experiments.run.plan import ResolvedRun, resolve_run
+from medpanel.experiments.run.records import PlanRecord
 from medpanel.experiments.run.scenario import slug_for
 from medpanel.retrieval.corpus import ingest
 
@@ -85,10 +86,10 @@ def test_a_plan_stored_before_k_was_decoded_at_plan_time_reads_back_decoded(row:
     slug = row["condition"].strip("`")
     condition = Condition(slug=slug, pipeline="panel", flags=flags_of(slug))
     resolved = resolve_run("panel", settings_of(row["settings"]), [condition])
-    record = json.loads(json.dumps(resolved.record()))
+    record = json.loads(resolved.record().model_dump_json())
     for name in ("evidence", "timing", "blind"):
         del record["conditions"][slug][name]
-    again = ResolvedRun.from_record(record, file="run.json")
+    again = ResolvedRun.from_record(PlanRecord.model_validate(record), file="run.json")
     assert again.plans[slug] == resolved.plans[slug]
 
 

@@ -52,7 +52,9 @@ def test_new_records_carry_their_format_versions(tmp_path: Path) -> None:
 
 def test_a_transcript_of_the_wrong_shape_is_one_user_error(tmp_path: Path) -> None:
     path = tmp_path / "t.json"
-    path.write_text(json.dumps({"condition": "c1", "question": {}, "events": [{"kind": "shout"}]}), encoding="utf-8")
+    question = {"dataset": "d", "qid": "q", "text": "t", "options": {"A": "a"}, "gold": ["A"]}
+    path.write_text(json.dumps({"condition": "c1", "question": question, "events": [{"kind": "shout"}]}),
+                    encoding="utf-8")
     with pytest.raises(UserError, match=r"t\.json: not a medpanel transcript \(events\.0\.kind: "):
         read_transcript(path)
 

@@ -23,9 +23,10 @@ from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.references import References, read_file, resolve
-from medpanel.experiments.run.rundir import load_meta
+from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row
+from tests.run_records import run_record
 
 from .conftest import MEDAGENTSBENCH as DATA
 from .conftest import ROOT, write
@@ -110,9 +111,9 @@ def test_a_scripted_run_pairs_with_each_reference_as_counted_by_hand(tmp_path: P
     path = workspace(tmp_path)
     res = api.run(path, run_dir=tmp_path / "run", client_factory=lambda spec: ScriptedChatCompletionClient(answer_easy))
     assert res.state == "complete"
-    meta = load_meta(tmp_path / "run")
+    meta = load_record(tmp_path / "run")
     # run.json records the file as resolved from the scenario's folder, and its digest.
-    refs = meta["scenario"]["references"]
+    refs = meta.scenario["references"]
     assert refs["file"] == str((tmp_path / "refs" / "published.jsonl.gz").resolve()) and len(refs["sha256"]) == 64
     rows = res.load().rows
     assert sorted(r.qid for r in rows if r.correct) == ["1", "2", "3", "4"]
@@ -265,12 +266,12 @@ def test_a_plain_jsonl_reference_and_an_env_path_work(tmp_path: Path, monkeypatc
 
 
 def test_a_run_without_references_gets_no_reference_tables_and_a_moved_file_gets_a_note(tmp_path: Path) -> None:
-    assert reference_tables([], [], {"scenario": {}}) == []
+    assert reference_tables([], [], run_record({})) == []
     meta = {"scenario": {"references": {"file": str(tmp_path / "gone.jsonl.gz"),
                                         "runs": [{"model": "gpt-4o", "method": "spo"}]}}}
-    refs, note = load([], meta)
+    refs, note = load([], run_record(meta))
     assert refs == [] and "no such reference file" in note
-    (table,) = reference_tables([], [], meta)
+    (table,) = reference_tables([], [], run_record(meta))
     assert "references left out" in table.rows[0][0]
 
 
@@ -295,5 +296,5 @@ def test_the_report_leaves_out_an_item_whose_gold_letter_differs(tmp_path: Path)
                 error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.0, summary={},
                 transcript="") for q, g in (("1", "A"), ("2", "B"), ("3", "A"))]
     meta = {"scenario": {"references": {"file": str(ref), "runs": [{"model": "gpt-4o", "method": "tok"}]}}}
-    (loaded,), _ = load(rows, meta)
+    (loaded,), _ = load(rows, run_record(meta))
     assert sorted(r.qid for r in loaded.rows) == ["1", "3"] and loaded.missing == 1

@@ -48,7 +48,7 @@ def strip(doc: Any) -> Any:
 def tables_of(run_dir: Path) -> list[Any]:
     d = load_run(run_dir)
     out = []
-    for t in build_tables(d.rows, d.meta, n_boot=200, events=transcript_events(run_dir)):
+    for t in build_tables(d.rows, d.record, n_boot=200, events=transcript_events(run_dir)):
         keep = [i for i, c in enumerate(t.columns) if c not in TIMING]
         out.append((t.title, [t.columns[i] for i in keep], [[r[i] for i in keep] for r in t.rows]))
     return out

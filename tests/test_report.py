@@ -16,6 +16,7 @@ from medpanel.experiments.analysis.report import (
     repeats_table,
 )
 from medpanel.experiments.run.store import Row
+from tests.run_records import run_record
 
 
 def row(cond: str, qid: str, correct: bool, *, ds: str = "d", recruited: int = 0, panel: int = 2, rep: int = 0,
@@ -80,7 +81,7 @@ def test_self_assessment_table_is_built_when_rows_carry_it() -> None:
     rows = [row("c0r1", "1", True, recruited=1, panel=3, extra={"self_assessment": True}),
             row("c0r1", "2", False, recruited=0, panel=2, extra={"self_assessment": True})]
     meta = {"conditions": [{"slug": "c0r1", "flags": {"c": 0, "r": 1}}], "scenario": {}}
-    titles = {t.title: t for t in build_tables(rows, meta, n_boot=100)}
+    titles = {t.title: t for t in build_tables(rows, run_record(meta), n_boot=100)}
     t = titles["Self-assessment diagnostic"]
     assert t.rows == [["c0r1", 2, 50.0, 50.0, "1/2", 50.0, 2.5]]
 
@@ -123,7 +124,7 @@ def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
     assert got[("c1r1", "pubmedqa")] == [2, 1, 50.0, 0, 0.0, 0.0, 2.0]
     assert got[("c1r1", "overall")] == [5, 1, 60.0, 2, 50.0, 0.75, 2.75]
     assert got[("c1r0", "medqa")] == [1, 0, 100.0, 0, 0.0, 0.0, 2.0]
-    titles = [x.title for x in build_tables(rows, {"conditions": [], "scenario": {}}, n_boot=10)]
+    titles = [x.title for x in build_tables(rows, run_record({"conditions": [], "scenario": {}}), n_boot=10)]
     assert "Recruitment per dataset" in titles
 
 
@@ -134,9 +135,9 @@ def test_a_pipelines_tables_come_from_its_own_declaration_not_from_summary_keys(
                 error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.1, transcript="x",
                 summary={"level": "basic", "route": "solo", "challenger_depth": "light", "timing": "none"})
             for i in range(2)]
-    calibrated = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}],
-                                                       "scenario": {"pipeline": "calibrated"}}, n_boot=10)]
+    calibrated = [t.title for t in build_tables(rows, run_record({"conditions": [{"slug": "c1"}],
+                                                                  "scenario": {"pipeline": "calibrated"}}), n_boot=10)]
     assert calibrated == ["Accuracy per condition x dataset", "Cost per question", "Accuracy and compute"]
-    clear = [t.title for t in build_tables(rows, {"conditions": [{"slug": "c1"}], "scenario": {"pipeline": "clear"}},
-                                           n_boot=10)]
+    clear = [t.title for t in build_tables(rows, run_record({"conditions": [{"slug": "c1"}],
+                                                             "scenario": {"pipeline": "clear"}}), n_boot=10)]
     assert "CLEAR route distribution" in clear  # the same rows read as CLEAR's do get CLEAR's tables

@@ -71,7 +71,7 @@ def test_the_audit_of_documents_already_read_is_the_audit_of_the_files(run_dir: 
 def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_once(
         run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = load_run(run_dir)
-    shared = read_run_tables(run_dir, data.rows, data.meta)
+    shared = read_run_tables(run_dir, data.rows, data.record)
     reads: list[tuple[str, bool]] = []
     real = rundir._checked
 

@@ -16,7 +16,7 @@ from medpanel.experiments.analysis.report import build_tables, csv_name
 from medpanel.experiments.cli import output as cli
 from medpanel.experiments.cli.fit import MIN_COLUMN, WHOLE_CELL, fit
 from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_meta, open_store
+from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 
@@ -35,7 +35,7 @@ def run_2x2(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _tables(run_dir: Path) -> list[Table]:
-    meta = load_meta(run_dir)
+    meta = load_record(run_dir)
     store = open_store(run_dir, meta)
     rows = store.rows()
     store.close()

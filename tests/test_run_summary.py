@@ -22,6 +22,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Row
+from tests.run_records import run_record
 
 ROOT = Path(__file__).resolve().parents[1]
 Z = 1.959963984540054  # the normal quantile of a 95% interval
@@ -63,7 +64,7 @@ def two_by_two() -> list[Row]:
 
 
 def test_accuracy_ci_invalid_errors_and_cost_match_hand_counts() -> None:
-    s = run_summary(two_by_two(), META, n_boot=2000)
+    s = run_summary(two_by_two(), run_record(META), n_boot=2000)
     assert s.accuracy.columns == ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "calls/q",
                                   "tokens/q", "usd/q"]
     by = {r[0]: r for r in s.accuracy.rows}
@@ -78,7 +79,7 @@ def test_accuracy_ci_invalid_errors_and_cost_match_hand_counts() -> None:
 
 
 def test_verdicts_carry_holm_adjusted_mcnemar_p() -> None:
-    s = run_summary(two_by_two(), META, n_boot=2000)
+    s = run_summary(two_by_two(), run_record(META), n_boot=2000)
     assert s.verdicts is not None and s.more_verdicts == 0
     assert s.verdicts.columns == ["a", "b", "diff_pts", "95%_CI_pts", "p_holm", "verdict"]
     got = {(r[0], r[1]): r for r in s.verdicts.rows}
@@ -97,14 +98,14 @@ def test_verdicts_carry_holm_adjusted_mcnemar_p() -> None:
 
 def test_unpriced_runs_show_no_dollars() -> None:
     rows = [row("c0", 1, True, calls=1, tokens=10, usd=0.0), row("c0", 2, False, calls=1, tokens=10, usd=0.0)]
-    s = run_summary(rows, {"conditions": [{"slug": "c0", "flags": {"c": 0}}], "scenario": {}}, n_boot=100)
+    s = run_summary(rows, run_record({"conditions": [{"slug": "c0", "flags": {"c": 0}}], "scenario": {}}), n_boot=100)
     assert s.accuracy.rows[0][-1] == "-" and s.verdicts is None
 
 
 def test_repeats_resample_questions_not_answers() -> None:
     # q1 right in all three repeats, q2 wrong in all three: the six answers are two observations.
     rows = [row("c0", q, q == 1, calls=1, tokens=1, usd=0.0, rep=rep) for q in (1, 2) for rep in range(3)]
-    s = run_summary(rows, {"conditions": [{"slug": "c0", "flags": {"c": 0}}]}, n_boot=2000)
+    s = run_summary(rows, run_record({"conditions": [{"slug": "c0", "flags": {"c": 0}}]}), n_boot=2000)
     # Resampling two questions gives 0, 50 or 100 %; each end has probability 1/4 > 2.5 %. Wilson over
     # the six answers would claim [18.8, 81.2].
     assert s.accuracy.rows[0][1:4] == ["3/6", "50.0", "[0.0, 100.0]"]

@@ -10,6 +10,7 @@ import pytest
 from medpanel.experiments.analysis import study
 from medpanel.experiments.analysis.report import build_tables, paired_table
 from medpanel.experiments.run.store import Row
+from tests.run_records import run_record
 
 FLAGS = {"c0r0": {"c": 0, "r": 0}, "c0r1": {"c": 0, "r": 1}, "c1r0": {"c": 1, "r": 0}, "c1r1": {"c": 1, "r": 1}}
 
@@ -108,7 +109,8 @@ def test_ledger_and_usd_per_extra_correct_in_build_tables() -> None:
             row("c0", "2", True, cost=0.001, transcript="a0"), row("c1", "2", True, cost=0.003, transcript="a1")]
     meta = {"conditions": [{"slug": "c0", "flags": {"c": 0}}, {"slug": "c1", "flags": {"c": 1}}],
             "scenario": {"run": {"prices": {"m": {"input": 1.0, "output": 2.0}}}}}
-    tables = {t.title: t for t in build_tables(rows, meta, n_boot=200, events=lambda r: events[r.transcript])}
+    tables = {t.title: t for t in build_tables(rows, run_record(meta), n_boot=200,
+                                               events=lambda r: events[r.transcript])}
     ledger = tables["Cost ledger per role and step"]
     lines = {(r[0], r[1], r[2]): r for r in ledger.rows}
     # c0's specialist: 2 questions x 1 call x (1000 in, 100 out); $ = 2 x (1000 x 1 + 100 x 2) / 1e6.
@@ -130,7 +132,7 @@ def test_study_plots_forest_and_interaction(tmp_path: Any) -> None:
     rows = grid_rows()
     meta = {"conditions": [{"slug": s, "flags": f} for s, f in FLAGS.items()]}
     pairs = [("c0r0", "c1r0"), ("c1r0", "c1r1")]
-    paths = write_study_plots(rows, meta, pairs, tmp_path, n_boot=200)
+    paths = write_study_plots(rows, run_record(meta), pairs, tmp_path, n_boot=200)
     assert sorted(p.name for p in paths) == ["forest.png", "forest.svg", "interaction_cxr.png", "interaction_cxr.svg"]
     # One dataset: the pooled row only, one per pair, with the hand-computed differences.
     items = forest_data(rows, pairs, n_boot=200)

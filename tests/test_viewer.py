@@ -16,7 +16,8 @@ import pytest
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.view.events import event_signature, first_difference
+from medpanel.experiments.run.store import Row
+from medpanel.experiments.view.events import event_signature, first_difference, row_facts
 from medpanel.experiments.view.viewer import build_site, make_server, page_name, safe_url
 
 from .inspect_fixtures import GRID_QUESTIONS, XSS, XSS_ESCAPED, clear_run, grid_run, real_clear_run, run_rows
@@ -350,3 +351,16 @@ def test_weakness_badge_agrees_with_the_parsed_field(parsed: dict, label: str, c
 
     badges = dict(_badges(_ev("challenger", "critique", parsed)))
     assert badges.get(label) == cls, badges
+
+
+def test_question_table_counts_recruits_a_method_lists() -> None:
+    # The panel stores its recruits as a count, KAMAC as a list of experts: both filter as a count.
+    def row(summary: dict[str, object]) -> Row:
+        return Row(condition="kamac", dataset="medqa", qid="q1", repeat=0, answer="A", gold="A", correct=True,
+                   invalid=False, error=None, error_kind=None, calls=3, logical_calls=3, tokens=30,
+                   latency_s=0.1, summary=summary, transcript="t.json")
+
+    listed = row({"recruited": [{"role": "Cardiologist"}, {"role": "Nephrologist"}]})
+    assert row_facts(listed, None)["recruited"] == 2
+    assert row_facts(row({"recruited": 3, "recruited_roles": ["Neurologist"]}), None)["recruited"] == 3
+    assert row_facts(row({}), None)["recruited"] == 0

@@ -16,6 +16,7 @@ import numpy as np
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.stats import _percentile_bootstrap, paired_comparison
 from medpanel.experiments.run.axes import split_slug
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
 
 DEFAULT_PROMPTS = "default"
@@ -128,27 +129,26 @@ def axis_tables(rows: list[Row], conditions: Sequence[str], pairs: Sequence[tupl
     return tables
 
 
-def variants_table(meta: dict[str, Any], conditions: Sequence[str]) -> Table | None:
+def variants_table(record: RunRecord, conditions: Sequence[str]) -> Table | None:
     """The prompt variant of every condition and the prompts it overrides, with their hashes."""
-    scenario = meta.get("scenario") or {}
-    variants = scenario.get("prompt_variants") or {}
-    shared = scenario.get("prompts") or {}
+    variants = record.section("prompt_variants")
+    shared = record.section("prompts")
     if not variants and not shared:
         return None
     out = []
     for slug in conditions:
         variant = split_slug(slug)[1]
-        refs = {**shared, **(variants.get(variant) or {})}
+        refs = {**shared, **((variants.get(variant) if variant is not None else None) or {})}
         prompts = "; ".join(f"{k} {v.get('sha256', '')[:12]}" for k, v in sorted(refs.items()) if isinstance(v, dict))
         out.append([slug, variant or DEFAULT_PROMPTS, prompts or "shipped prompts"])
     return Table("Prompt variant of every condition", ["condition", "variant", "overridden prompts (sha256)"], out,
                  note="run.json's scenario keeps each override's file, text and sha256.")
 
 
-def build(rows: list[Row], meta: dict[str, Any], conditions: Sequence[str], pairs: Sequence[tuple[str, str]], *,
+def build(rows: list[Row], record: RunRecord, conditions: Sequence[str], pairs: Sequence[tuple[str, str]], *,
           n_boot: int = 10000) -> list[Table]:
     """Every axis table of a run (none for a run without `models:` or `prompt_variants:`)."""
     tables = axis_tables(rows, conditions, pairs, "model", n_boot=n_boot)
     tables += axis_tables(rows, conditions, pairs, "prompts", n_boot=n_boot)
-    named = variants_table(meta, conditions)
+    named = variants_table(record, conditions)
     return tables + ([named] if named is not None else [])

@@ -28,6 +28,7 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import plots
 from medpanel.experiments.analysis.stats import paired_comparison
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
 
 BENCHMARK_PIPELINES = frozenset({"benchmark", "zero-shot", "few-shot", "cot-sc", "multipersona", "self-refine",
@@ -52,8 +53,8 @@ GPT4O_ANCHOR: dict[str, tuple[int, float]] = {
 }
 
 
-def applies(meta: dict[str, Any]) -> bool:
-    return (meta.get("scenario") or {}).get("pipeline") in BENCHMARK_PIPELINES
+def applies(record: RunRecord) -> bool:
+    return record.named_pipeline in BENCHMARK_PIPELINES
 
 
 def dataset_order(rows: Sequence[Row]) -> list[str]:
@@ -143,9 +144,9 @@ def paired_vs_reference_table(rows: Sequence[Row], conditions: list[str], *, n_b
                       "over questions; p = exact McNemar on the discordant questions.")
 
 
-def benchmark_tables(rows: Sequence[Row], conditions: list[str], meta: dict[str, Any], *,
+def benchmark_tables(rows: Sequence[Row], conditions: list[str], record: RunRecord, *,
                      n_boot: int = 10000) -> list[Table]:
-    if not applies(meta) or not rows:
+    if not applies(record) or not rows:
         return []
     tables = [context_table(rows, conditions)]
     paired = paired_vs_reference_table(rows, conditions, n_boot=n_boot)

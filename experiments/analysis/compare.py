@@ -95,8 +95,8 @@ def default_pairs(labels: list[str], slugs_by_run: list[list[str]]) -> list[tupl
 def compare_tables(cmp: Comparison, *, n_boot: int = 10000) -> list[Table]:
     out = []
     for label, run in zip(cmp.labels, cmp.runs, strict=True):
-        model = run.meta.get("model", {})
-        out.append([label, run.meta.get("name", ""), f"{model.get('backend', '')}/{model.get('name') or 'default'}",
+        model = run.record.model
+        out.append([label, run.record.name, f"{model.backend or ''}/{model.name or 'default'}",
                     ", ".join(run.conditions), len({r.key for r in run.rows}), len(run.rows)])
     runs = Table("Runs compared", ["label", "scenario", "model", "conditions", "questions", "rows"], out)
     aligned = [r for r in cmp.rows if r.key in cmp.common]

@@ -42,7 +42,7 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
         key = (h["condition"], h["dataset"], h["qid"], int(h["repeat"]))
         leaks.setdefault(key, set()).update(x["kind"] for x in h["hits"])
     order = {c: i for i, c in enumerate(data.conditions)}
-    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
+    scoring = data.record.scoring
     for row in sorted(data.rows, key=lambda r: (order.get(r.condition, 99), r.dataset, r.qid, r.repeat)):
         found = data.transcript(row)
         doc = found or {}

@@ -3,7 +3,7 @@ small-model accommodations in force, as one short header for the terminal report
 
 from __future__ import annotations
 
-from typing import Any
+from medpanel.experiments.run.records import RunRecord
 
 CACHE_MEANING = {
     "run": "identical requests answered once across conditions: common random numbers",
@@ -19,14 +19,9 @@ _LIMITS = (
 )
 
 
-def cache_mode(meta: dict[str, Any]) -> str:
-    """The run's `model.cache` (run.json's model block; older runs only have it in the scenario)."""
-    return str(meta.get("model", {}).get("cache") or meta.get("scenario", {}).get("model", {}).get("cache") or "run")
-
-
-def accommodations_text(meta: dict[str, Any]) -> str:
-    acc = meta.get("accommodations")
-    if not isinstance(acc, dict):
+def accommodations_text(record: RunRecord) -> str:
+    acc = record.accommodations
+    if acc is None:
         return "not recorded (run made before medpanel recorded them)"
     parts = []
     for key, bounded, unbounded in _LIMITS:
@@ -40,7 +35,7 @@ def accommodations_text(meta: dict[str, Any]) -> str:
     return f"{acc.get('backend', '?')} backend: " + ", ".join(parts)
 
 
-def header_lines(meta: dict[str, Any]) -> list[str]:
-    mode = cache_mode(meta)
+def header_lines(record: RunRecord) -> list[str]:
+    mode = record.cache_mode
     return [f"cache: {mode} ({CACHE_MEANING.get(mode, 'unknown mode')})",
-            f"accommodations: {accommodations_text(meta)}"]
+            f"accommodations: {accommodations_text(record)}"]

@@ -36,6 +36,7 @@ from medpanel.agents.types import Question
 from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, when
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import safe_stem
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import RunData, load_run
 from medpanel.experiments.run.store import Row
 
@@ -56,17 +57,16 @@ def _value(row: Row) -> str:
     return "C" if row.status == "correct" else "I" if row.status == "wrong" else "N"
 
 
-def _qualifier(meta: dict[str, Any]) -> Any:
+def _qualifier(record: RunRecord) -> Any:
     """Names a model as `backend/name`, the one form used in `eval.model`, `model_usage` and events.
 
     A transcript records the model's own name; its backend comes from the run's model blocks."""
-    main = meta.get("model") or {}
-    backends = {str(m.get("name")): str(m.get("backend")) for m in (meta.get("scenario") or {}).get("models") or []
-                if isinstance(m, dict) and m.get("name") and m.get("backend")}
-    default = str(main.get("backend") or "unknown")
+    main = record.model
+    backends = {str(m.get("name")): str(m.get("backend")) for m in record.models if m.get("name") and m.get("backend")}
+    default = main.backend or "unknown"
 
     def qualify(name: str | None) -> str:
-        name = name or str(main.get("name") or "default")
+        name = name or main.name or "default"
         return f"{backends.get(name, default)}/{name}"
 
     return qualify
@@ -84,7 +84,7 @@ def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> 
     # Stable across exports of the same run (a re-export is the same samples), and apart for two runs
     # that share a folder name (the run's creation time is part of the key).
     sample_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
-        ["medpanel", run_id, data.meta.get("created"), row.condition, row.dataset, row.qid, row.repeat])))
+        ["medpanel", run_id, data.record.created, row.condition, row.dataset, row.qid, row.repeat])))
     built = sample_events(doc, sample_uuid, qualify, config)
     usage: dict[str, ModelUsage] = {}
     for ev in built.events:
@@ -121,10 +121,11 @@ def _log(data: RunData, condition: str, repeat: int, rows: list[Row]) -> Any:
     log = _inspect()
     from inspect_ai.model import GenerateConfig, ModelUsage
 
-    meta = data.meta
-    qualify = _qualifier(meta)
-    mm = meta.get("model") or {}
-    config = GenerateConfig(**{k: mm[k] for k in ("temperature", "seed", "max_tokens") if mm.get(k) is not None})
+    record = data.record
+    qualify = _qualifier(record)
+    mm = record.model
+    config = GenerateConfig(**({} if mm.temperature is None else {"temperature": mm.temperature}),
+                            **({} if mm.seed is None else {"seed": mm.seed}))
     run_id = safe_stem(data.run_dir.name, data.run_dir.name)
     samples = [_sample(data, r, qualify, config, run_id) for r in rows]
     usage: dict[str, ModelUsage] = defaultdict(ModelUsage)
@@ -137,22 +138,22 @@ def _log(data: RunData, condition: str, repeat: int, rows: list[Row]) -> Any:
     model = calls.most_common(1)[0][0] if calls else qualify(None)
     n = len(rows)
     counts = {k: sum(r.status == k for r in rows) for k in ("correct", "wrong", "invalid", "error")}
-    git = meta.get("git") or {}
-    revision = log.EvalRevision(type="git", origin="", commit=git["commit"], dirty=git.get("dirty")) \
-        if git.get("commit") else None
-    created = meta.get("created") or ""
+    git = record.git
+    revision = log.EvalRevision(type="git", origin="", commit=git.commit, dirty=git.dirty) if git.commit else None
+    created = record.created or ""
     spec = log.EvalSpec(
         eval_id=safe_stem(f"{condition}-r{repeat}", run_id, condition, repeat), run_id=run_id, created=created,
-        task=f"{meta.get('name', data.run_dir.name)}/{condition}", task_id=condition,
+        task=f"{record.name}/{condition}", task_id=condition,
         task_description=f"medpanel condition {condition} of run {data.run_dir.name}",
-        solver=str(meta.get("scenario", {}).get("pipeline", "")),
+        solver=record.named_pipeline or "",
         dataset=log.EvalDataset(name=",".join(sorted({r.dataset for r in rows})), samples=n,
                                 sample_ids=[f"{r.dataset}:{r.qid}" for r in rows]),
-        model=model, model_base_url=(meta.get("model") or {}).get("base_url"),
-        config=log.EvalConfig(epochs=int(meta.get("repeats") or 1)), revision=revision,
-        packages={k: str(v) for k, v in (meta.get("versions") or {}).items()},
+        model=model, model_base_url=mm.base_url,
+        config=log.EvalConfig(epochs=record.repeats or 1), revision=revision,
+        packages=dict(record.versions),
         metadata={"medpanel_run": data.run_dir.name, "condition": condition, "repeat": repeat,
-                  "commit": git.get("commit"), "dirty": git.get("dirty"), "config": meta})
+                  "commit": git.commit, "dirty": git.dirty,
+                  "config": record.model_dump(mode="json", exclude_unset=True)})
     accuracy = counts["correct"] / n if n else 0.0
     results = log.EvalResults(total_samples=n, completed_samples=n - counts["error"], scores=[log.EvalScore(
         name=SCORER, scorer=SCORER, scored_samples=n, unscored_samples=0,
@@ -181,7 +182,7 @@ def write_inspect_logs(run_dir: Path, out_dir: Path) -> list[Path]:
         groups[(r.condition, r.repeat)].append(r)
     order = {c: i for i, c in enumerate(data.conditions)}
     # Inspect names logs `<created>_<task>_<id>.eval` and its viewer lists them by that name.
-    stamp = re.sub(r"[^0-9A-Za-z+-]", "-", data.meta.get("created") or "") or "run"
+    stamp = re.sub(r"[^0-9A-Za-z+-]", "-", data.record.created or "") or "run"
     run = data.run_dir.name
     built = []
     for (cond, rep), rows in sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1])):

@@ -13,10 +13,9 @@ the model's list price (`run.prices` wins).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.benchmark_table import context_table
@@ -25,6 +24,7 @@ from medpanel.experiments.analysis.inference.paired_data import align
 from medpanel.experiments.analysis.study_plots import forest_plot
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.references import Item, References, read_file, select
 from medpanel.experiments.run.store import Row
 
@@ -67,14 +67,14 @@ def _row(name: str, item: Item, price: Price | None) -> Row:
                cost_usd=usd or 0.0)
 
 
-def spec_of(meta: Mapping[str, Any]) -> References | None:
-    raw = (meta.get("scenario") or {}).get("references")
+def spec_of(record: RunRecord) -> References | None:
+    raw = record.scenario.get("references")
     return References.model_validate(raw) if raw else None
 
 
-def load(rows: Sequence[Row], meta: Mapping[str, Any]) -> tuple[list[Reference], str]:
+def load(rows: Sequence[Row], record: RunRecord) -> tuple[list[Reference], str]:
     """The run's references on its answered questions, and a note (a changed or unreadable file)."""
-    spec = spec_of(meta)
+    spec = spec_of(record)
     if spec is None:
         return [], ""
     try:
@@ -85,8 +85,7 @@ def load(rows: Sequence[Row], meta: Mapping[str, Any]) -> tuple[list[Reference],
     note = "" if spec.sha256 in (None, ref.sha256) else (
         f"{ref.path.name} changed since the run was planned (SHA-256 {ref.sha256[:12]}, planned "
         f"{spec.sha256[:12]}). ")
-    prices = {**LIST_PRICES, **{m: Price.model_validate(p) for m, p in
-                                ((meta.get("scenario") or {}).get("run") or {}).get("prices", {}).items()}}
+    prices = {**LIST_PRICES, **{m: Price.model_validate(p) for m, p in record.prices.items()}}
     gold = {r.key: r.gold for r in rows}  # as at plan time: an item with another gold letter is another question
     out = []
     for run in spec.runs:
@@ -179,10 +178,10 @@ def paired_table(pairs: Sequence[Pairing]) -> Table:
                       "paired with each repeat of the run.")
 
 
-def reference_tables(rows: Sequence[Row], conditions: Sequence[str], meta: Mapping[str, Any], *,
+def reference_tables(rows: Sequence[Row], conditions: Sequence[str], record: RunRecord, *,
                      n_boot: int = 10_000) -> list[Table]:
     """The report's tables for a run whose scenario names `references:` (none otherwise)."""
-    refs, note = load(rows, meta)
+    refs, note = load(rows, record)
     if not refs:
         return [Table(f"Published references ({PUBLISHED})", ["note"], [[note]])] if note else []
     missing = [f"{ref.name} lacks {ref.missing} of the run's questions" for ref in refs if ref.missing]
@@ -190,10 +189,10 @@ def reference_tables(rows: Sequence[Row], conditions: Sequence[str], meta: Mappi
     return [published_table(rows, refs, note), paired_table(pairings(rows, conditions, refs, n_boot=n_boot))]
 
 
-def write_reference_forest(rows: list[Row], meta: Mapping[str, Any], conditions: Sequence[str], out_dir: Path, *,
+def write_reference_forest(rows: list[Row], record: RunRecord, conditions: Sequence[str], out_dir: Path, *,
                            n_boot: int = 10_000) -> list[Path]:
     """forest_references.{png,svg}: each condition (first run) minus each reference, pooled and per dataset."""
-    refs, _note = load(rows, meta)
+    refs, _note = load(rows, record)
     if not refs:
         return []
     out_dir.mkdir(parents=True, exist_ok=True)

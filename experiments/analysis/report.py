@@ -24,6 +24,7 @@ from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
 
@@ -126,11 +127,10 @@ def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]])
     return out
 
 
-def comparison_pairs(meta: dict[str, Any], conditions: list[str]) -> list[tuple[str, str]]:
+def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str, str]]:
     """The scenario's `compare` (or the pairs that differ in one flag), within every model and variant."""
-    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
-    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
-    return expand_pairs([tuple(p) for p in compare], conditions)
+    compare = record.compare or default_comparisons(conditions, record.flags)
+    return expand_pairs(list(compare), conditions)
 
 
 def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
@@ -191,15 +191,12 @@ def errors_table(rows: list[Row]) -> Table | None:
     return Table("Errors by kind", ["condition", "kind", "count"], [[c, k, n] for (c, k), n in sorted(counts.items())])
 
 
-def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
+def pipeline_tables(record: RunRecord) -> tuple[TableSpec, ...]:
     """The tables of the run's own pipeline (`Pipeline.tables`). A pipeline not installed here adds
     none; a record that names no pipeline (a hand-built one) gets every built-in pipeline's tables,
     each of which applies only to rows that carry its facts."""
-    name = (meta.get("scenario") or {}).get("pipeline")
-    if name is None:
-        names = list(dict.fromkeys(["panel", *PIPELINES]))  # the panel's tables first, as they always came
-    else:
-        names = [str(name)]
+    name = record.named_pipeline
+    names = list(dict.fromkeys(["panel", *PIPELINES])) if name is None else [name]  # the panel's first, as always
     specs: list[TableSpec] = []
     for n in names:
         try:
@@ -210,35 +207,32 @@ def pipeline_tables(meta: dict[str, Any]) -> tuple[TableSpec, ...]:
     return tuple(specs)
 
 
-def build_tables(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000,
+def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
                  docs: Sequence[Mapping[str, Any]] | None = None,
                  events: study.Events | None = None, ts: Sequence[Trajectory] | None = None) -> list[Table]:
     """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
     errors), the answer transitions when the transcripts (`docs`, one per row) are given, then the
     paired comparisons, the model / variant axes, the factorial of every 2x2, repeats over every
     run, Table 3's contrast and the cost (ledger from `events`, a row -> its transcript's call events)."""
-    slugs = [c["slug"] for c in meta.get("conditions", [])]
-    conditions = condition_order(rows, slugs)
-    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
-    specs = pipeline_tables(meta)
+    conditions = condition_order(rows, record.slugs)
+    specs = pipeline_tables(record)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
     extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
     extra += [repeats_table(rows, conditions), errors_table(rows)]
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
-    extra += benchmark_tables(rows, conditions, meta, n_boot=n_boot)  # Table 7 shape: benchmark runs only
-    extra += reference_tables(rows, conditions, meta, n_boot=n_boot)  # published runs named in `references:`
+    extra += benchmark_tables(rows, conditions, record, n_boot=n_boot)  # Table 7 shape: benchmark runs only
+    extra += reference_tables(rows, conditions, record, n_boot=n_boot)  # published runs named in `references:`
     tables += [x for x in extra if x is not None]
     if docs is not None:
-        scoring = scoring_of(meta)
-        tables += transition_tables(docs, conditions, scoring=scoring, n_boot=n_boot, ts=ts)
-    pairs = comparison_pairs(meta, conditions)
+        tables += transition_tables(docs, conditions, scoring=record.scoring, n_boot=n_boot, ts=ts)
+    pairs = comparison_pairs(record, conditions)
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
-    tables += axes_tables.build(rows, meta, conditions, pairs, n_boot=n_boot)
-    tables += [study.factorial_table(f) for f in study.factorials(rows, flags, n_boot=n_boot)]
+    tables += axes_tables.build(rows, record, conditions, pairs, n_boot=n_boot)
+    tables += [study.factorial_table(f) for f in study.factorials(rows, record.flags, n_boot=n_boot)]
     tables += study.repeat_tables(rows, conditions, pairs, n_boot=n_boot)
     t3 = study.table3_contrast(rows, conditions, n_boot=n_boot)
-    prices = (meta.get("scenario", {}).get("run") or {}).get("prices") or {}
+    prices = record.prices
     lines = study.ledger_lines(rows, events, study.prices_of(prices)) if events is not None else []
     tables += [t for t in (t3, study.ledger_table(lines, conditions, bool(prices)),
                            study.usd_per_extra_table(rows, pairs)) if t is not None]
@@ -260,21 +254,16 @@ class RunTables:
         return [(*r.key, r.condition, r.repeat) for r in rows] == [(*r.key, r.condition, r.repeat) for r in self.rows]
 
 
-def read_run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> RunTables:
+def read_run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> RunTables:
     """The full report of a run directory (what the CLI prints and writes): every table, the
     transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
     docs = run_docs(run_dir, rows)
-    ts = trajectories(docs, scoring=scoring_of(meta))
-    return RunTables(rows, docs, ts, build_tables(rows, meta, docs=docs, events=call_events(rows, docs), ts=ts))
+    ts = trajectories(docs, scoring=record.scoring)
+    return RunTables(rows, docs, ts, build_tables(rows, record, docs=docs, events=call_events(rows, docs), ts=ts))
 
 
-def scoring_of(meta: Mapping[str, Any]) -> str:
-    """How the run's answers are scored (the dataset's `scoring`), which the trajectories need."""
-    return str(meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
-
-
-def run_tables(run_dir: Path, rows: list[Row], meta: dict[str, Any]) -> list[Table]:
-    return read_run_tables(run_dir, rows, meta).tables
+def run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> list[Table]:
+    return read_run_tables(run_dir, rows, record).tables
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:

@@ -17,6 +17,7 @@ import numpy as np
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.report import comparison_pairs, paired_table
 from medpanel.experiments.analysis.stats import mean_ci, wilson_ci
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
 
@@ -35,11 +36,9 @@ class RunSummary:
     """Comparisons not shown (over `MAX_VERDICTS`): the full report has them."""
 
 
-def priced(meta: dict[str, Any]) -> bool:
+def priced(record: RunRecord) -> bool:
     """Whether the run had prices (run.prices, or a models axis with its own): unpriced USD is unknown, not $0."""
-    sc = meta.get("scenario") or {}
-    return bool((sc.get("run") or {}).get("prices")) or any(
-        isinstance(m, dict) and m.get("prices") for m in sc.get("models") or [])
+    return bool(record.prices) or any(m.get("prices") for m in record.models)
 
 
 def accuracy_ci(sel: list[Row]) -> tuple[float, float]:
@@ -95,8 +94,8 @@ def verdicts_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int
     return table, max(0, len(full.rows) - MAX_VERDICTS)
 
 
-def run_summary(rows: list[Row], meta: dict[str, Any], *, n_boot: int = 10000) -> RunSummary:
-    conditions = condition_order(rows, [c["slug"] for c in meta.get("conditions", [])])
-    verdicts, more = verdicts_table(rows, comparison_pairs(meta, conditions), n_boot=n_boot)
-    return RunSummary(accuracy_table(rows, conditions, usd=priced(meta) or any(r.cost_usd for r in rows)),
+def run_summary(rows: list[Row], record: RunRecord, *, n_boot: int = 10000) -> RunSummary:
+    conditions = condition_order(rows, record.slugs)
+    verdicts, more = verdicts_table(rows, comparison_pairs(record, conditions), n_boot=n_boot)
+    return RunSummary(accuracy_table(rows, conditions, usd=priced(record) or any(r.cost_usd for r in rows)),
                       verdicts, more)

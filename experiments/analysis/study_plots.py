@@ -8,15 +8,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from medpanel.experiments.analysis.inference.contrasts import Adjusted, pair_family
 from medpanel.experiments.analysis.inference.factorial import Factorial
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.plots import _figure, _save
 from medpanel.experiments.analysis.study import factorials
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
 
 POOLED = "pooled"
@@ -76,12 +75,11 @@ def interaction_plot(f: Factorial, out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, f"interaction_{g.a}x{g.b}" + "".join(f"_{k}{v}" for k, v in sorted(g.fixed.items())))
 
 
-def write_study_plots(rows: list[Row], meta: Mapping[str, Any], pairs: list[tuple[str, str]], out_dir: Path, *,
+def write_study_plots(rows: list[Row], record: RunRecord, pairs: list[tuple[str, str]], out_dir: Path, *,
                       n_boot: int = 10_000) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
     paths = forest_plot(rows, pairs, out_dir, n_boot=n_boot)
-    for f in factorials(rows, flags, n_boot=n_boot, models=False):
+    for f in factorials(rows, record.flags, n_boot=n_boot, models=False):
         if f.n:
             paths += interaction_plot(f, out_dir)
     return paths

@@ -28,12 +28,11 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.ownership import refuse_run_records
 from medpanel.experiments.run.rundir import (
-    load_meta,
     load_record,
     load_run,
+    load_transcript,
     open_store,
     progress_note,
-    read_transcript,
     transcript_path,
 )
 from medpanel.experiments.run.runlock import lock_holder
@@ -87,7 +86,7 @@ def view(
     rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
 ) -> None:
     """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
-    load_meta(run_dir)  # a damaged run is refused even when an old report is there to serve
+    load_record(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
     if rebuild or not (report / "index.html").is_file():
         paths = write_html_report(run_dir)
@@ -153,7 +152,7 @@ def export(
     """One record per (condition, question, repeat) with every row, summary and question field; or
     (--format inspect) one Inspect AI eval log per condition and repeat, for `inspect view`."""
     if fmt == "inspect":
-        load_meta(run_dir)
+        load_record(run_dir)
         folder = out or run_dir / "report" / "inspect"
         refuse_run_records(folder, field="--out")
         if folder.exists() and not folder.is_dir():
@@ -165,7 +164,7 @@ def export(
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}. Use --format jsonl, csv or inspect", field="--format")
 
-    load_meta(run_dir)
+    load_record(run_dir)
     if out is not None and str(out) == "-":
         write_export(run_dir, fmt, sys.stdout)
         _note_progress(run_dir)
@@ -249,7 +248,7 @@ def show(
     full: Annotated[bool, typer.Option(help="Also print the messages sent with every call.")] = False,
 ) -> None:
     """Print a debate turn by turn, with parsed fields and tokens."""
-    store = open_store(run_dir, load_meta(run_dir))
+    store = open_store(run_dir, load_record(run_dir))
     try:
         store.sync_transcripts()
         rows = store.rows()
@@ -272,7 +271,7 @@ def show(
             console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
                           markup=False)
             continue
-        print_transcript(read_transcript(path), full=full)
+        print_transcript(load_transcript(path), full=full)
     _note_progress(run_dir)
 
 

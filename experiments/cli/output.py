@@ -26,7 +26,8 @@ from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_t
 from medpanel.experiments.analysis.run_summary import run_summary
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
-from medpanel.experiments.run.rundir import load_meta, open_store
+from medpanel.experiments.run.records import RunRecord, TranscriptRecord
+from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.store import Row
 
 
@@ -52,22 +53,22 @@ def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel r
         console.print(Text(t.note, style="dim"))
 
 
-def _read(run_dir: Path) -> tuple[dict[str, Any], list[Row]]:
-    meta = load_meta(run_dir)
-    store = open_store(run_dir, meta)
+def _read(run_dir: Path) -> tuple[RunRecord, list[Row]]:
+    record = load_record(run_dir)
+    store = open_store(run_dir, record)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
     rows = store.rows()
     store.close()
-    return meta, rows
+    return record, rows
 
 
-def print_header(meta: dict[str, Any]) -> None:
+def print_header(record: RunRecord) -> None:
     """What was run and how it departs from the papers: printed before any number is read."""
-    sc = meta.get("scenario", {})
-    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", meta.get("name", ""))),
+    sc = record.scenario
+    console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", record.name)),
                                 f": {sc['description']}" if sc.get("description") else ""))
     console.print(Text(f"protocol: {protocol_line(sc)}"))
-    for line in header_lines(meta):
+    for line in header_lines(record):
         console.print(line, markup=False, highlight=False)
 
 
@@ -86,12 +87,12 @@ def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
 
 def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | None, RunTables | None]:
     """`summarise`, also handing back what the tables were built from, for the HTML site to share."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return None, None
-    print_header(meta)
-    read = read_run_tables(run_dir, rows, meta)
+    print_header(record)
+    read = read_run_tables(run_dir, rows, record)
     return _print_and_write(run_dir, rows, read.tables, write), read
 
 
@@ -114,11 +115,11 @@ def _print_and_write(run_dir: Path, rows: list[Row], tables: list[Table], write:
 
 def write_full_report(run_dir: Path) -> list[Path] | None:
     """`medpanel report`'s files, written without printing (what a tracker logs after a run)."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         return None
     try:
-        return write_report(run_dir, run_tables(run_dir, rows, meta))
+        return write_report(run_dir, run_tables(run_dir, rows, record))
     except OSError as exc:
         error_line(f"cannot write the report to {exc.filename or run_dir / 'report'}: {exc.strerror or exc}")
         return None
@@ -127,12 +128,12 @@ def write_full_report(run_dir: Path) -> list[Path] | None:
 def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     """The end of `medpanel run`: accuracy with its CI, invalid and errors, and the cost per
     condition; the paired verdicts; and the commands that print every table and open the viewer."""
-    meta, rows = _read(run_dir)
+    record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return
-    print_header(meta)
-    summary = run_summary(rows, meta, n_boot=n_boot)
+    print_header(record)
+    summary = run_summary(rows, record, n_boot=n_boot)
     where = f"medpanel report {run_dir}"
     print_table(summary.accuracy, where=where, compact=True)
     if summary.verdicts is not None:
@@ -144,40 +145,39 @@ def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     console.print(f"The viewer:  medpanel view {run_dir}", markup=False, highlight=False, soft_wrap=True)
 
 
-def print_transcript(doc: dict[str, Any], *, full: bool = False) -> None:
+def print_transcript(record: TranscriptRecord, *, full: bool = False) -> None:
     # Everything below comes from a model, a dataset or a corpus: it is printed as Text, never
     # parsed as rich markup (a "[/b]" in a question would otherwise crash the command, and a tag
-    # meant as styling would be printed literally where markup is off).
-    doc = printable(doc)  # no escape sequence from a model or a dataset reaches the terminal
-    q = doc["question"]
-    verdict = "ERROR" if doc.get("error") else "INVALID" if doc["invalid"] else "correct" if doc["correct"] else "wrong"
-    head = Text.assemble((str(doc["condition"]), "bold"),
-                         f"  {q['dataset']}/{q['qid']}  answer {','.join(doc['answer']) or '-'}  "
-                         f"gold {','.join(doc['gold'])}  -> {verdict}   calls {doc['calls']}  tokens {doc['tokens']}")
-    opts = "\n".join(f"  ({k}) {v}" for k, v in q["options"].items())
+    # meant as styling would be printed literally where markup is off). No escape sequence from a
+    # model or a dataset reaches the terminal: the record is read back with every string escaped.
+    t = TranscriptRecord.model_validate(printable(record.model_dump(mode="json")))
+    q = t.question
+    verdict = "ERROR" if t.error else "INVALID" if t.invalid else "correct" if t.correct else "wrong"
+    head = Text.assemble((t.condition, "bold"),
+                         f"  {q.dataset}/{q.qid}  answer {','.join(t.answer) or '-'}  "
+                         f"gold {','.join(t.gold)}  -> {verdict}   calls {t.calls}  tokens {t.tokens}")
+    opts = "\n".join(f"  ({k}) {v}" for k, v in q.options.items())
     console.print(head)
-    console.print(Panel(Text(f"{q['text']}\n\n{opts}"), title="question", title_align="left"))
-    for e in doc["events"]:
-        where = f"r{e['round']}t{e['turn']}" if e.get("round") else ""
-        tag = f"{e['kind']:<8} {e['role']:<11} {e['agent']:<22} {e['step']:<18} {where}"
-        if e["kind"] == "call":
-            usage = e.get("usage", {})
-            meta = (f"tok {usage.get('prompt_tokens', 0)}+{usage.get('completion_tokens', 0)}  "
-                    f"{e.get('latency_s', 0):.2f}s{'  cached' if e.get('cache_hit') else ''}"
-                    f"{'  INVALID' if e.get('invalid') else ''}")
-            body = json.dumps(e["parsed"], ensure_ascii=False, indent=1) if e.get("parsed") else e.get("content", "")
-            if e.get("error"):
-                body += f"\n[{e['error']}]"
-            if full:
+    console.print(Panel(Text(f"{q.text}\n\n{opts}"), title="question", title_align="left"))
+    for e in t.events:
+        where = f"r{e.round}t{e.turn}" if e.round else ""
+        tag = f"{e.kind:<8} {e.role:<11} {e.agent:<22} {e.step:<18} {where}"
+        if e.kind == "call":
+            meta = (f"tok {e.usage.prompt_tokens}+{e.usage.completion_tokens}  "
+                    f"{e.latency_s:.2f}s{'  cached' if e.cache_hit else ''}{'  INVALID' if e.invalid else ''}")
+            body = json.dumps(e.parsed, ensure_ascii=False, indent=1) if e.parsed else e.content
+            if e.error:
+                body += f"\n[{e.error}]"
+            if full:  # the messages sent, in the request's own (OpenAI) shape
                 body = "\n".join(f"<{m['role']}{':' + m['name'] if m.get('name') else ''}> {m['content']}"
-                                 for m in e.get("messages", [])) + "\n---\n" + body
+                                 for m in e.messages) + "\n---\n" + body
             console.print(Panel(Text(body), title=Text(f"{tag}  {meta}"), title_align="left",
-                                border_style=_colour(e["role"])))
+                                border_style=_colour(e.role)))
         else:
-            data = f"  {json.dumps(e['data'], ensure_ascii=False)}" if e.get("data") else ""
-            console.print(Text.assemble((tag, "bold"), f" {e.get('content', '')}{data}"))
-    if doc.get("error"):
-        console.print(Text(f"error: {doc['error']}"))
+            data = f"  {json.dumps(e.data, ensure_ascii=False)}" if e.data else ""
+            console.print(Text.assemble((tag, "bold"), f" {e.content}{data}"))
+    if t.error:
+        console.print(Text(f"error: {t.error}"))
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -23,7 +23,7 @@ from typing import Any
 from medpanel.agents.pipelines.run import Resolved
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.rundir import load_meta, open_store
+from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.scenario import BudgetMatch
 from medpanel.experiments.run.store import Row
 
@@ -101,20 +101,19 @@ def load_reference(spec: BudgetMatch, *, model: tuple[str, str] | None = None,
     if not meta_path.is_file():
         raise UserError(f"{spec.run} is not a medpanel run directory (no run.json). {FIX}", file=file,
                         field="budget_match.run")
-    meta = load_meta(run_dir, arg="budget_match.run")
-    ref_model = meta.get("model") or {}
-    theirs = (str(ref_model.get("backend", "")), str(ref_model.get("name") or ""))
+    record = load_record(run_dir, arg="budget_match.run")
+    theirs = (record.model.backend or "", record.model.name or "")
     if model is not None and theirs != model and not spec.allow_other_model:
         raise UserError(f"the reference run {spec.run} used model {'/'.join(theirs)}, this scenario uses "
                         f"{'/'.join(model)}: its budgets measure another model. Use the reference's model, or set "
                         "budget_match.allow_other_model: true to match against it anyway", file=file,
                         field="budget_match.allow_other_model")
-    slugs = [c["slug"] for c in meta.get("conditions", [])]
+    slugs = record.slugs
     if spec.condition not in slugs:
         raise UserError(f"condition {spec.condition!r} is not in the reference run {spec.run}; its conditions are: "
                         f"{', '.join(slugs) or 'none'}. Set budget_match.condition to one of them", file=file,
                         field="budget_match.condition")
-    store = open_store(run_dir, meta)
+    store = open_store(run_dir, record)
     try:
         store.sync_transcripts()
         rows = [r for r in store.rows() if r.condition == spec.condition]

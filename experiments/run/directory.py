@@ -24,7 +24,7 @@ from medpanel.experiments.run.ownership import check_new_run_folder, check_parts
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.provenance import git_commit, versions
 from medpanel.experiments.run.records import RUN_FORMAT, RunRecord
-from medpanel.experiments.run.rundir import load_meta, read_run_questions
+from medpanel.experiments.run.rundir import load_record, read_run_questions
 from medpanel.experiments.run.scenario import Scenario, load_scenario
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.store import Store
@@ -124,7 +124,7 @@ def scenario_file_of(run_dir: Path) -> str | None:
         return None
 
 
-def read_plan(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
+def read_plan(run_dir: Path) -> tuple[Plan, RunRecord]:
     """The plan of an existing run directory and its run.json; a `UserError` naming what is wrong."""
     if not (run_dir / "run.json").is_file():
         if run_dir.is_dir() and any((run_dir / n).exists() for n in ("questions.jsonl", "study.db")):
@@ -134,28 +134,27 @@ def read_plan(run_dir: Path) -> tuple[Plan, dict[str, Any]]:
                             f"{scenario_file_of(run_dir) or 'SCENARIO'} --run-dir {run_dir}", field="RUN_DIR")
         raise UserError(f"{run_dir} is not a run directory (no run.json). Pass a directory under runs/",
                         field="RUN_DIR")
-    meta = load_meta(run_dir)
+    record = load_record(run_dir)
     try:
-        scenario = Scenario.model_validate(with_url_secrets(meta["scenario"], meta.get("scenario_file"), run_dir))
-        budget = meta.get("budget_reference")
-        stored = meta.get("plan")
-        if stored is not None and not isinstance(stored, dict):
-            raise TypeError("plan is not an object")
-        plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c) for c in meta["conditions"]],
-                    questions=read_run_questions(run_dir), repeats=int(meta.get("repeats", 1)),
-                    shard_size=int(meta["shard_size"]),
+        scenario = Scenario.model_validate(with_url_secrets(record.scenario, record.scenario_file, run_dir))
+        budget = record.budget_reference
+        if record.shard_size is None:
+            raise KeyError("shard_size")
+        # The plan's conditions are the scenario's own model, not run.json's stricter record of them.
+        plan = Plan(scenario=scenario, conditions=[Condition.model_validate(c.model_dump()) for c in record.conditions],
+                    questions=read_run_questions(run_dir), repeats=record.repeats, shard_size=record.shard_size,
                     budget=BudgetReference.from_json(budget) if budget else None,
-                    record=stored, file=str(run_dir / "run.json"))
+                    record=record.plan, file=str(run_dir / "run.json"))
     except (KeyError, TypeError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
         detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise UserError(f"run.json is damaged or from an incompatible medpanel ({detail}). Restore it from a "
                         "backup, or start the run again", file=str(run_dir / "run.json")) from None
-    return plan, meta
+    return plan, record
 
 
-def check_parts(run_dir: Path, meta: dict[str, Any], store: Store) -> None:
+def check_parts(run_dir: Path, record: RunRecord, store: Store) -> None:
     """Refuse to go on with a run whose run.json or questions.jsonl is another run's (`ownership`)."""
-    check_parts_belong(run_dir, meta, store.get_meta("run_json"), store.get_meta("questions"))
+    check_parts_belong(run_dir, record, store.get_meta("run_json"), store.get_meta("questions"))
 
 
 def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:

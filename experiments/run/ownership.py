@@ -13,9 +13,9 @@ import json
 import sqlite3
 import uuid
 from pathlib import Path
-from typing import Any
 
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.records import RunRecord
 
 RECORDS = frozenset({"run.json", "questions.jsonl", "study.db", "study.db-wal", "study.db-shm", "study.db-journal",
                      "status.json", "runner.lock", "transcripts", "cache", "local_server.log"})
@@ -71,7 +71,7 @@ def check_new_run_folder(run_dir: Path) -> None:
                         "folder for the run", field="--run-dir")
 
 
-def check_parts_belong(run_dir: Path, meta: dict[str, Any], stored_run_json: str | None,
+def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | None,
                        stored_questions: str | None) -> None:
     """Refuse a run whose run.json, questions.jsonl and study come from different runs.
 
@@ -85,10 +85,11 @@ def check_parts_belong(run_dir: Path, meta: dict[str, Any], stored_run_json: str
     except ValueError:
         stored = {}
     stored = stored if isinstance(stored, dict) else {}
-    key = "run_id" if meta.get("run_id") or stored.get("run_id") else "created"
-    if meta.get(key) != stored.get(key):
+    key = "run_id" if record.run_id or stored.get("run_id") else "created"
+    mine = record.run_id if key == "run_id" else record.created
+    if mine != stored.get(key):
         raise UserError(f"run.json belongs to another run than the study database beside it (its {key} is "
-                        f"{meta.get(key)!r}, the study's is {stored.get(key)!r}). Put back this run's own run.json, "
+                        f"{mine!r}, the study's is {stored.get(key)!r}). Put back this run's own run.json, "
                         "or start the run again", file=str(run_dir / "run.json"))
     qfile = run_dir / "questions.jsonl"
     if stored_questions is not None and qfile.is_file():

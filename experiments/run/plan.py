@@ -27,12 +27,10 @@ from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import RunAxes
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
 from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.records import PLAN_FORMAT, PlanRecord
 from medpanel.experiments.run.references import resolve as resolve_references
 from medpanel.experiments.run.scenario import Scenario, updated
 from medpanel.experiments.run.storage import Pair
-
-PLAN_FORMAT = 1
-"""The version of run.json's `plan` block."""
 
 
 @dataclass(frozen=True)
@@ -52,20 +50,20 @@ class ResolvedRun:
     def uses_verifier(self) -> bool:
         return self.pipeline.uses_verifier(list(self.plans.values()), self.settings)
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> PlanRecord:
         """run.json's `plan` block."""
-        return {"format_version": PLAN_FORMAT, "pipeline": self.name,
-                "settings": self.settings.model_dump(mode="json"),
-                "conditions": {slug: p.model_dump(mode="json") for slug, p in self.plans.items()}}
+        return PlanRecord(format_version=PLAN_FORMAT, pipeline=self.name,
+                          settings=self.settings.model_dump(mode="json"),
+                          conditions={slug: p.model_dump(mode="json") for slug, p in self.plans.items()})
 
     @classmethod
-    def from_record(cls, doc: dict[str, Any], *, file: str) -> ResolvedRun:
-        """Read back a stored plan: one lookup, one validation of the settings and of each plan."""
-        name = str(doc["pipeline"])
-        pipeline = _pipeline(name, file)
-        settings = pipeline.settings_model.model_validate(doc["settings"])
-        plans = {slug: pipeline.read_plan(p, settings) for slug, p in doc["conditions"].items()}
-        return cls(name, pipeline, settings, plans)
+    def from_record(cls, record: PlanRecord, *, file: str) -> ResolvedRun:
+        """Read back a stored plan: one lookup, one validation of the settings and of each plan by
+        the pipeline's own models."""
+        pipeline = _pipeline(record.pipeline, file)
+        settings = pipeline.settings_model.model_validate(record.settings)
+        plans = {slug: pipeline.read_plan(p, settings) for slug, p in record.conditions.items()}
+        return cls(record.pipeline, pipeline, settings, plans)
 
 
 def _pipeline(name: str, file: str) -> Pipeline[Any, Any]:
@@ -126,7 +124,7 @@ class Plan:
     """Per-question budgets from `budget_match`, read at plan time and kept in run.json."""
     stored: ResolvedRun | None = field(default=None, repr=False)
     """The resolved pipeline when planning already gave it."""
-    record: dict[str, Any] | None = field(default=None, repr=False)
+    record: PlanRecord | None = field(default=None, repr=False)
     """run.json's `plan` block of an existing run (runs made before the plan was recorded have none)."""
     file: str = "scenario"
     """What error messages name: the scenario file, or an existing run's run.json."""

@@ -2,9 +2,12 @@
 (`TranscriptRecord`); a result row's summary carries its pipeline's `Summary.FORMAT_VERSION`.
 
 Every record has a `format_version`. Files written before versions existed (format 0) have none,
-and read as 0: readers accept them unchanged (tests/test_old_runs.py opens a run made by that
-code). When a format changes, its version goes up and `_upgrade` turns older records into the
-current shape, so every reader sees one shape.
+and read as 0. Format 1 only added fields (`format_version`, run.json's `run_id`, `plan` and
+`tracker`, a transcript's `cached_tokens` and `cache_saved_usd`), each declared below with the value
+a format-0 file means by leaving it out, so one model reads both formats and there is nothing to
+convert (tests/test_old_runs.py opens a run made by that code). A key neither format has (a
+misspelling, another program's field) is refused, naming the key: `extra="forbid"` throughout. A
+format that renames or reshapes a field goes up a version and brings its conversion here.
 """
 
 from __future__ import annotations
@@ -13,18 +16,61 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from medpanel.agents.types import Question, QuestionResult, TranscriptEvent
+from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
 
 RUN_FORMAT = 1
-"""run.json: 1 adds `format_version` and the `plan` block (the pipeline's settings and plans)."""
+"""run.json: 1 adds `format_version`, `run_id`, `tracker` and the `plan` block (the pipeline's settings and plans)."""
 TRANSCRIPT_FORMAT = 1
-"""A transcript file: 1 adds `format_version`, and its summary carries the summary's own version."""
+"""A transcript file: 1 adds `format_version` and the prompt-cache counts, and its summary carries the
+summary's own version."""
+PLAN_FORMAT = 1
+"""The version of run.json's `plan` block."""
+
+_STRICT = ConfigDict(extra="forbid")
+
+
+class ConditionRecord(Condition):
+    """One of run.json's `conditions`: the scenario's condition as it was planned."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class QuestionRecord(Question):
+    """A transcript's `question`: the question as the agents saw it (a free-text task has no options
+    and no gold)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlanRecord(BaseModel):
+    """run.json's `plan` block (`ResolvedRun.record`): the pipeline as the scenario named it, its
+    validated settings and each condition's decoded plan. The settings and plans are the pipeline's
+    own models (`settings_model`, `plan_model`, subclasses of `PipelineSettings` and `ConditionPlan`),
+    so they are stored as their JSON and read back by that pipeline (`ResolvedRun.from_record`):
+    this record cannot know a plugin pipeline's fields."""
+
+    model_config = _STRICT
+
+    format_version: int = PLAN_FORMAT
+    pipeline: str
+    settings: dict[str, Any]
+    conditions: dict[str, dict[str, Any]]
+    """Condition slug -> its `ConditionPlan` as JSON."""
+
+
+class GitRecord(BaseModel):
+    """run.json's `git` block: the medpanel checkout's commit and whether it was dirty (None: not a checkout)."""
+
+    model_config = _STRICT
+
+    commit: str | None = None
+    dirty: bool | None = None
 
 
 class ModelRecord(BaseModel):
     """run.json's `model` block: what answered (older runs lack `cache`)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = _STRICT
 
     backend: str | None = None
     name: str | None = None
@@ -40,7 +86,7 @@ class ModelRecord(BaseModel):
 class RunRecord(BaseModel):
     """run.json: the resolved scenario, its conditions and plan, where the run is stored, where it came from."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = _STRICT
 
     format_version: int = 0
     run_id: str | None = None
@@ -49,7 +95,7 @@ class RunRecord(BaseModel):
     scenario_file: str | None = None
     scenario: dict[str, Any]
     """The scenario as validated (`Scenario.model_dump`), `run.storage` without a password."""
-    conditions: list[dict[str, Any]]
+    conditions: list[ConditionRecord]
     n_questions: int | None = None
     repeats: int = 1
     n_pairs: int | None = None
@@ -58,10 +104,10 @@ class RunRecord(BaseModel):
     storage: str | None = None
     model: ModelRecord = Field(default_factory=ModelRecord)
     accommodations: dict[str, Any] | None = None
-    plan: dict[str, Any] | None = None
+    plan: PlanRecord | None = None
     """The pipeline's validated settings and each condition's plan (`ResolvedRun.record`); runs made
     before format 1 have none and are planned again from `scenario` when they resume."""
-    git: dict[str, Any] = Field(default_factory=dict)
+    git: GitRecord = Field(default_factory=GitRecord)
     versions: dict[str, str] = Field(default_factory=dict)
     host: str | None = None
     created: str | None = None
@@ -74,18 +120,66 @@ class RunRecord(BaseModel):
 
     @property
     def slugs(self) -> list[str]:
-        return [str(c.get("slug", "")) for c in self.conditions]
+        return [c.slug for c in self.conditions]
+
+    @property
+    def flags(self) -> dict[str, dict[str, int | str]]:
+        """Condition slug -> its flags."""
+        return {c.slug: dict(c.flags) for c in self.conditions}
+
+    # The scenario block is the validated `Scenario` as JSON (older runs' scenarios lack keys added
+    # since): these read the parts the readers use, with the default the scenario itself has.
+    def section(self, name: str) -> dict[str, Any]:
+        """A block of the recorded scenario (`run`, `dataset`, ...); empty when the run's scenario has none."""
+        value = self.scenario.get(name)
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def named_pipeline(self) -> str | None:
+        """The scenario's `pipeline` as recorded; None in a record that names none (a hand-built one)."""
+        name = self.scenario.get("pipeline")
+        return None if name is None else str(name)
+
+    @property
+    def compare(self) -> list[tuple[str, str]]:
+        """The scenario's `compare` pairs (empty: the report picks the pairs that differ in one flag)."""
+        return [(str(a), str(b)) for a, b in self.scenario.get("compare") or []]
+
+    @property
+    def models(self) -> list[dict[str, Any]]:
+        """The scenario's `models:` axis (each model's block as recorded)."""
+        return [m for m in self.scenario.get("models") or [] if isinstance(m, dict)]
+
+    @property
+    def cache_mode(self) -> str:
+        """`model.cache` (run.json's model block; older runs only have it in the scenario)."""
+        return str(self.model.cache or self.section("model").get("cache") or "run")
+
+    @property
+    def scoring(self) -> str:
+        return str(self.section("dataset").get("scoring", "exact_set"))
+
+    @property
+    def prices(self) -> dict[str, Any]:
+        """`run.prices`: model name -> its prices per million tokens."""
+        return dict(self.section("run").get("prices") or {})
+
+    @property
+    def storage_url(self) -> str | None:
+        """`run.storage` as recorded (without its password); None for the run's own SQLite file."""
+        url = self.section("run").get("storage")
+        return str(url) if url else None
 
 
 class TranscriptRecord(BaseModel):
     """One (condition, question, repeat): the outcome, the counts, the summary and every event."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = _STRICT
 
     format_version: int = 0
     condition: str
-    question: dict[str, Any]
-    """The question as the agents saw it (`Question.model_dump`; a gold-free free-text task has none)."""
+    question: QuestionRecord
+    """The question as the agents saw it."""
     repeat: int = 0
     answer: list[str] = Field(default_factory=list)
     gold: list[str] = Field(default_factory=list)
@@ -99,19 +193,23 @@ class TranscriptRecord(BaseModel):
     latency_s: float = 0.0
     cost_usd: float = 0.0
     cached_tokens: int = 0
-    """Prompt tokens the endpoint's prompt cache served, over the calls sent."""
+    """Prompt tokens the endpoint's prompt cache served, over the calls sent (format 0: not recorded)."""
     cache_saved_usd: float = 0.0
     summary: dict[str, Any] = Field(default_factory=dict)
-    """The pipeline's summary, with its own `format_version` since format 1."""
+    """The pipeline's summary (its `summary_model`, which checks it), with its own `format_version`
+    since format 1."""
     events: list[TranscriptEvent] = Field(default_factory=list)
 
     @classmethod
-    def of(cls, result: QuestionResult, question: Question, cost_usd: float) -> TranscriptRecord:
+    def of(cls, result: QuestionResult, question: Question, cost_usd: float, *, cached_tokens: int = 0,
+           cache_saved_usd: float = 0.0) -> TranscriptRecord:
         return cls(format_version=TRANSCRIPT_FORMAT, condition=result.condition,
-                   question=question.model_dump(mode="json"), repeat=result.repeat, answer=list(result.answer),
+                   question=QuestionRecord.model_validate(question.model_dump()), repeat=result.repeat,
+                   answer=list(result.answer),
                    gold=list(result.gold), correct=result.correct, invalid=result.invalid, error=result.error,
                    error_kind=result.error_kind, calls=result.calls, logical_calls=result.logical_calls,
                    tokens=result.tokens, latency_s=result.latency_s, cost_usd=cost_usd,
+                   cached_tokens=cached_tokens, cache_saved_usd=cache_saved_usd,
                    summary=summary_record(result), events=result.events)
 
 
@@ -121,18 +219,10 @@ def summary_record(result: QuestionResult) -> dict[str, Any]:
 
 
 def read_run_record(doc: dict[str, Any]) -> RunRecord:
-    return RunRecord.model_validate(_upgrade_run(doc))
+    """run.json of format 0 or 1 (`load_record` refuses a newer one first)."""
+    return RunRecord.model_validate(doc)
 
 
 def read_transcript_record(doc: dict[str, Any]) -> TranscriptRecord:
-    return TranscriptRecord.model_validate(_upgrade_transcript(doc))
-
-
-def _upgrade_run(doc: dict[str, Any]) -> dict[str, Any]:
-    # Format 0 -> 1 only added fields, so an old run.json already has the current shape.
-    return doc
-
-
-def _upgrade_transcript(doc: dict[str, Any]) -> dict[str, Any]:
-    # Format 0 -> 1 only added fields, so an old transcript already has the current shape.
-    return doc
+    """A transcript of format 0 or 1 (`load_transcript` refuses a newer one first)."""
+    return TranscriptRecord.model_validate(doc)

@@ -37,23 +37,22 @@ def condition_order(rows: list[Row], conditions: list[str] | None = None) -> lis
     return [c for c in seen if any(r.condition == c for r in rows)] + extra
 
 
-def storage_url(run_dir: Path, meta: dict[str, Any]) -> str:
-    url = meta.get("scenario", {}).get("run", {}).get("storage")
-    return url or f"sqlite:///{run_dir / 'study.db'}"
+def storage_url(run_dir: Path, record: RunRecord) -> str:
+    return record.storage_url or f"sqlite:///{run_dir / 'study.db'}"
 
 
 @dataclass
 class RunData:
     run_dir: Path
-    meta: dict[str, Any]
-    """run.json as read (the dict form of `record`)."""
+    record: RunRecord
+    """run.json as read."""
     rows: list[Row]
     questions: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
 
     @property
     def conditions(self) -> list[str]:
-        return condition_order(self.rows, [c["slug"] for c in self.meta.get("conditions", [])])
+        return condition_order(self.rows, self.record.slugs)
 
     def transcript(self, row: Row) -> dict[str, Any] | None:
         path = transcript_path(self.run_dir, row)
@@ -90,14 +89,19 @@ def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
     try:
         return read_run_record(meta)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "run.json"
-        raise UserError(f"not a medpanel run.json ({where}: {err['msg']}). {RESTORE}", file=str(path)) from None
+        raise record_error(exc, path, "run.json", RESTORE) from None
 
 
-def load_meta(run_dir: Path, *, arg: str = "RUN_DIR") -> dict[str, Any]:
-    """run.json, checked to be a medpanel run's (`load_record`), as the dict the readers walk."""
-    return load_record(run_dir, arg=arg).model_dump(mode="json", exclude_unset=True)
+def record_error(exc: ValidationError, path: Path, what: str, fix: str) -> UserError:
+    """The first field a record failed on, as one line. A key the format does not have (a
+    misspelling such as `recruted`, a key another program added) is named as the field, so it can be
+    found in the file; any other failure says which field and why."""
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"])
+    if err["type"] == "extra_forbidden":
+        return UserError(f"is not a field of a medpanel {what} (a misspelling, or a key another program added). "
+                         f"Remove or correct it, or: {fix}", file=str(path), field=where)
+    return UserError(f"not a medpanel {what} ({where or what}: {err['msg']}). {fix}", file=str(path))
 
 
 def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
@@ -118,15 +122,16 @@ def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, An
         doc = read_json(path, what="transcript", fix=fix)
     if not isinstance(doc, dict):
         raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
+    version = doc.get("format_version", 0)
+    if isinstance(version, int) and not isinstance(version, bool) and version > TRANSCRIPT_FORMAT:
+        raise UserError(f"was written in transcript format {version}, newer than this medpanel reads (format "
+                        f"{TRANSCRIPT_FORMAT}). Upgrade medpanel (pip install -U medpanel) to open it", file=str(path))
     if not messages:
         _drop_messages(doc, path)
     try:
         return read_transcript_record(doc), doc
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"]) or "transcript"
-        raise UserError(f"not a medpanel transcript ({where}: {err['msg']}). Restore it from a backup",
-                        file=str(path)) from None
+        raise record_error(exc, path, "transcript", "Restore it from a backup") from None
 
 
 def _drop_messages(doc: dict[str, Any], path: Path) -> None:
@@ -171,11 +176,11 @@ def read_run_questions(run_dir: Path) -> list[Question]:
     return out
 
 
-def open_store(run_dir: Path, meta: dict[str, Any]) -> Store:
+def open_store(run_dir: Path, record: RunRecord) -> Store:
     """The store of an existing run. A SQLite run whose study.db is gone is refused: opening it
     would create an empty one, and the run would read as having nothing done (a resume would redo
     and overwrite every question)."""
-    url = storage_url(run_dir, meta)
+    url = storage_url(run_dir, record)
     require_study(run_dir, url)
     return Store(url, run_dir)
 
@@ -215,8 +220,8 @@ def read_questions(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
 def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     """Everything the viewer, export and audit need; a UserError if it is not a run directory."""
     run_dir = Path(run_dir)
-    meta = load_meta(run_dir, arg=arg)
-    store = open_store(run_dir, meta)
+    record = load_record(run_dir, arg=arg)
+    store = open_store(run_dir, record)
     try:
         rows = store.rows()
     finally:
@@ -230,18 +235,18 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
                         file=str(status_path))
     if status.get("state") == "running" and lock_holder(run_dir) is None:
         status["state"] = "killed"  # a session wrote "running" and never finished: resume it
-    return RunData(run_dir=run_dir, meta=meta, rows=rows, questions=questions, status=status)
+    return RunData(run_dir=run_dir, record=record, rows=rows, questions=questions, status=status)
 
 
 def progress_note(run_dir: Path) -> str | None:
     """"in progress: N of M pairs done" for a run a process is working on now, "incomplete: ..." for
     one that stopped short; None for a finished run. Readers print it, so partial tables never pass
     for a whole run's."""
-    meta = load_meta(run_dir)
-    total = meta.get("n_pairs")
-    if not isinstance(total, int):
+    record = load_record(run_dir)
+    total = record.n_pairs
+    if total is None:
         return None
-    store = open_store(run_dir, meta)
+    store = open_store(run_dir, record)
     try:
         done = len(store.done())
     finally:
@@ -252,7 +257,7 @@ def progress_note(run_dir: Path) -> str | None:
     except (OSError, ValueError):
         status = {}
     running = lock_holder(run_dir) is not None or (isinstance(status, dict) and status.get("state") == "running"
-                                                    and bool(meta.get("scenario", {}).get("run", {}).get("storage")))
+                                                    and record.storage_url is not None)
     if running:
         return f"{run_dir} is in progress: {done} of {total} pairs done; these results are partial"
     if done < total:

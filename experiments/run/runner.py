@@ -149,7 +149,7 @@ class Runner:
 
     @classmethod
     def open(cls, run_dir: Path) -> Runner:
-        plan, meta = directory.read_plan(run_dir)
+        plan, record = directory.read_plan(run_dir)
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
         if not runner.shared:
@@ -157,10 +157,10 @@ class Runner:
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
         store = Store(runner.storage_url, run_dir)
         try:
-            directory.check_parts(run_dir, meta, store)  # run.json and questions of another run: refused
+            directory.check_parts(run_dir, record, store)  # run.json and questions of another run: refused
         finally:
             store.close()
-        runner.created_with = meta.get("versions") or {}
+        runner.created_with = dict(record.versions)
         return runner
 
     # -- the study -----------------------------------------------------------------------------

@@ -190,17 +190,16 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
 
-    def commit(self, result: QuestionResult, question: Question, owner: str,
-               extra: dict[str, Any] | None = None, cost_usd: float = 0.0, *, replace_error: bool = False,
-               cache_saved_usd: float = 0.0) -> Row:
+    def commit(self, result: QuestionResult, question: Question, owner: str, cost_usd: float = 0.0, *,
+               replace_error: bool = False, cache_saved_usd: float = 0.0) -> Row:
         """Record a finished pair. `replace_error`: the pair has an error row (`--retry-errors`),
         which this result replaces in the same transaction; its transcript is written under a new
         name first, so until the row changes the error row's own transcript stays as it was."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
         path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
-        record = TranscriptRecord.of(result, question, cost_usd)
-        record.cached_tokens, record.cache_saved_usd = result.cached_tokens, cache_saved_usd
-        doc = record.model_dump(mode="json") | (extra or {})
+        record = TranscriptRecord.of(result, question, cost_usd, cached_tokens=result.cached_tokens,
+                                     cache_saved_usd=cache_saved_usd)
+        doc = record.model_dump(mode="json")
         # Compact: `indent` switches json to its pure-Python encoder, several times slower on the
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.

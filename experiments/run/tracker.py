@@ -35,6 +35,7 @@ from typing import Any
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import write_atomic
+from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.store import Row
 
 TRACKERS = ("mlflow", "wandb")
@@ -226,15 +227,15 @@ def open_tracker(kind: str | None, run_dir: Path) -> Tracker | None:
     if kind is None:
         return None
     run_json = run_dir / "run.json"
-    meta: dict[str, Any] = json.loads(run_json.read_text(encoding="utf-8")) if run_json.is_file() else {}
-    scenario = meta.get("scenario") or {}
+    record = load_record(run_dir) if run_json.is_file() else None
+    scenario = record.scenario if record is not None else {}
     params = flatten("", scenario, {})
     params["medpanel.run_dir"] = str(run_dir)
-    flatten("medpanel.commit", (meta.get("git") or {}).get("commit"), params)
+    flatten("medpanel.commit", record.git.commit if record is not None else None, params)
     name = str(scenario.get("name") or run_dir.name)
-    stored = meta.get("tracker") or {}
+    stored = (record.tracker if record is not None else None) or {}
     run_id = str(stored["run_id"]) if stored.get("kind") == kind and stored.get("run_id") else None
-    conditions = [str(c.get("slug")) for c in meta.get("conditions") or []]
+    conditions = record.slugs if record is not None else []
     try:
         backend: _Backend = _MLflow(name, run_dir.name, params, run_id) if kind == "mlflow" \
             else _WandB(name, run_dir.name, params, run_dir, run_id, conditions)
@@ -246,8 +247,10 @@ def open_tracker(kind: str | None, run_dir: Path) -> Tracker | None:
         first = (str(exc).splitlines() or [type(exc).__name__])[0][:300]
         raise UserError(f"run.tracker {kind} could not start: {first}", field="run.tracker") from None
     tracker = Tracker(backend, kind)
-    if meta and meta.get("tracker") != tracker.record:
-        write_atomic(run_json, json.dumps({**meta, "tracker": tracker.record}, indent=2))
+    if record is not None and record.tracker != tracker.record:
+        # The run.json as read (only the keys the file has), with the tracker run added.
+        doc = record.model_dump(mode="json", exclude_unset=True) | {"tracker": tracker.record}
+        write_atomic(run_json, json.dumps(doc, indent=2))
     return tracker
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from medpanel.experiments.analysis.audit import evidence_items
 from medpanel.experiments.analysis.report import default_comparisons
+from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
 
 LARGE_CHARS = 600
@@ -56,10 +57,9 @@ def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> 
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def comparison_pairs(meta: dict[str, Any], conditions: list[str]) -> list[tuple[str, str]]:
+def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str, str]]:
     """The scenario's `compare` pairs (else the one-flag pairs the tables use), reference first."""
-    flags = {c["slug"]: c.get("flags", {}) for c in meta.get("conditions", [])}
-    compare = meta.get("scenario", {}).get("compare") or default_comparisons(conditions, flags)
+    compare = record.compare or default_comparisons(conditions, record.flags)
     return [(a, b) for a, b in compare if a in conditions and b in conditions]
 
 
@@ -175,7 +175,9 @@ def _model(e: dict[str, Any]) -> str:
 
 def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, Any]:
     """What the question table filters on: recruited, retrieved passages, CLEAR route."""
-    recruited = int(row.summary.get("recruited", 0) or 0)
+    # The panel counts its recruits; KAMAC lists them (one dict per expert it brought in).
+    stored = row.summary.get("recruited") or 0
+    recruited = len(stored) if isinstance(stored, list) else int(stored)
     roles = list(row.summary.get("recruited_roles") or [])
     passages = 0
     route = str(row.summary.get("route") or "")

@@ -27,7 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text, cache_mode
+from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.references import write_reference_forest
@@ -90,27 +90,25 @@ def _table_view(t: Table) -> dict[str, Any]:
 
 
 def _header(data: RunData) -> dict[str, Any]:
-    meta, sc = data.meta, data.meta.get("scenario", {})
-    model = meta.get("model", {})
-    git = meta.get("git", {}) or {}
+    record, sc = data.record, data.record.scenario
+    model = record.model
     return {
-        "name": meta.get("name", data.run_dir.name), "run_dir": data.run_dir.name,
+        "name": record.name, "run_dir": data.run_dir.name,
         "description": sc.get("description", ""), "pipeline": sc.get("pipeline", ""),
         "protocol": protocol_line(sc),
-        "scenario_file": meta.get("scenario_file") or "",
-        "model": f"{model.get('backend', '')}/{model.get('name') or 'default'}",
-        "base_url": _redact(model.get("base_url")) if model.get("base_url") else "",
-        "sampling": f"temperature {model.get('temperature')}, seed {model.get('seed')}",
-        "conditions": [{"slug": c.get("slug", ""),
-                        "flags": ", ".join(f"{k}={v}" for k, v in c.get("flags", {}).items())}
-                       for c in meta.get("conditions", [])],
-        "commit": (git.get("commit") or "unknown") + (" (dirty tree)" if git.get("dirty") else ""),
-        "created": meta.get("created", ""), "state": data.status.get("state", "unknown"),
+        "scenario_file": record.scenario_file or "",
+        "model": f"{model.backend or ''}/{model.name or 'default'}",
+        "base_url": _redact(model.base_url) if model.base_url else "",
+        "sampling": f"temperature {model.temperature}, seed {model.seed}",
+        "conditions": [{"slug": c.slug, "flags": ", ".join(f"{k}={v}" for k, v in c.flags.items())}
+                       for c in record.conditions],
+        "commit": (record.git.commit or "unknown") + (" (dirty tree)" if record.git.dirty else ""),
+        "created": record.created or "", "state": data.status.get("state", "unknown"),
         "updated": data.status.get("updated", ""), "remaining": data.status.get("remaining", ""),
-        "n_pairs": meta.get("n_pairs", ""), "done": len(data.rows), "repeats": meta.get("repeats", 1),
-        "versions": meta.get("versions", {}), "dataset": sc.get("dataset", {}),
-        "cache": cache_mode(meta), "cache_meaning": CACHE_MEANING.get(cache_mode(meta), ""),
-        "accommodations": accommodations_text(meta),
+        "n_pairs": "" if record.n_pairs is None else record.n_pairs, "done": len(data.rows),
+        "repeats": record.repeats, "versions": record.versions, "dataset": record.section("dataset"),
+        "cache": record.cache_mode, "cache_meaning": CACHE_MEANING.get(record.cache_mode, ""),
+        "accommodations": accommodations_text(record),
     }
 
 
@@ -142,12 +140,11 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
     doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
-    scoring = str(data.meta.get("scenario", {}).get("dataset", {}).get("scoring", "exact_set"))
     # once (or from the tables'), for the transition figures and every page's flip
-    ts = shared.trajectories if shared is not None else trajectories(docs, scoring=scoring)
+    ts = shared.trajectories if shared is not None else trajectories(docs, scoring=data.record.scoring)
     traj_of = {(r.condition, r.dataset, r.qid, r.repeat): t for r, t in zip(data.rows, ts, strict=True)}
     tables = (list(shared.tables) if shared is not None else
-              build_tables(data.rows, data.meta, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
+              build_tables(data.rows, data.record, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
               if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
@@ -155,17 +152,17 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     transition_files: list[Path] = []
     if plots and data.rows:
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
-        plot_files += write_study_plots(data.rows, data.meta, comparison_pairs(data.meta, conditions), out / "plots",
-                                        n_boot=n_boot)
-        plot_files += write_reference_forest(data.rows, data.meta, conditions, out / "plots", n_boot=n_boot)
-        if benchmark_table.applies(data.meta):  # the Table 7 run's accuracy-vs-tokens Pareto figure
+        plot_files += write_study_plots(data.rows, data.record, comparison_pairs(data.record, conditions),
+                                        out / "plots", n_boot=n_boot)
+        plot_files += write_reference_forest(data.rows, data.record, conditions, out / "plots", n_boot=n_boot)
+        if benchmark_table.applies(data.record):  # the Table 7 run's accuracy-vs-tokens Pareto figure
             plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
         written += plot_files
         transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files
     nonce = secrets.token_urlsafe(16)
     env = environment()
-    pairs = comparison_pairs(data.meta, conditions)
+    pairs = comparison_pairs(data.record, conditions)
     repeats = max([r.repeat for r in data.rows], default=0) + 1
     order = {c: i for i, c in enumerate(conditions)}
     by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
