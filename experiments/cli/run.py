@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,6 +14,7 @@ from medpanel.experiments.cli.output import console, error_line, print_summary, 
 from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
+from medpanel.experiments.run.processes import MemberSpec, member_reporter
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
 from medpanel.experiments.run.storage import is_shared
@@ -48,6 +51,8 @@ def run(
                       typer.Option("--resume", help="Finish the missing pairs of a run directory.")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per subset (overrides dataset.limit).")] = None,
     workers: Annotated[int | None, typer.Option(help="Parallel workers (overrides run.workers).")] = None,
+    processes: Annotated[int | None, typer.Option(help="Processes on this machine, each with its workers "
+                                                  "(overrides run.processes).")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Directory for this run.")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", help="Runs per condition with different seeds.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
@@ -72,9 +77,9 @@ def run(
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
-    session = {"workers": workers, "max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost_usd,
-               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm,
-               "tokens_per_minute": tpm}
+    session = {"workers": workers, "processes": processes, "max_calls": max_calls, "max_tokens": max_tokens,
+               "max_cost_usd": max_cost_usd, "max_errors": max_errors, "max_wall_s": max_wall_s,
+               "requests_per_minute": rpm, "tokens_per_minute": tpm}
     # Every override meets the bounds of the scenario key it replaces before anything is read or made.
     updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
     updated(DatasetSpec(), {"limit": limit}, block="dataset")
@@ -92,7 +97,8 @@ def run(
     else:
         assert scenario is not None
         sc = load_scenario(scenario, set_)
-        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage}, block="run")})
+        # run.json records the storage and the process count it was started with.
+        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage, "processes": processes}, block="run")})
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
@@ -103,8 +109,9 @@ def run(
     console.print(f"run directory: {runner.run_dir}")
     console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
                   f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
-                  f"{runner.plan.scenario.run.workers} workers x {runner.plan.scenario.run.questions_per_worker} "
-                  f"questions in flight, model {runner.plan.scenario.model.backend}")
+                  f"{_processes(runner.plan.scenario.run.processes)}{runner.plan.scenario.run.workers} workers x "
+                  f"{runner.plan.scenario.run.questions_per_worker} questions in flight, "
+                  f"model {runner.plan.scenario.model.backend}")
     with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
@@ -131,6 +138,10 @@ def run(
                   soft_wrap=True)
 
 
+def _processes(n: int) -> str:
+    return f"{n} processes x " if n > 1 else ""
+
+
 def open_replay(source: Path | None, strict: bool) -> Replay | None:
     """The source run's stored responses, checked before anything runs."""
     if source is None:
@@ -153,8 +164,13 @@ def worker(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     rpm: Annotated[float | None, typer.Option(help="This process's share of the requests per minute.")] = None,
     tpm: Annotated[float | None, typer.Option(help="This process's share of the tokens per minute.")] = None,
+    member: Annotated[bool, typer.Option("--member", hidden=True, help="Started by the runner of RUN_DIR "
+                                         "(run.processes), which sends its part on stdin.")] = False,
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
+    if member:
+        _member(Path(target))
+        return
     # Limits hold per process: N workers of one key each take a share (docs/operations.md, "Rate limits").
     limits = {"workers": workers, "requests_per_minute": rpm, "tokens_per_minute": tpm}
     updated(RunSpec(), limits, block="run")  # before connecting anywhere
@@ -167,12 +183,30 @@ def worker(
         runner = Runner.open(Path(target))
         if not runner.shared:
             raise UserError(f"{target} keeps its study in SQLite, which one machine owns. Resume it with "
-                            f"medpanel run --resume {target}, or start runs with run.storage: postgresql://...",
+                            f"medpanel run --resume {target} (--processes N uses every core of this machine), "
+                            "or start runs with run.storage: postgresql://...",
                             field="RUN_DIR_OR_URL")
     runner.override(**limits)
     console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")
     status = runner.run(progress=None if quiet else _print_progress, install_signals=True)
     console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")
+
+
+def _member(run_dir: Path) -> None:
+    """A child process of a runner (`experiments/run/processes.py`): its part comes on stdin, its
+    tally and final status go to stdout as JSON lines the runner reads."""
+    spec = MemberSpec.model_validate_json(sys.stdin.read())
+    runner = Runner.open(run_dir, member=spec)
+    runner.override(**spec.run)
+    runner.retry_errors = spec.retry_errors
+    runner.replay = open_replay(Path(spec.replay), spec.replay_strict) if spec.replay else None
+    hook, flush = member_reporter()
+    status = runner.run(progress=hook)
+    flush(runner.tally)
+    sys.stdout.write(json.dumps({"status": status}) + "\n")
+    sys.stdout.flush()
+    if status["state"] != "complete":
+        raise typer.Exit(3)
 
 
 def _print_progress(t: Any, total: int) -> None:
