@@ -81,7 +81,8 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
                                "--quiet"], capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
         if proc.returncode != 0:
-            raise SystemExit(f"benchmark run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+            raise SystemExit(f"benchmark run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
+                             f"{proc.stderr[-2000:]}")
         with contextlib.closing(sqlite3.connect(run_dir / "study.db")) as conn:
             calls, rows, errors, last, workers = conn.execute(
                 "select sum(calls), count(*), count(error), max(finished_at), count(distinct worker) "

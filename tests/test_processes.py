@@ -229,8 +229,9 @@ def test_a_member_joins_only_the_run_its_runner_is_running(tmp_path: Path) -> No
         assert proc.returncode == 0, out
     spec = processes.MemberSpec(runner_pid=os.getpid(), owner="x/p1", index=1, processes=2, study="medpanel",
                                 grid=[0], run={})
-    member = subprocess.run([sys.executable, "-m", "medpanel", "worker", str(tmp_path / "run"), "--member"],
-                            input=spec.model_dump_json(), capture_output=True, text=True, timeout=120, env=_env())
+    member = subprocess.run([sys.executable, "-m", "medpanel.experiments.run.member", str(tmp_path / "run")],
+                            input=spec.model_dump_json() + "\n", capture_output=True, text=True, timeout=120,
+                            env=_env())
     assert member.returncode == 2, member.stdout + member.stderr
     assert f"is not being run by process {os.getpid()}" in member.stderr and "Traceback" not in member.stderr
 

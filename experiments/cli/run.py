@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,7 +12,6 @@ from medpanel.experiments.cli.output import console, error_line, print_summary, 
 from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.processes import MemberSpec, member_reporter
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
 from medpanel.experiments.run.storage import is_shared
@@ -164,13 +161,8 @@ def worker(
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
     rpm: Annotated[float | None, typer.Option(help="This process's share of the requests per minute.")] = None,
     tpm: Annotated[float | None, typer.Option(help="This process's share of the tokens per minute.")] = None,
-    member: Annotated[bool, typer.Option("--member", hidden=True, help="Started by the runner of RUN_DIR "
-                                         "(run.processes), which sends its part on stdin.")] = False,
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
-    if member:
-        _member(Path(target))
-        return
     # Limits hold per process: N workers of one key each take a share (docs/operations.md, "Rate limits").
     limits = {"workers": workers, "requests_per_minute": rpm, "tokens_per_minute": tpm}
     updated(RunSpec(), limits, block="run")  # before connecting anywhere
@@ -190,23 +182,6 @@ def worker(
     console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")
     status = runner.run(progress=None if quiet else _print_progress, install_signals=True)
     console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")
-
-
-def _member(run_dir: Path) -> None:
-    """A child process of a runner (`experiments/run/processes.py`): its part comes on stdin, its
-    tally and final status go to stdout as JSON lines the runner reads."""
-    spec = MemberSpec.model_validate_json(sys.stdin.read())
-    runner = Runner.open(run_dir, member=spec)
-    runner.override(**spec.run)
-    runner.retry_errors = spec.retry_errors
-    runner.replay = open_replay(Path(spec.replay), spec.replay_strict) if spec.replay else None
-    hook, flush = member_reporter()
-    status = runner.run(progress=hook)
-    flush(runner.tally)
-    sys.stdout.write(json.dumps({"status": status}) + "\n")
-    sys.stdout.flush()
-    if status["state"] != "complete":
-        raise typer.Exit(3)
 
 
 def _print_progress(t: Any, total: int) -> None:

@@ -2,7 +2,7 @@
 
 One Python process is bound by its interpreter lock, so a run on a machine with several cores
 starts N-1 more: the runner (the process the user started, which holds `runner.lock`) launches
-`medpanel worker RUN_DIR --member` children in their own sessions, hands each its part on stdin
+children (`member.py`) in their own sessions as its session starts, hands each its part on stdin
 (a `MemberSpec`: the study to join, the session's settings, its index for `shares.py`), and works
 itself as the Nth. They all join the one Optuna study in the run's own SQLite file, so the
 GridSampler hands each shard to one trial, the store's claims keep every pair exclusive, and a
@@ -111,22 +111,37 @@ class Group:
 
     # -- starting ------------------------------------------------------------------------------
 
-    def start(self, specs: list[MemberSpec]) -> None:
-        for spec in specs:
+    def spawn(self, count: int) -> None:
+        """Start `count` children now: each imports medpanel (seconds of CPU) while the runner opens
+        the study, then waits on its stdin for its part (`send`)."""
+        for _ in range(count):
             # Its own session: a terminal's Ctrl-C reaches the runner only, which forwards it once
             # (a child that got it from both would take the second as "abort now").
-            proc = subprocess.Popen([sys.executable, "-m", "medpanel", "worker", str(self.run_dir), "--member"],
+            proc = subprocess.Popen([sys.executable, "-m", "medpanel.experiments.run.member", str(self.run_dir)],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                     start_new_session=True)
-            assert proc.stdin is not None and proc.stdout is not None
-            with contextlib.suppress(BrokenPipeError):
-                proc.stdin.write(spec.model_dump_json())
-                proc.stdin.close()
-            child = _Child(proc, spec.owner)
+            assert proc.stdout is not None
+            child = _Child(proc, "")
             with self.lock:
                 self.children.append(child)
             self._thread(functools.partial(self._read, child, proc.stdout), "medpanel-child-out")
         self._thread(self._watch, "medpanel-children")
+
+    def send(self, specs: list[MemberSpec]) -> None:
+        """Each child its part: from now on it works (a child given none exits at once)."""
+        for child, spec in zip(self.children, specs, strict=True):
+            child.owner = spec.owner
+            self._close(child, spec.model_dump_json() + "\n")
+
+    @staticmethod
+    def _close(child: _Child, text: str = "") -> None:
+        stdin = child.proc.stdin
+        if stdin is None or stdin.closed:
+            return
+        with contextlib.suppress(OSError):  # a child that died: its pipe is broken
+            stdin.write(text)
+        with contextlib.suppress(OSError):
+            stdin.close()
 
     def _thread(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
@@ -187,9 +202,10 @@ class Group:
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
                 log.warning("worker process %d ended (%s) before it finished; the questions it held are "
                             "redone by the others or on resume", c.proc.pid, how)
-        if ended:
+        owners = [c.owner for c in ended if c.owner]
+        if owners:
             with contextlib.suppress(Exception):  # the store failing is the runner's own to report
-                self.store.release_owned([c.owner for c in ended])
+                self.store.release_owned(owners)
 
     def live_owners(self) -> list[str]:
         with self.lock:
@@ -216,6 +232,8 @@ class Group:
         """Wait for every child to end; one still running `wait_s` after the stop is killed (its
         claims are released here, or on resume)."""
         deadline: float | None = None
+        for c in self.children:
+            self._close(c)  # a child never sent its part (nothing was left to do) ends now
         try:
             while any(c.proc.poll() is None for c in self.children):
                 if (self.stop.is_set or self.signals_sent) and deadline is None:
@@ -246,8 +264,8 @@ def member_specs(n: int, owner: str, study: str, grid: list[int], base_url: str 
 def check_member(run_dir: Path, member: MemberSpec) -> None:
     """A child joins only the run its runner is running now (the process that holds `runner.lock`)."""
     if lock_holder(run_dir) != str(member.runner_pid):
-        raise UserError(f"{run_dir} is not being run by process {member.runner_pid}: a --member worker is "
-                        "started by its runner (run.processes), never by hand", field="--member")
+        raise UserError(f"{run_dir} is not being run by process {member.runner_pid}: a member process is "
+                        "started by its runner (run.processes), never by hand", field="RUN_DIR")
 
 
 def member_reporter(every_s: float = REPORT_S) -> tuple[ProgressHook, Callable[[Tally], None]]:

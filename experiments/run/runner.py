@@ -323,6 +323,8 @@ class Runner:
         try:
             if not pending:
                 return
+            if group is not None:
+                group.spawn(run.processes - 1)  # their imports overlap this process's start-up
             caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
             shared.cache = ResponseCache(self.run_dir / "cache") if caching else None
             self.prepare()
@@ -338,7 +340,7 @@ class Runner:
             grid = member.grid if member else list(range(len(self.plan.shards()))) if self.shared else pending
             study = open_study(self._optuna_storage(), grid, shared=self.shared, member=member)
             if group is not None:
-                group.start(processes.member_specs(run.processes, self.owner, study.study_name, grid, shared.base_url,
+                group.send(processes.member_specs(run.processes, self.owner, study.study_name, grid, shared.base_url,
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress)
             self.timings["startup_s"] = time.time() - shared.started
