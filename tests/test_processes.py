@@ -203,6 +203,30 @@ def test_ctrl_c_to_the_runner_stops_every_process_and_a_resume_finishes(tmp_path
     assert len(executions) == len(set(executions)) == PAIRS  # nothing lost, nothing run twice
 
 
+def test_a_second_ctrl_c_aborts_every_process_at_once(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    # 60 s calls: neither Ctrl-C can be answered by the questions finishing; the abort is timed.
+    with Endpoint(latency_ms=60000) as endpoint:
+        proc = _cli(str(_scenario(tmp_path, endpoint.base_url, 2)), "--run-dir", str(run_dir))
+        _wait_for(lambda: _owners(run_dir) >= 2)  # both processes have questions at their first call
+        children = _children(proc.pid)
+        assert len(children) == 1, children
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:  # the first is handled before the second is sent
+            seen.append(line)
+            if line.startswith("stopping:"):
+                break
+        began = time.time()
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 130, "".join(seen) + out
+        assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
+        _wait_for(lambda: not [c for c in children if _alive(c)], timeout=30)
+    assert _query(run_dir, "select count(*) from mp_results")[0][0] == 0
+
+
 def test_a_killed_child_does_not_hang_the_runner_and_its_questions_are_redone(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with Endpoint(latency_ms=300) as endpoint:

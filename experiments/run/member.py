@@ -9,14 +9,23 @@ CLI's: 0 the run is complete, 3 stopped, 2 a problem named in one line.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
+import os
+import signal
 
-from medpanel.agents.model.replay import Replay
-from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.processes import MemberSpec, member_reporter
-from medpanel.experiments.run.runner import Runner
+# Until the session installs its own handlers (`signals.py`), a Ctrl-C or SIGTERM the runner
+# forwards ends this process quietly: it has claimed nothing yet. Set before the imports below,
+# which take seconds.
+for _sig in (signal.SIGINT, signal.SIGTERM):
+    signal.signal(_sig, lambda signum, frame: os._exit(3))
+
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from medpanel.agents.model.replay import Replay  # noqa: E402
+from medpanel.experiments.errors import UserError  # noqa: E402
+from medpanel.experiments.run.processes import MemberSpec, member_reporter  # noqa: E402
+from medpanel.experiments.run.runner import Runner  # noqa: E402
 
 
 def main(run_dir: Path) -> int:

@@ -108,6 +108,7 @@ class Group:
         self.lock = threading.Lock()
         self._done = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._show: Callable[[], None] | None = None
 
     # -- starting ------------------------------------------------------------------------------
 
@@ -183,10 +184,17 @@ class Group:
                 self.signals_sent = 1
 
     def _watch(self) -> None:
+        shown: list[dict[str, float]] = []
         while not self._done.wait(WATCH_S):
             if self.stop.is_set:  # the runner stopped by itself (a budget, an error limit): they stop too
                 self.drain()
             self.reap()
+            with self.lock:
+                reports = [c.tally for c in self.children]
+            if self._show is not None and reports != shown:
+                shown = reports
+                with contextlib.suppress(Exception):  # a progress bar's failure is not the run's
+                    self._show()
 
     def reap(self) -> None:
         """Notice children that have exited; release the claims of any that died holding some."""
@@ -223,10 +231,13 @@ class Group:
                 setattr(total, k, getattr(total, k) + type(getattr(total, k))(r.get(k, 0)))
         return total
 
-    def progress(self, hook: ProgressHook | None) -> ProgressHook | None:
+    def progress(self, hook: ProgressHook | None, own: Tally, total: int) -> ProgressHook | None:
+        """The runner's progress hook showing every process's counts; also called by the watcher, so
+        the bar moves while only children commit."""
         if hook is None:
             return None
-        return lambda t, total: hook(self.combined(t), total)
+        self._show = lambda: hook(self.combined(own), total)
+        return lambda t, n: hook(self.combined(t), n)
 
     def wait(self) -> None:
         """Wait for every child to end; one still running `wait_s` after the stop is killed (its

@@ -342,7 +342,7 @@ class Runner:
             if group is not None:
                 group.send(processes.member_specs(run.processes, self.owner, study.study_name, grid, shared.base_url,
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
-                shared.progress = group.progress(shared.progress)
+                shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
             with processes.watching_runner(member.runner_pid if member else None):
                 self._work(shared, study, len(grid if member else pending))
