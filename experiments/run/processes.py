@@ -322,7 +322,7 @@ def watching_runner(runner_pid: int | None) -> Iterator[None]:
         done.set()
 
 
-def stay_until_done(shared: Shared, missing: Callable[[], list[Pair]], release: Callable[[], None],
+def stay_until_done(shared: Shared, missing: Callable[[], list[Pair]], release: Callable[[], object] | None,
                     poll_s: float) -> None:
     """Stay until every pair is done, helping with any that is free (other processes may have taken
     the grid's last shards, and pairs they hold are running there). `release` frees the claims of
@@ -331,7 +331,8 @@ def stay_until_done(shared: Shared, missing: Callable[[], list[Pair]], release: 
         todo = missing()
         if not todo:
             return
-        release()
+        if release is not None:
+            release()
         with shared.lock:
             # The store's claims keep pairs exclusive; this set only saves queries.
             shared.taken.difference_update(todo)

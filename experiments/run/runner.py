@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -94,8 +95,12 @@ class Runner:
         self.member: processes.MemberSpec | None = None
         """A child process of the runner of this directory (`run.processes`), or None for the runner."""
 
+    @property
+    def n_processes(self) -> int:  # `run.processes`; shared storage has `medpanel worker`s instead
+        return 1 if self.shared else self.plan.scenario.run.processes
+
     def _budget(self) -> Budget:
-        run, n = self.plan.scenario.run, self.plan.scenario.run.processes
+        run, n = self.plan.scenario.run, self.n_processes
         prices = {**self.plan.axes.prices(), **run.prices}  # `models:` blocks' own prices, by model name
         self.model_budgets = self.plan.axes.budgets(self.stop, prices)
         shares.share_model_rates(self.model_budgets.values(), n)  # each process its share (`shares.py`)
@@ -265,7 +270,7 @@ class Runner:
                 "remaining": remaining,
                 "errors": store.error_count(),
                 "session_wall_s": round(time.time() - started, 3),
-                "processes": self.plan.scenario.run.processes,
+                "processes": self.n_processes,
                 "updated": datetime.now(timezone.utc).isoformat(),
             }
             try:
@@ -281,14 +286,12 @@ class Runner:
         return status
 
     def _prior(self, shared: Shared) -> None:
-        """What earlier sessions did: done pairs in the tally, their spend against the budgets; with
-        several processes, this one's share of what is left (`shares.py`)."""
+        """Earlier sessions' pairs in the tally and spend in the budgets; of what is left, this process's share."""
         run, member, retry = self.plan.scenario.run, self.member, self.retry_errors
         rows = shared.store.rows()
         shared.error_pairs = {(r.condition, r.dataset, r.qid, r.repeat) for r in rows if r.error} if retry else set()
         for row in rows:
-            # An error row to be re-run is not counted as done. A member's tally is its own session's:
-            # its runner's progress bar adds it to its own.
+            # An error row to be re-run is not done. A member's tally is its session's (its runner sums them).
             if not (retry and row.error) and member is None:
                 self.tally.add(row)
         # Spend of earlier sessions counts against the budgets, error rows' included.
@@ -296,12 +299,12 @@ class Runner:
         for label, budget in self.model_budgets.items():  # a model's own: its conditions' rows (routed calls not)
             own = [r for r in rows if self.plan.axes.cond_model.get(r.condition) == label]
             budget.add_prior(sum(r.calls for r in own), sum(r.tokens for r in own), sum(r.cost_usd for r in own))
-        if run.processes > 1:
+        if self.n_processes > 1:
             prior_errors = 0 if retry else sum(1 for r in rows if r.error)
-            errors = shares.take(self.budget, self.model_budgets.values(), run.max_errors, prior_errors, run.processes,
-                                 member.index if member else 0, counts_prior=member is None)
-            self.plan.scenario = self.plan.scenario.model_copy(
-                update={"run": run.model_copy(update={"max_errors": errors})})
+            errors = shares.take(self.budget, self.model_budgets.values(), run.max_errors, prior_errors,
+                                 self.n_processes, member.index if member else 0, counts_prior=member is None)
+            self.plan.scenario = self.plan.scenario.model_copy(update={"run": run.model_copy(
+                update={"max_errors": errors})})
 
     def _session(self, shared: Shared, install_signals: bool) -> None:
         store, run, member = shared.store, self.plan.scenario.run, self.member
@@ -316,7 +319,7 @@ class Runner:
         shared.pending = [p for p in self.plan.pairs if p not in done]
         server: EmbeddedServer | None = None
         group = processes.Group(self.run_dir, self.stop, store, grace_s=run.interrupt_grace_s,
-                                backstop_s=signals.BACKSTOP_S) if run.processes > 1 and member is None else None
+                                backstop_s=signals.BACKSTOP_S) if self.n_processes > 1 and member is None else None
         restore = signals.install(self.stop, run.interrupt_grace_s, forward=group.forward if group else None,
                                   backstop=lambda: signals.end_process(self.run_dir, self.stop)) \
             if install_signals else None
@@ -324,7 +327,7 @@ class Runner:
             if not pending:
                 return
             if group is not None:
-                group.spawn(run.processes - 1)  # their imports overlap this process's start-up
+                group.spawn(self.n_processes - 1)  # their imports overlap this process's start-up
             caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
             shared.cache = ResponseCache(self.run_dir / "cache") if caching else None
             self.prepare()
@@ -340,7 +343,7 @@ class Runner:
             grid = member.grid if member else list(range(len(self.plan.shards()))) if self.shared else pending
             study = open_study(self._optuna_storage(), grid, shared=self.shared, member=member)
             if group is not None:
-                group.send(processes.member_specs(run.processes, self.owner, study.study_name, grid, shared.base_url,
+                group.send(processes.member_specs(self.n_processes, self.owner, study.study_name, grid, shared.base_url,
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
@@ -384,14 +387,10 @@ class Runner:
 
         signals.in_a_thread(lambda: study.optimize(objective, n_trials=n_trials, n_jobs=run.workers,
                                                    catch=(Exception,), gc_after_trial=False))
-        if self.shared or run.processes > 1:
-            # Other processes may have taken the grid's last shards; pairs they hold run there. On
-            # shared storage a claim older than `run.claim_timeout_s` is a dead worker's; on one
-            # machine the runner releases its dead children's claims (`processes.Group`).
-            def stale() -> None:
-                if self.shared:
-                    store.release_stale_claims(live_owners=[self.owner], older_than_s=run.claim_timeout_s)
-
+        if self.shared or self.n_processes > 1:
+            # Others may hold the last pairs; a shared storage's claim older than claim_timeout_s is a dead worker's.
+            stale = functools.partial(store.release_stale_claims, [self.owner], run.claim_timeout_s) \
+                if self.shared else None
             processes.stay_until_done(shared, lambda: self._missing(store), stale, SHARED_POLL_S)
 
     def _missing(self, store: Store) -> list[Pair]:
