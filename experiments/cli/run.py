@@ -48,6 +48,8 @@ def run(
                       typer.Option("--resume", help="Finish the missing pairs of a run directory.")] = None,
     limit: Annotated[int | None, typer.Option(help="Questions per subset (overrides dataset.limit).")] = None,
     workers: Annotated[int | None, typer.Option(help="Parallel workers (overrides run.workers).")] = None,
+    processes: Annotated[int | None, typer.Option(help="Processes on this machine, each with its workers "
+                                                  "(overrides run.processes).")] = None,
     run_dir: Annotated[Path | None, typer.Option("--run-dir", help="Directory for this run.")] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", help="Runs per condition with different seeds.")] = None,
     quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
@@ -72,9 +74,9 @@ def run(
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
-    session = {"workers": workers, "max_calls": max_calls, "max_tokens": max_tokens, "max_cost_usd": max_cost_usd,
-               "max_errors": max_errors, "max_wall_s": max_wall_s, "requests_per_minute": rpm,
-               "tokens_per_minute": tpm}
+    session = {"workers": workers, "processes": processes, "max_calls": max_calls, "max_tokens": max_tokens,
+               "max_cost_usd": max_cost_usd, "max_errors": max_errors, "max_wall_s": max_wall_s,
+               "requests_per_minute": rpm, "tokens_per_minute": tpm}
     # Every override meets the bounds of the scenario key it replaces before anything is read or made.
     updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
     updated(DatasetSpec(), {"limit": limit}, block="dataset")
@@ -92,7 +94,8 @@ def run(
     else:
         assert scenario is not None
         sc = load_scenario(scenario, set_)
-        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage}, block="run")})
+        # run.json records the storage and the process count it was started with.
+        sc = sc.model_copy(update={"run": updated(sc.run, {"storage": storage, "processes": processes}, block="run")})
         plan = make_plan(sc, base_dir=scenario.parent, limit=limit, repeats=repeat, workers=workers,
                          file=str(scenario))
         runner = Runner.create(plan, run_dir=run_dir, scenario_file=str(scenario))
@@ -103,8 +106,9 @@ def run(
     console.print(f"run directory: {runner.run_dir}")
     console.print(f"{len(runner.plan.conditions)} conditions x {len(runner.plan.questions)} questions"
                   f"{f' x {runner.plan.repeats} repeats' if runner.plan.repeats > 1 else ''} = {total} pairs, "
-                  f"{runner.plan.scenario.run.workers} workers x {runner.plan.scenario.run.questions_per_worker} "
-                  f"questions in flight, model {runner.plan.scenario.model.backend}")
+                  f"{_processes(runner.plan.scenario.run.processes)}{runner.plan.scenario.run.workers} workers x "
+                  f"{runner.plan.scenario.run.questions_per_worker} questions in flight, "
+                  f"model {runner.plan.scenario.model.backend}")
     with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
@@ -129,6 +133,10 @@ def run(
         raise typer.Exit(3)
     console.print(f"Done. One debate: medpanel show {runner.run_dir} <QID>", markup=False, highlight=False,
                   soft_wrap=True)
+
+
+def _processes(n: int) -> str:
+    return f"{n} processes x " if n > 1 else ""
 
 
 def open_replay(source: Path | None, strict: bool) -> Replay | None:
@@ -167,7 +175,8 @@ def worker(
         runner = Runner.open(Path(target))
         if not runner.shared:
             raise UserError(f"{target} keeps its study in SQLite, which one machine owns. Resume it with "
-                            f"medpanel run --resume {target}, or start runs with run.storage: postgresql://...",
+                            f"medpanel run --resume {target} (--processes N uses every core of this machine), "
+                            "or start runs with run.storage: postgresql://...",
                             field="RUN_DIR_OR_URL")
     runner.override(**limits)
     console.print(f"worker {runner.owner} joining {runner.plan.scenario.name} ({len(runner.plan.pairs)} pairs)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.trial import TrialState
 
 from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
@@ -38,7 +38,7 @@ from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import directory, signals
+from medpanel.experiments.run import directory, processes, shares, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimits
@@ -51,6 +51,7 @@ from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.study import open_study
 from medpanel.experiments.run.tracker import Tracker, open_tracker, tracking
 from medpanel.experiments.run.worker import Shared, Worker
 from medpanel.retrieval.errors import RetrievalError, SourceConfigError
@@ -91,15 +92,22 @@ class Runner:
         self.health = EndpointHealth(plan.model_spec)
         self.tracker: Tracker | None = None
         """Held open by `tracking()` across sessions' end and the report; else each `run()` opens its own."""
+        self.member: processes.MemberSpec | None = None
+        """A child process of the runner of this directory (`run.processes`), or None for the runner."""
+
+    @property
+    def n_processes(self) -> int:  # `run.processes`; shared storage has `medpanel worker`s instead
+        return 1 if self.shared else self.plan.scenario.run.processes
 
     def _budget(self) -> Budget:
-        run = self.plan.scenario.run
+        run, n = self.plan.scenario.run, self.n_processes
         prices = {**self.plan.axes.prices(), **run.prices}  # `models:` blocks' own prices, by model name
         self.model_budgets = self.plan.axes.budgets(self.stop, prices)
+        shares.share_model_rates(self.model_budgets.values(), n)  # each process its share (`shares.py`)
         return Budget(stop=self.stop, max_calls=run.max_calls, max_tokens=run.max_tokens,
                       max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
                       # Always present: with no rpm/tpm set it still reads the endpoint's headers and 429s.
-                      limiter=RateLimits(run.requests_per_minute, run.tokens_per_minute,
+                      limiter=RateLimits(shares.rate(run.requests_per_minute, n), shares.rate(run.tokens_per_minute, n),
                                          max_wait_s=run.max_retry_wait_s, on_long_wait=self._long_wait))
 
     def _long_wait(self, seconds: float) -> None:
@@ -148,11 +156,14 @@ class Runner:
         return runner
 
     @classmethod
-    def open(cls, run_dir: Path) -> Runner:
+    def open(cls, run_dir: Path, member: processes.MemberSpec | None = None) -> Runner:
         plan, record = directory.read_plan(run_dir)
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
-        if not runner.shared:
+        if member is not None:  # a child joins only the run its runner is running now
+            processes.check_member(run_dir, member)
+            runner.member, runner.owner = member, member.owner
+        elif not runner.shared:
             refuse_if_running(run_dir)  # before the study: a stopped runner may hold its write lock
             require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
         store = Store(runner.storage_url, run_dir)
@@ -171,7 +182,7 @@ class Runner:
 
         Shared storage takes no lock: many workers on many machines are the point.
         """
-        if self.shared:
+        if self.shared or self.member is not None:  # a member works under its runner's lock
             yield
             return
         with run_lock(self.run_dir, self.owner):
@@ -184,24 +195,6 @@ class Runner:
         same = self.created_with.get("optuna") == optuna.__version__
         return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url),
                                           skip_compatibility_check=same)
-
-    def _study(self, pending: list[int]) -> optuna.Study:
-        storage = self._optuna_storage()
-        if self.shared:
-            # Every worker loads the one study; the GridSampler hands each shard to one trial number,
-            # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
-            sampler = optuna.samplers.GridSampler({"shard": list(range(len(self.plan.shards())))}, seed=0)
-            return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
-                                       direction="maximize", load_if_exists=True)
-        names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-        for summary in optuna.get_all_study_summaries(storage):
-            # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
-            study = optuna.load_study(study_name=summary.study_name, storage=storage)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-                storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
-        name = "medpanel" if "medpanel" not in names else f"medpanel-resume-{len(names)}"
-        sampler = optuna.samplers.GridSampler({"shard": pending}, seed=0)
-        return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize")
 
     def prepare(self) -> None:
         """Resolve the pipeline (once: the workers reuse it) and let it open what every worker will
@@ -247,15 +240,16 @@ class Runner:
             self.replay.on_strict_miss = self.stop.set
         status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
-        held = self.tracker is not None
+        held = self.tracker is not None or self.member is not None  # the runner's tracker logs the run
         tracker = self.tracker if held else open_tracker(self.plan.scenario.run.tracker, self.run_dir)
         if tracker is not None:
             tracker.seed(store.rows())
             shared.on_row = tracker.row
         with self._runner_lock():
             with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
-                write_status(status_path, {"state": "running", "pid": os.getpid(),
-                                           "updated": datetime.now(timezone.utc).isoformat()})
+                if self.member is None:  # status.json is the runner's
+                    write_status(status_path, {"state": "running", "pid": os.getpid(),
+                                               "updated": datetime.now(timezone.utc).isoformat()})
             try:
                 self._session(shared, install_signals)
             except Exception as exc:
@@ -276,10 +270,12 @@ class Runner:
                 "remaining": remaining,
                 "errors": store.error_count(),
                 "session_wall_s": round(time.time() - started, 3),
+                "processes": self.n_processes,
                 "updated": datetime.now(timezone.utc).isoformat(),
             }
             try:
-                write_status(status_path, status)
+                if self.member is None:
+                    write_status(status_path, status)
             except OSError as exc:
                 status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
             if tracker is not None:
@@ -289,70 +285,77 @@ class Runner:
         store.close()
         return status
 
-    def _session(self, shared: Shared, install_signals: bool) -> None:
-        store = shared.store
-        store.release_stale_claims(live_owners=[self.owner],
-                                   older_than_s=self.plan.scenario.run.claim_timeout_s if self.shared else None)
-        rows = store.rows()
-        retry = self.retry_errors
+    def _prior(self, shared: Shared) -> None:
+        """Earlier sessions' pairs in the tally and spend in the budgets; of what is left, this process's share."""
+        run, member, retry = self.plan.scenario.run, self.member, self.retry_errors
+        rows = shared.store.rows()
         shared.error_pairs = {(r.condition, r.dataset, r.qid, r.repeat) for r in rows if r.error} if retry else set()
         for row in rows:
-            if not (retry and row.error):  # an error row to be re-run is not counted as done
+            # An error row to be re-run is not done. A member's tally is its session's (its runner sums them).
+            if not (retry and row.error) and member is None:
                 self.tally.add(row)
         # Spend of earlier sessions counts against the budgets, error rows' included.
         self.budget.add_prior(sum(r.calls for r in rows), sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))
         for label, budget in self.model_budgets.items():  # a model's own: its conditions' rows (routed calls not)
             own = [r for r in rows if self.plan.axes.cond_model.get(r.condition) == label]
             budget.add_prior(sum(r.calls for r in own), sum(r.tokens for r in own), sum(r.cost_usd for r in own))
-        done = store.done(answered_only=retry)
+        if self.n_processes > 1:
+            prior_errors = 0 if retry else sum(1 for r in rows if r.error)
+            errors = shares.take(self.budget, self.model_budgets.values(), run.max_errors, prior_errors,
+                                 self.n_processes, member.index if member else 0, counts_prior=member is None)
+            self.plan.scenario = self.plan.scenario.model_copy(update={"run": run.model_copy(
+                update={"max_errors": errors})})
+
+    def _session(self, shared: Shared, install_signals: bool) -> None:
+        store, run, member = shared.store, self.plan.scenario.run, self.member
+        if member is None:  # a member's runner has released what was left before it
+            store.release_stale_claims(live_owners=[self.owner],
+                                       older_than_s=run.claim_timeout_s if self.shared else None)
+        settings = processes.session_settings(run)  # before the shares: a member takes its own
+        self._prior(shared)
+        done = store.done(answered_only=self.retry_errors)
         pending = self.pending_shards(done)
         shared.taken = set(done)
         shared.pending = [p for p in self.plan.pairs if p not in done]
         server: EmbeddedServer | None = None
-        restore = signals.install(self.stop, self.plan.scenario.run.interrupt_grace_s,
+        group = processes.Group(self.run_dir, self.stop, store, grace_s=run.interrupt_grace_s,
+                                backstop_s=signals.BACKSTOP_S) if self.n_processes > 1 and member is None else None
+        restore = signals.install(self.stop, run.interrupt_grace_s, forward=group.forward if group else None,
                                   backstop=lambda: signals.end_process(self.run_dir, self.stop)) \
             if install_signals else None
         try:
             if not pending:
                 return
+            if group is not None:
+                group.spawn(self.n_processes - 1)  # their imports overlap this process's start-up
             caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
             shared.cache = ResponseCache(self.run_dir / "cache") if caching else None
             self.prepare()
             spec = next((m for m in [self.plan.scenario.model, *self.plan.axes.models.values()]
                          if m.backend == "local"), self.plan.scenario.model)
-            if spec.backend == "local" and self.client_factory is None:
+            if member is not None:
+                shared.base_url = member.base_url  # the runner's embedded server, if it started one
+            elif spec.backend == "local" and self.client_factory is None:
                 server = embedded_server(spec, log_path=self.run_dir / "local_server.log")
                 shared.base_url = server.start()
             self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
-            study = self._study(pending)
+            grid = member.grid if member else list(range(len(self.plan.shards()))) if self.shared else pending
+            study = open_study(self._optuna_storage(), grid, shared=self.shared, member=member)
+            if group is not None:
+                group.send(processes.member_specs(self.n_processes, self.owner, study.study_name, grid, shared.base_url,
+                                                   settings, retry_errors=self.retry_errors, replay=self.replay))
+                shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
-            shards = self.plan.shards()
-
-            def objective(trial: optuna.Trial) -> float:
-                idx = trial.suggest_int("shard", 0, len(shards) - 1)
-                try:
-                    n, k = asyncio.run(Worker(shared).work(shards[idx]))
-                except Exception as exc:
-                    cause = store.resource_failure(exc)
-                    if cause is None:
-                        raise
-                    # Stop here, not as a failed trial: Optuna would log a traceback per worker.
-                    self.stop.set(cause)
-                    n, k = 0, 0
-                trial.set_user_attr("pairs", n)
-                if self.stop.is_set or shared.all_taken():
-                    # Nothing left for this process: asking Optuna for the grid's remaining
-                    # shards (each a trial to create, run empty and close) would only delay the end.
-                    trial.study.stop()
-                return k / n if n else 0.0
-
-            signals.in_a_thread(lambda: study.optimize(objective, n_trials=len(pending),
-                                                n_jobs=self.plan.scenario.run.workers,
-                                                catch=(Exception,), gc_after_trial=False))
-            if self.shared:
-                self._finish_shared(shared)
+            with processes.watching_runner(member.runner_pid if member else None):
+                self._work(shared, study, len(grid if member else pending))
+        except BaseException:
+            if group is not None:
+                group.drain()  # the runner failed: its children stop too
+            raise
         finally:
+            if group is not None:
+                group.wait()  # before the server stops: the children use it
             if server is not None:
                 server.stop()
             if shared.cache is not None:
@@ -360,26 +363,35 @@ class Runner:
             if restore is not None:
                 restore()
 
-    def _finish_shared(self, shared: Shared) -> None:
-        """Shared storage: stay until every pair is done, helping with any that is free.
+    def _work(self, shared: Shared, study: optuna.Study, n_trials: int) -> None:
+        store, run = shared.store, self.plan.scenario.run
+        shards = self.plan.shards()
 
-        Other workers may have consumed the grid, and pairs they hold are running there. A claim
-        older than `run.claim_timeout_s` belongs to a worker that died and is taken over.
-        """
-        timeout = self.plan.scenario.run.claim_timeout_s
-        while not self.stop.is_set:
-            missing = self._missing(shared.store)
-            if not missing:
-                return
-            shared.store.release_stale_claims(live_owners=[self.owner], older_than_s=timeout)
-            with shared.lock:
-                # The store's claims keep pairs exclusive; this set only saves queries.
-                shared.taken.difference_update(missing)
-            shared.pending = missing
-            asyncio.run(Worker(shared).work([]))
-            if not self._missing(shared.store):
-                return
-            self.stop.event.wait(SHARED_POLL_S)
+        def objective(trial: optuna.Trial) -> float:
+            idx = trial.suggest_int("shard", 0, len(shards) - 1)
+            try:
+                n, k = asyncio.run(Worker(shared).work(shards[idx]))
+            except Exception as exc:
+                cause = store.resource_failure(exc)
+                if cause is None:
+                    raise
+                # Stop here, not as a failed trial: Optuna would log a traceback per worker.
+                self.stop.set(cause)
+                n, k = 0, 0
+            trial.set_user_attr("pairs", n)
+            if self.stop.is_set or shared.all_taken():
+                # Nothing left for this process: asking Optuna for the grid's remaining
+                # shards (each a trial to create, run empty and close) would only delay the end.
+                trial.study.stop()
+            return k / n if n else 0.0
+
+        signals.in_a_thread(lambda: study.optimize(objective, n_trials=n_trials, n_jobs=run.workers,
+                                                   catch=(Exception,), gc_after_trial=False))
+        if self.shared or self.n_processes > 1:
+            # Others may hold the last pairs; a shared storage's claim older than claim_timeout_s is a dead worker's.
+            stale = functools.partial(store.release_stale_claims, [self.owner], run.claim_timeout_s) \
+                if self.shared else None
+            processes.stay_until_done(shared, lambda: self._missing(store), stale, SHARED_POLL_S)
 
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)

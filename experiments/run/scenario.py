@@ -48,7 +48,8 @@ MAX_CONDITIONS = 1_024
 # validated by the same model as the key, and its error names the option the user typed.
 CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls", "max_tokens": "--max-tokens",
                "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors", "max_wall_s": "--max-wall-s",
-               "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "storage": "--storage", "limit": "--limit"}
+               "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "storage": "--storage", "limit": "--limit",
+               "processes": "--processes"}
 
 
 class _Strict(BaseModel):
@@ -89,6 +90,9 @@ class RunSpec(_Strict):
     """Worker threads (Optuna `n_jobs`), each with its own event loop."""
     questions_per_worker: int = Field(default=1, ge=1, le=256)
     """Questions each worker keeps in flight on its event loop: the width is workers x this."""
+    processes: int = Field(default=1, ge=1, le=64)
+    """Processes on this machine sharing the run directory (each with `workers` workers): the first
+    starts the others, and rate limits and budgets are divided among them (docs/operations.md)."""
     storage: str | None = None
     """SQLAlchemy URL of the study; default `sqlite:///<run_dir>/study.db`."""
     max_errors: int | None = Field(default=10, ge=0)

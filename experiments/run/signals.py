@@ -30,10 +30,13 @@ BACKSTOP_S = 5.0
 """How long after the grace period a process whose questions ignored their cancellation is ended."""
 
 
-def install(stop: Stop, grace: float, backstop: Callable[[], None] | None = None) -> Callable[[], None] | None:
+def install(stop: Stop, grace: float, backstop: Callable[[], None] | None = None,
+            forward: Callable[[int, int], None] | None = None) -> Callable[[], None] | None:
     """Install the handlers; returns the function that restores the previous ones (None off the main
     thread, where Python cannot install signal handlers). `backstop` runs `BACKSTOP_S` after the
-    grace period if the run has not ended by then (it records the stop and exits the process)."""
+    grace period if the run has not ended by then (it records the stop and exits the process).
+    `forward(signum, press)` is told of every signal first (the runner passes each to its child
+    processes, `processes.py`)."""
     if threading.current_thread() is not threading.main_thread():
         return None
     presses = {"n": 0}
@@ -52,6 +55,8 @@ def install(stop: Stop, grace: float, backstop: Callable[[], None] | None = None
 
     def handler(signum: int, frame: Any) -> None:
         presses["n"] += 1
+        if forward is not None:
+            forward(signum, presses["n"])
         if presses["n"] == 1:
             name = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
             stop.set(f"interrupted ({name}): finished questions are saved; resume to finish", drain=True)

@@ -186,6 +186,11 @@ class Store:
                 stmt = stmt.where(claims.c.claimed_at < time.time() - older_than_s)
             return conn.execute(stmt).rowcount or 0
 
+    def release_owned(self, owners: list[str]) -> int:
+        """Drop every claim of these owners (processes of this machine that ended without finishing)."""
+        with self.engine.begin() as conn:
+            return conn.execute(claims.delete().where(claims.c.owner.in_(owners))).rowcount or 0
+
     def release(self, pair: Pair, owner: str) -> None:
         with self.engine.begin() as conn:
             conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})

@@ -1,0 +1,159 @@
+"""Every core of one machine: `run.processes` against a fixed-latency server, through the real CLI.
+
+    python -m benchmarks.bench_processes [--questions 3000] [--per-slot 25] [--quick]
+
+Each figure is a whole `medpanel run` in a subprocess (scenario -> runner and its child processes
+-> agents -> HTTP -> SQLite store) against `benchmarks/fake_server.py` in its own process (one
+thread per connection, no concurrency bound, so it serves every request in flight at once). One
+call per question (the generalist without its Challenger), `model.cache: off`.
+
+- Throughput: 1 and 2 processes at L = 50 ms, 128 questions in flight per process (4 workers x
+  32), the same questions; calls per second from the first question's start to the last one's
+  commit (both read from the study), and the ratio 2 : 1. Target >= 1.7 on a 2-core machine.
+  Also printed: the rate once every process works (a child joins after its interpreter's start).
+  Any error row (a "database is locked" included) stops the benchmark.
+- Efficiency at L = 1 s: 128 and 256 in flight in all (2 processes), `--per-slot` questions per
+  slot of width; ideal time (calls x L / width) over the whole CLI run's wall time, start-up
+  included (the bar), and after the start-up. Targets >= 0.90 at 128, >= 0.85 at 256.
+
+The machine's load average is printed beside each figure: wall-time figures need idle cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_width import ratio_line
+
+WORKERS = 4
+EFFICIENCY_TARGETS = {128: 0.90, 256: 0.85}
+RATIO_TARGET = 1.7
+
+
+@contextlib.contextmanager
+def fake_server(latency_ms: float) -> Iterator[str]:
+    """The fake model in its own process, so it does not take the runner's interpreter lock."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _questions(path: Path, n: int) -> Path:
+    path.write_text("".join(json.dumps({"realidx": f"q{i}", "question": f"Benchmark question {i}?",
+                                        "options": {"A": "a", "B": "b", "C": "c", "D": "d"}, "answer_idx": "A"})
+                            + "\n" for i in range(n)))
+    return path
+
+
+def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -> dict[str, Any]:
+    """One whole `medpanel run` of `n_questions` with `per_process` questions in flight in each process."""
+    with tempfile.TemporaryDirectory() as tmp:
+        data = _questions(Path(tmp) / "q.jsonl", n_questions)
+        scenario = {"name": "procs", "pipeline": "generalist", "flags": {"c": [0]},
+                    "dataset": {"source": "jsonl", "path": str(data)},
+                    "model": {"backend": "openai", "name": "fake-model", "base_url": base_url, "cache": "off"},
+                    "run": {"workers": WORKERS, "questions_per_worker": max(1, per_process // WORKERS),
+                            "processes": processes, "max_errors": None}}
+        path = Path(tmp) / "s.yaml"
+        path.write_text(json.dumps(scenario))  # JSON is YAML
+        run_dir = Path(tmp) / "run"
+        env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench")}
+        t0 = time.perf_counter()
+        proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(path), "--run-dir", str(run_dir),
+                               "--quiet"], capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"benchmark run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
+                             f"{proc.stderr[-2000:]}")
+        with contextlib.closing(sqlite3.connect(run_dir / "study.db")) as conn:
+            calls, rows, errors, last, workers = conn.execute(
+                "select sum(calls), count(*), count(error), max(finished_at), count(distinct worker) "
+                "from mp_results").fetchone()
+            first, executions = conn.execute("select min(started_at), count(*) from mp_executions").fetchone()
+            # Once every process works: from the last process's first question on.
+            (joined,) = conn.execute("select max(s) from (select min(started_at) as s from mp_executions "
+                                     "group by owner)").fetchone()
+            (after,) = conn.execute("select sum(calls) from mp_results where finished_at >= ?", (joined,)).fetchone()
+    if rows != n_questions or errors:
+        raise SystemExit(f"benchmark run incomplete: {rows} of {n_questions} rows, {errors} errors")
+    return {"wall": wall, "calls": int(calls), "steady_s": float(last - first), "processes_seen": int(workers),
+            "executions": int(executions), "all_rate": float(after or 0) / max(float(last - joined), 1e-9),
+            "join_s": float(joined - first)}
+
+
+def throughput(n_questions: int, per_process: int) -> None:
+    print(f"throughput: L = 50 ms, {per_process} in flight per process ({WORKERS} workers x "
+          f"{per_process // WORKERS}), {n_questions} questions x 1 call")
+    rates: dict[int, float] = {}
+    with fake_server(50.0) as url:
+        cli_run(url, 20, 1, 4)  # warm-up: the first start of the interpreter and its imports
+        for p in (1, 2):
+            before = load()
+            r = cli_run(url, n_questions, p, per_process)
+            rates[p] = r["calls"] / r["steady_s"]
+            print(f"  {p} process{'es' if p > 1 else ''}: {rates[p]:.0f} calls/s ({r['calls']} calls in "
+                  f"{r['steady_s']:.1f} s after start-up; whole CLI {r['wall']:.1f} s; committed by "
+                  f"{r['processes_seen']} processes; {r['executions']} executions, 0 errors) [{before} -> {load()}]")
+            if p > 1:
+                print(f"     once all {p} work ({r['join_s']:.1f} s after the first question): "
+                      f"{r['all_rate']:.0f} calls/s")
+    print("  " + ratio_line("2 processes : 1", rates[2] / rates[1], RATIO_TARGET, higher=True))
+
+
+def efficiency(widths: list[int], per_slot: int, processes: int) -> None:
+    print(f"efficiency: L = 1 s, {processes} processes, {per_slot} questions per slot, whole CLI runs")
+    with fake_server(1000.0) as url:
+        for width in widths:
+            before = load()
+            r = cli_run(url, per_slot * width, processes, width // processes)
+            ideal = r["calls"] * 1.0 / width
+            eff = ideal / r["wall"]
+            line = f"  {width} in flight ({processes} x {WORKERS} workers x {width // processes // WORKERS})"
+            target = EFFICIENCY_TARGETS.get(width)
+            print(ratio_line(f"{line}: whole-CLI efficiency", eff, target, higher=True) if target else
+                  f"{line}: whole-CLI efficiency {eff:.3f}")
+            print(f"     ideal {ideal:.1f} s / wall {r['wall']:.1f} s; after start-up "
+                  f"{ideal / r['steady_s']:.3f} [{before} -> {load()}]")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--questions", type=int, default=3000, help="throughput: questions per run")
+    ap.add_argument("--per-process", type=int, default=128, help="throughput: questions in flight per process")
+    ap.add_argument("--per-slot", type=int, default=25, help="efficiency: questions per slot of width")
+    ap.add_argument("--widths", type=int, nargs="+", default=[128, 256])
+    ap.add_argument("--processes", type=int, default=2, help="efficiency: processes")
+    ap.add_argument("--quick", action="store_true", help="1,000 questions and 5 per slot (noisier)")
+    ap.add_argument("--only", choices=("throughput", "efficiency"), default=None)
+    args = ap.parse_args()
+    if args.quick:
+        args.questions, args.per_slot = 1000, 5
+    print(f"{os.cpu_count()} cores; {load()}")
+    if args.only != "efficiency":
+        throughput(args.questions, args.per_process)
+    if args.only != "throughput":
+        efficiency(args.widths, args.per_slot, args.processes)
+
+
+if __name__ == "__main__":
+    main()
