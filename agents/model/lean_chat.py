@@ -107,8 +107,20 @@ class LeanChatClient(ChatCompletionClient):
             if os.environ.get(env):
                 self.headers[header] = os.environ[env]
         self._session: aiohttp.ClientSession | None = None
-        self._errors = openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
-        """Only to build the SDK's own exception for an error reply (`_make_status_error_from_response`)."""
+        self._base_url, self._api_key = base_url, api_key
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    def _errors(self) -> openai.AsyncOpenAI:
+        """The SDK's client, built at the first error reply and only to build the SDK's own exception
+        for it (`_make_status_error_from_response`): building one costs milliseconds (TLS, httpx)."""
+        if self._sdk is None:
+            self._sdk = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, max_retries=0)
+        return self._sdk
+
+    def _request(self) -> Any:
+        # What the SDK's exceptions name (never sent); built on the error path only, since an httpx
+        # Request costs more CPU than the whole aiohttp POST.
+        return SDK_HTTPX.Request("POST", self.url)
 
     def _open(self) -> aiohttp.ClientSession:
         # Built on first use, on the loop that uses it: an aiohttp session belongs to one event loop.
@@ -137,19 +149,18 @@ class LeanChatClient(ChatCompletionClient):
         if tools:
             raise ValueError("medpanel roles do not call tools")
         data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
-        request = SDK_HTTPX.Request("POST", self.url)  # what the SDK's exceptions name; never sent
         try:
             async with self._open().post(self.url, data=data, headers=self.headers) as reply:
                 raw = await reply.read()
                 status, headers = reply.status, reply.headers
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise openai.APITimeoutError(request=request) from exc
+            raise openai.APITimeoutError(request=self._request()) from exc
         except aiohttp.ClientError as exc:
-            raise openai.APIConnectionError(request=request) from exc
+            raise openai.APIConnectionError(request=self._request()) from exc
         observe(status, headers)
         if not 200 <= status < 300:
-            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw, request=request)
-            raise self._errors._make_status_error_from_response(response)
+            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw, request=self._request())
+            raise self._errors()._make_status_error_from_response(response)
         try:
             payload = json.loads(raw)
         except ValueError:
@@ -191,7 +202,8 @@ class LeanChatClient(ChatCompletionClient):
         if self._session is not None:
             await self._session.close()
             self._session = None
-        await self._errors.close()
+        if self._sdk is not None:
+            await self._sdk.close()
 
     def actual_usage(self) -> RequestUsage:
         return RequestUsage(prompt_tokens=0, completion_tokens=0)  # RecordingClient counts usage
