@@ -3,8 +3,10 @@
 The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
 killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
 is committed by inserting its row after its transcript file is in place (written to a temporary
-name, then renamed), so a crash leaves either both or a stray transcript the next attempt
-overwrites, never a row without its transcript.
+name, then renamed), so a crash of the process leaves either both or a stray transcript the next
+attempt overwrites, never a row without its whole transcript. Neither is fsynced (SQLite runs with
+`synchronous=NORMAL`), so that holds for the process, not for a power loss or kernel crash, after
+which the last seconds' writes (rows or transcript files) may be lost; see docs/operations.md.
 """
 
 from __future__ import annotations
@@ -205,7 +207,7 @@ class Store:
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
         body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
-        write_atomic(path, body)
+        write_atomic(path, body, durable=False)  # the row's commit does not fsync either (files.write_atomic)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
