@@ -160,6 +160,18 @@ class Store:
         With `retry_errors`, a pair whose row is an error counts as not finished."""
         now = time.time()
         params = {**_key_params(pair), "owner": owner, "now": now}
+        if not self.shared:
+            # SQLite: one statement takes the claim if the pair is open. A write statement holds the
+            # database's one write lock from its first step, so its check and its insert see one
+            # state no commit can change in between; an existing claim makes it insert nothing
+            # instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits for a
+            # committing worker's claim goes ahead once that commit deletes it, so there the
+            # claim goes in before a check in its own statement, below.)
+            with self.engine.begin() as conn:
+                if conn.execute(_CLAIM_IF_ANSWERABLE if retry_errors else _CLAIM_IF_OPEN, params).rowcount != 1:
+                    return False
+                conn.execute(_INSERT_EXECUTION, params)
+            return True
         try:
             with self.engine.begin() as conn:
                 # The claim goes in before the check, never after. A commit inserts the row and
@@ -288,6 +300,17 @@ class _Finished(Exception):
 # their compiled form.
 _IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
 _IS_ANSWERED = sa.select(results.c.qid).where(*_key_match(results), results.c.error.is_(None))
+_CLAIM_SQL = (
+    'INSERT INTO {claims} (condition, dataset, qid, "repeat", owner, claimed_at) '
+    "SELECT :k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now WHERE NOT EXISTS ("
+    'SELECT 1 FROM {results} WHERE condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid '
+    'AND "repeat" = :k_repeat{answered}) ON CONFLICT DO NOTHING'
+)
+_CLAIM_IF_OPEN = sa.text(_CLAIM_SQL.format(claims=claims.name, results=results.name, answered=""))
+"""SQLite: claim the pair unless it has a row or a claim."""
+_CLAIM_IF_ANSWERABLE = sa.text(_CLAIM_SQL.format(claims=claims.name, results=results.name,
+                                                 answered=" AND error IS NULL"))
+"""SQLite, `--retry-errors`: claim the pair unless it has an answered row or a claim."""
 _ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
 _DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
 _DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))
