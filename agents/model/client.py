@@ -7,6 +7,7 @@ It wraps the raw backend client of one trial and turns each `create` into a tran
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,7 +192,13 @@ class RecordingClient(ChatCompletionClient):
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
         coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
-        result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
+        if sys.version_info >= (3, 11):
+            # A deadline on this task: `wait_for` (before 3.12) ran the call as a task of its own,
+            # one more hand-off through the event loop on every call.
+            async with asyncio.timeout(spec.timeout_s + 5):
+                result = await coro
+        else:
+            result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
         if not isinstance(result.content, str):
             raise ValueError("the model returned tool calls; medpanel roles expect text")
         return result
