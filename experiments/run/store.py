@@ -12,6 +12,7 @@ which the last seconds' writes (rows or transcript files) may be lost; see docs/
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -167,11 +168,25 @@ class Store:
             # instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits for a
             # committing worker's claim goes ahead once that commit deletes it, so there the
             # claim goes in before a check in its own statement, below.)
-            with self.engine.begin() as conn:
-                if conn.execute(_CLAIM_IF_ANSWERABLE if retry_errors else _CLAIM_IF_OPEN, params).rowcount != 1:
-                    return False
-                conn.execute(_INSERT_EXECUTION, params)
-            return True
+            # On the pooled sqlite3 connection itself: SQLAlchemy's execution path (compiled-cache
+            # lookups, result objects, its transaction objects) cost more CPU than both statements.
+            # sqlite3 opens the transaction at the first insert; errors are sqlite3's own, which
+            # `resource_failure` reads like SQLAlchemy's wrapped ones.
+            raw = self.engine.raw_connection()
+            try:
+                db = raw.driver_connection
+                assert isinstance(db, sqlite3.Connection)
+                try:
+                    taken = db.execute(_CLAIM_SQL_ANSWERABLE if retry_errors else _CLAIM_SQL_OPEN, params).rowcount == 1
+                    if taken:
+                        db.execute(_EXECUTION_SQL, params)
+                    db.commit()
+                except BaseException:
+                    db.rollback()
+                    raise
+            finally:
+                raw.close()  # back to the pool
+            return taken
         try:
             with self.engine.begin() as conn:
                 # The claim goes in before the check, never after. A commit inserts the row and
@@ -306,11 +321,12 @@ _CLAIM_SQL = (
     'SELECT 1 FROM {results} WHERE condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid '
     'AND "repeat" = :k_repeat{answered}) ON CONFLICT DO NOTHING'
 )
-_CLAIM_IF_OPEN = sa.text(_CLAIM_SQL.format(claims=claims.name, results=results.name, answered=""))
+_CLAIM_SQL_OPEN = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered="")
 """SQLite: claim the pair unless it has a row or a claim."""
-_CLAIM_IF_ANSWERABLE = sa.text(_CLAIM_SQL.format(claims=claims.name, results=results.name,
-                                                 answered=" AND error IS NULL"))
+_CLAIM_SQL_ANSWERABLE = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered=" AND error IS NULL")
 """SQLite, `--retry-errors`: claim the pair unless it has an answered row or a claim."""
+_EXECUTION_SQL = (f'INSERT INTO {executions.name} (condition, dataset, qid, "repeat", owner, started_at) '
+                  "VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now)")
 _ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
 _DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
 _DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))
