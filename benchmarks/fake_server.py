@@ -66,7 +66,12 @@ class FakeOpenAI:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_GET(self) -> None:  # /v1/models for health checks
+            def do_GET(self) -> None:  # /v1/models for health checks; /v1/stats for benchmarks
+                if self.path.endswith("/stats"):  # how many chat completions were asked for so far
+                    with outer.lock:
+                        n = len(outer.requests)
+                    self._send(200, {}, _encode({"requests": n}))
+                    return
                 self._send(200, {}, _encode({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 
             def do_POST(self) -> None:

@@ -141,7 +141,7 @@ def test_a_worker_reuses_one_client_and_its_connection(tmp_path: Path, monkeypat
     assert len(srv.requests) == 8
     assert len(built) == 1, f"{len(built)} clients built for 8 questions"
     assert len(set(srv.client_ports)) == 1, "the connection was not reused"
-    assert built[0]._client.sdk.is_closed(), "the worker's client was left open"
+    assert built[0].is_closed(), "the worker's client was left open"
 
 
 def _key(**over: Any) -> str:

@@ -19,6 +19,7 @@ from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
+from medpanel.agents.model.lean_chat import LeanChatClient, sent
 from medpanel.agents.model.probe import note_usage, on_response
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec, credential_problem, key_env
@@ -50,7 +51,8 @@ def preload(spec: ModelSpec) -> None:
         return
     import importlib
 
-    for name in ("openai.resources.chat", "openai.pagination", "h11", "anyio._backends._asyncio", "jiter"):
+    for name in ("openai.resources.chat", "openai.pagination", "h11", "anyio._backends._asyncio", "jiter",
+                 "aiohttp.client", "aiohttp.connector"):
         importlib.import_module(name)
     _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
 
@@ -76,32 +78,22 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         value = os.environ.get(key_env(spec)) or "sk-no-key"
         key = value
         register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
-    sdk_args: dict[str, Any] = dict(api_key=key, timeout=spec.timeout_s, http_client=_http_client(spec),
-                                    max_retries=0)  # medpanel retries with its own backoff, recording each try
     create_args: dict[str, Any] = dict(model=spec.model_name, temperature=spec.temperature, max_tokens=spec.max_tokens)
     if spec.seed is not None:
         create_args["seed"] = spec.seed
-    sdk: Any
-    if spec.backend == "azure":
-        assert url is not None  # credential_problem refused Azure without one
-        sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
-                                      api_version=spec.api_version or "2024-10-21", **sdk_args)
-    else:
-        sdk = openai.AsyncOpenAI(base_url=url, **sdk_args) if url else openai.AsyncOpenAI(**sdk_args)
-    # Non-OpenAI names (vLLM, Ollama, llama.cpp, Azure deployments) need model_info; OpenAI's own
-    # names are known to AutoGen.
-    info = _model_info(spec) if spec.backend in ("local", "azure") or url else None
+    if spec.backend != "azure":
+        # One aiohttp POST a call (agents/model/lean_chat.py): the SDK's request path cost more CPU
+        # per call than all of medpanel's own work. The SDK's default URL and its variable apply.
+        base = url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        return LeanChatClient(base_url=base, api_key=key, timeout_s=spec.timeout_s, create_args=create_args,
+                              model_info=_model_info(spec), ssl=_ssl_context() if base.startswith("https") else None)
+    assert url is not None  # credential_problem refused Azure without one
+    sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
+                                  api_version=spec.api_version or "2024-10-21", api_key=key, timeout=spec.timeout_s,
+                                  http_client=_http_client(spec),
+                                  max_retries=0)  # medpanel retries with its own backoff, recording each try
     return BaseOpenAIChatCompletionClient(client=PostedChat(sdk), create_args=create_args,  # type: ignore[arg-type]
-                                          model_info=info)
-
-
-def sent(reply: Any) -> str:
-    """What an endpoint sent instead of a usable chat completion, briefly."""
-    if isinstance(reply, ChatCompletion):
-        return "a chat completion with no choices"
-    text = " ".join(str(reply).split())
-    kind = "an HTML page" if text[:100].lower().lstrip().startswith(("<!doctype html", "<html", "<")) else "text"
-    return f"{kind} ({text[:80]!r}{'...' if len(text) > 80 else ''})"
+                                          model_info=_model_info(spec))
 
 
 class PostedChat:

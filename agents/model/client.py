@@ -7,14 +7,12 @@ It wraps the raw backend client of one trial and turns each `create` into a tran
 from __future__ import annotations
 
 import asyncio
-import os
+import sys
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import openai
 from autogen_core import CancellationToken
 from autogen_core.models import (
     AssistantMessage,
@@ -29,13 +27,17 @@ from autogen_core.models import (
 )
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.cache import ResponseCache, cache_key
-from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
-from medpanel.agents.model.limits import RateLimits, request_tokens, retry_after
+from medpanel.agents.model.limits import RateLimits, request_tokens
 from medpanel.agents.model.probe import probing
 from medpanel.agents.model.replay import Replay, replayed
+from medpanel.agents.model.retries import BackoffWait as BackoffWait  # re-exported where they always were
+from medpanel.agents.model.retries import _is_retryable as _is_retryable
+from medpanel.agents.model.retries import _retry_after as _retry_after
+from medpanel.agents.model.retries import describe_error as describe_error
+from medpanel.agents.model.retries import error_kind as error_kind
+from medpanel.agents.model.retries import with_retries
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import capped_schema, schema_of, strict_response_format
 from medpanel.agents.redact import redact
@@ -54,74 +56,6 @@ class ModelCallError(RuntimeError):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.attempts = attempts
-
-
-def error_kind(exc: BaseException) -> str:
-    if isinstance(exc, openai.RateLimitError):
-        return "rate_limit"
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | asyncio.TimeoutError):
-        return "timeout"
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
-        return "connection"
-    if isinstance(exc, openai.InternalServerError):
-        return "server_error"
-    if is_context_overflow(exc):
-        return "context_length"  # not retryable: the same prompt is as long the next time
-    if isinstance(exc, openai.APIStatusError):
-        return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
-    if isinstance(exc, ValueError | IndexError | KeyError | TypeError | AttributeError):
-        return "bad_response"  # truncated JSON, empty choices: the client cannot build a result
-    return type(exc).__name__
-
-
-def describe_error(exc: BaseException) -> str:
-    """The exception's text, plus its root cause when the text alone says nothing.
-
-    The openai SDK reports a refused connection as "Connection error."; the reason (`[Errno 111]
-    Connection refused`, a DNS failure) is in its `__cause__` chain.
-    """
-    # An endpoint's own message, not the SDK's dump of its error body.
-    text = endpoint_message(exc) or str(exc)
-    root: BaseException = exc
-    seen = {id(exc)}
-    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
-        seen.add(id(nxt))
-        root = nxt
-    if root is not exc:
-        cause = str(root) or type(root).__name__
-        if isinstance(root, OSError) and root.errno and os.strerror(root.errno) not in cause:
-            cause = f"{os.strerror(root.errno)}: {cause}"  # asyncio says "Connect call failed" for a refusal
-        if cause not in text:
-            text = f"{text} ({cause})"
-    return text
-
-
-_RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_response", "http_408", "http_409"}
-
-
-def _is_retryable(exc: BaseException) -> bool:
-    return error_kind(exc) in _RETRYABLE
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """Seconds the server asked us to wait (429/503 `Retry-After`, `retry-after-ms`), if it said."""
-    response = getattr(exc, "response", None)
-    return retry_after(response.headers) if response is not None else None
-
-
-@dataclass
-class BackoffWait:
-    """Exponential backoff with a cap, overridden by the server's Retry-After when it sends one."""
-
-    initial: float = 0.5
-    cap: float = 30.0
-
-    def __call__(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
-        asked = _retry_after(exc) if exc else None
-        if asked is not None:
-            return min(asked, self.cap)
-        return min(self.initial * 2.0 ** (state.attempt_number - 1), self.cap)
 
 
 def to_openai(message: LLMMessage) -> dict[str, Any]:
@@ -258,7 +192,13 @@ class RecordingClient(ChatCompletionClient):
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
         coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
-        result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
+        if sys.version_info >= (3, 11):
+            # A deadline on this task: `wait_for` (before 3.12) ran the call as a task of its own,
+            # one more hand-off through the event loop on every call.
+            async with asyncio.timeout(spec.timeout_s + 5):
+                result = await coro
+        else:
+            result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
         if not isinstance(result.content, str):
             raise ValueError("the model returned tool calls; medpanel roles expect text")
         return result
@@ -312,24 +252,25 @@ class RecordingClient(ChatCompletionClient):
             start = time.perf_counter()
             attempts = 0
             limits = self.session.limits
-            cached = 0
+
+            async def once() -> tuple[CreateResult, int]:
+                """One attempt: (its result, the prompt tokens the endpoint's cache served)."""
+                nonlocal attempts
+                attempts += 1
+                reserve = self.max_tokens or spec.max_tokens  # an uncapped call reserves the block's
+                ticket = await limits.acquire(request_tokens(oai, reserve)) if limits else None
+                used: int | None = None
+                try:
+                    with probing(limits) as probe:
+                        result = await self._call_inner(messages)
+                    used = result.usage.prompt_tokens + result.usage.completion_tokens
+                    return result, probe.cached_tokens
+                finally:
+                    if limits is not None and ticket is not None:
+                        limits.settle(ticket, used)
+
             try:
-                retrying = AsyncRetrying(stop=stop_after_attempt(spec.max_retries + 1), wait=BackoffWait(),
-                                         retry=retry_if_exception(_is_retryable), reraise=True)
-                async for attempt in retrying:
-                    with attempt:
-                        attempts += 1
-                        reserve = self.max_tokens or spec.max_tokens  # an uncapped call reserves the block's
-                        ticket = await limits.acquire(request_tokens(oai, reserve)) if limits else None
-                        used: int | None = None
-                        try:
-                            with probing(limits) as probe:
-                                result = await self._call_inner(messages)
-                            used, cached = result.usage.prompt_tokens + result.usage.completion_tokens, \
-                                probe.cached_tokens
-                        finally:
-                            if limits is not None and ticket is not None:
-                                limits.settle(ticket, used)
+                result, cached = await with_retries(once, spec.max_retries)
             except Exception as exc:
                 event.latency_s = time.perf_counter() - start
                 event.attempts = attempts

@@ -8,7 +8,7 @@ loops never see each other's); the HTTP client's response hook and `PostedChat` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -42,12 +42,24 @@ def probing(limits: RateLimits | None) -> Iterator[CallProbe]:
 
 async def on_response(response: httpx.Response) -> None:
     """httpx response hook: every answer's headers (429s included) go to the process's limits."""
+    observe(response.status_code, response.headers)
+
+
+def observe(status: int, headers: Mapping[str, str]) -> None:
+    """A reply's status and headers (any status) for the call in progress and the process's limits."""
     probe = _current.get()
     if probe is None:
         return
-    probe.status = response.status_code
+    probe.status = status
     if probe.limits is not None:
-        probe.limits.observe(response.status_code, response.headers)
+        probe.limits.observe(status, headers)
+
+
+def note_cached(tokens: int) -> None:
+    """Record the cached prompt tokens a reply's usage reported."""
+    probe = _current.get()
+    if probe is not None:
+        probe.cached_tokens = tokens
 
 
 def note_usage(usage: Any) -> None:

@@ -3,13 +3,16 @@
 The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
 killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
 is committed by inserting its row after its transcript file is in place (written to a temporary
-name, then renamed), so a crash leaves either both or a stray transcript the next attempt
-overwrites, never a row without its transcript.
+name, then renamed), so a crash of the process leaves either both or a stray transcript the next
+attempt overwrites, never a row without its whole transcript. Neither is fsynced (SQLite runs with
+`synchronous=NORMAL`), so that holds for the process, not for a power loss or kernel crash, after
+which the last seconds' writes (rows or transcript files) may be lost; see docs/operations.md.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -158,6 +161,32 @@ class Store:
         With `retry_errors`, a pair whose row is an error counts as not finished."""
         now = time.time()
         params = {**_key_params(pair), "owner": owner, "now": now}
+        if not self.shared:
+            # SQLite: one statement takes the claim if the pair is open. A write statement holds the
+            # database's one write lock from its first step, so its check and its insert see one
+            # state no commit can change in between; an existing claim makes it insert nothing
+            # instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits for a
+            # committing worker's claim goes ahead once that commit deletes it, so there the
+            # claim goes in before a check in its own statement, below.)
+            # On the pooled sqlite3 connection itself: SQLAlchemy's execution path (compiled-cache
+            # lookups, result objects, its transaction objects) cost more CPU than both statements.
+            # sqlite3 opens the transaction at the first insert; errors are sqlite3's own, which
+            # `resource_failure` reads like SQLAlchemy's wrapped ones.
+            raw = self.engine.raw_connection()
+            try:
+                db = raw.driver_connection
+                assert isinstance(db, sqlite3.Connection)
+                try:
+                    taken = db.execute(_CLAIM_SQL_ANSWERABLE if retry_errors else _CLAIM_SQL_OPEN, params).rowcount == 1
+                    if taken:
+                        db.execute(_EXECUTION_SQL, params)
+                    db.commit()
+                except BaseException:
+                    db.rollback()
+                    raise
+            finally:
+                raw.close()  # back to the pool
+            return taken
         try:
             with self.engine.begin() as conn:
                 # The claim goes in before the check, never after. A commit inserts the row and
@@ -209,7 +238,7 @@ class Store:
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
         body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
-        write_atomic(path, body)
+        write_atomic(path, body, durable=False)  # the row's commit does not fsync either (files.write_atomic)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
@@ -290,6 +319,18 @@ class _Finished(Exception):
 # their compiled form.
 _IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
 _IS_ANSWERED = sa.select(results.c.qid).where(*_key_match(results), results.c.error.is_(None))
+_CLAIM_SQL = (
+    'INSERT INTO {claims} (condition, dataset, qid, "repeat", owner, claimed_at) '
+    "SELECT :k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now WHERE NOT EXISTS ("
+    'SELECT 1 FROM {results} WHERE condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid '
+    'AND "repeat" = :k_repeat{answered}) ON CONFLICT DO NOTHING'
+)
+_CLAIM_SQL_OPEN = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered="")
+"""SQLite: claim the pair unless it has a row or a claim."""
+_CLAIM_SQL_ANSWERABLE = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered=" AND error IS NULL")
+"""SQLite, `--retry-errors`: claim the pair unless it has an answered row or a claim."""
+_EXECUTION_SQL = (f'INSERT INTO {executions.name} (condition, dataset, qid, "repeat", owner, started_at) '
+                  "VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now)")
 _ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
 _DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
 _DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))

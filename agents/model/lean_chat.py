@@ -1,0 +1,226 @@
+"""An OpenAI-compatible chat endpoint as an AutoGen `ChatCompletionClient`, one aiohttp POST a call.
+
+The openai SDK's request path (its httpx transport, httpcore's pool, h11, anyio, then building a
+pydantic `ChatCompletion` and AutoGen's `CreateResult` from it) cost about 3 ms of CPU a call, more
+than all of medpanel's own work per call (`python -m benchmarks.bench_lean`). medpanel sends
+JSON-ready dicts and reads three fields of the reply, so this client posts the body with aiohttp
+(its HTTP parser is C), `json.loads` the reply and builds the `CreateResult` itself. Agents still
+talk to AutoGen's interface (`RecordingClient` wraps this like any other `ChatCompletionClient`).
+
+What stays as it was with the SDK:
+- the request: AutoGen's message conversion (`client.to_openai`, consecutive system messages merged
+  and stripped as AutoGen does for models without `multiple_system_messages`), the model block's
+  `create_args`, the per-call `extra_create_args`, a `max_tokens: None` override sent as no cap;
+- errors: a non-2xx reply is raised as the SDK's own exception for it (`RateLimitError`,
+  `AuthenticationError`, `InternalServerError`..., built by the SDK from the status, headers and
+  body), a transport failure as `APIConnectionError`, a timeout as `APITimeoutError`, each with the
+  cause chained, so `client.error_kind`, retries and `Retry-After` read them unchanged; a 200 that
+  is not a chat completion is the same `ValueError` (`bad_response`) as `PostedChat`'s;
+- the probe: every reply's headers go to the rate limits, the cached prompt tokens to the call.
+Azure (its deployment routes and `api-key` header) keeps the SDK path (`backends.PostedChat`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, Literal
+
+import aiohttp
+import openai
+import openai._base_client as sdk_base
+from autogen_core import CancellationToken
+from autogen_core.models import (
+    ChatCompletionClient,
+    CreateResult,
+    LLMMessage,
+    ModelFamily,
+    ModelInfo,
+    RequestUsage,
+    SystemMessage,
+)
+from autogen_core.tools import Tool, ToolSchema
+from autogen_ext.models._utils.parse_r1_content import parse_r1_content
+from openai.types.chat import ChatCompletion
+
+from medpanel.agents.model.client import to_openai
+from medpanel.agents.model.probe import note_cached, observe
+
+SDK_HTTPX: Any = getattr(sdk_base, "httpx2", None) or getattr(sdk_base, "httpx")  # noqa: B009
+"""The httpx the installed SDK builds its exceptions from (openai 3 ships a fork, httpx2)."""
+
+FinishReason = Literal["stop", "length", "function_calls", "content_filter", "unknown"]
+_FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "content_filter": "content_filter",
+                                    "tool_calls": "function_calls", "function_call": "function_calls"}
+
+
+def merged_system(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
+    """AutoGen's handling for models without `multiple_system_messages`: consecutive system messages
+    become one (joined by newlines, stripped at the end), at the first one's place."""
+    if not any(isinstance(m, SystemMessage) for m in messages):
+        return list(messages)
+    out: list[LLMMessage] = []
+    parts: list[str] = []
+    first = last = -1
+    for i, m in enumerate(messages):
+        if isinstance(m, SystemMessage):
+            if first == -1:
+                first = i
+            elif last + 1 != i:
+                raise ValueError("system messages that are not consecutive cannot be merged into one")
+            parts.append(m.content)
+            last = i
+        else:
+            out.append(m)
+    text = "\n".join(parts).rstrip()
+    if text:
+        out.insert(first, SystemMessage(content=text))
+    return out
+
+
+def sent(reply: Any) -> str:
+    """What an endpoint sent instead of a usable chat completion, briefly: a parsed completion (an
+    SDK `ChatCompletion` or a dict with `choices`) that has none, an HTML page, or other text."""
+    if isinstance(reply, ChatCompletion) or (isinstance(reply, dict) and "choices" in reply):
+        return "a chat completion with no choices"
+    text = " ".join(str(reply).split())
+    kind = "an HTML page" if text[:100].lower().lstrip().startswith(("<!doctype html", "<html", "<")) else "text"
+    return f"{kind} ({text[:80]!r}{'...' if len(text) > 80 else ''})"
+
+
+class LeanChatClient(ChatCompletionClient):
+    """`create` = one POST to `<base_url>/chat/completions` on this event loop's aiohttp session."""
+
+    def __init__(self, *, base_url: str, api_key: str, timeout_s: float, create_args: Mapping[str, Any],
+                 model_info: ModelInfo, ssl: Any = None) -> None:
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.create_args = dict(create_args)
+        self.info = model_info
+        self.timeout_s = timeout_s
+        self.ssl = ssl
+        self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
+                        "Accept": "application/json", "User-Agent": f"medpanel aiohttp/{aiohttp.__version__}"}
+        # The SDK sends these when they are set; so does this client.
+        for env, header in (("OPENAI_ORG_ID", "OpenAI-Organization"), ("OPENAI_PROJECT_ID", "OpenAI-Project")):
+            if os.environ.get(env):
+                self.headers[header] = os.environ[env]
+        self._session: aiohttp.ClientSession | None = None
+        self._base_url, self._api_key = base_url, api_key
+        self._sdk: openai.AsyncOpenAI | None = None
+
+    def _errors(self) -> openai.AsyncOpenAI:
+        """The SDK's client, built at the first error reply and only to build the SDK's own exception
+        for it (`_make_status_error_from_response`): building one costs milliseconds (TLS, httpx)."""
+        if self._sdk is None:
+            self._sdk = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, max_retries=0)
+        return self._sdk
+
+    def _request(self) -> Any:
+        # What the SDK's exceptions name (never sent); built on the error path only, since an httpx
+        # Request costs more CPU than the whole aiohttp POST.
+        return SDK_HTTPX.Request("POST", self.url)
+
+    def _open(self) -> aiohttp.ClientSession:
+        # Built on first use, on the loop that uses it: an aiohttp session belongs to one event loop.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=1000, limit_per_host=0, ssl=self.ssl if self.ssl else True)
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=True,
+                                                  timeout=aiohttp.ClientTimeout(total=self.timeout_s))
+        return self._session
+
+    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, Any]) -> dict[str, Any]:
+        body = {"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra}
+        if "max_tokens" in body and body["max_tokens"] is None:
+            del body["max_tokens"]  # a per-call `max_tokens: None` override: no cap, the endpoint's own limit
+        return body
+
+    async def create(
+        self,
+        messages: Sequence[LLMMessage],
+        *,
+        tools: Sequence[Tool | ToolSchema] = (),
+        tool_choice: Any = "auto",
+        json_output: Any = None,
+        extra_create_args: Mapping[str, Any] = {},
+        cancellation_token: CancellationToken | None = None,
+    ) -> CreateResult:
+        if tools:
+            raise ValueError("medpanel roles do not call tools")
+        data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
+        try:
+            async with self._open().post(self.url, data=data, headers=self.headers) as reply:
+                raw = await reply.read()
+                status, headers = reply.status, reply.headers
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise openai.APITimeoutError(request=self._request()) from exc
+        except aiohttp.ClientError as exc:
+            raise openai.APIConnectionError(request=self._request()) from exc
+        observe(status, headers)
+        if not 200 <= status < 300:
+            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw, request=self._request())
+            raise self._errors()._make_status_error_from_response(response)
+        try:
+            payload = json.loads(raw)
+        except ValueError:
+            payload = None
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+            # A ValueError is a retried bad_response, named for what came instead.
+            shown = payload if isinstance(payload, dict) else raw.decode("utf-8", errors="replace")
+            raise ValueError(f"the endpoint answered {status} with {sent(shown)}, not a chat completion's choices")
+        assert isinstance(payload, dict)
+        choice = choices[0]
+        message = choice.get("message") or {}
+        if message.get("tool_calls"):
+            raise ValueError("the model returned tool calls; medpanel roles expect text")
+        usage = payload.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        if isinstance(details.get("cached_tokens"), int):
+            note_cached(details["cached_tokens"])
+        content = message.get("content") or ""
+        thought = message.get("reasoning_content")
+        if self.info["family"] == ModelFamily.R1 and thought is None:  # local R1 models: as AutoGen splits them
+            thought, content = parse_r1_content(content)
+        return CreateResult(finish_reason=_FINISH.get(str(choice.get("finish_reason")), "unknown"),
+                            content=content, cached=False, thought=thought,
+                            usage=RequestUsage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                                               completion_tokens=int(usage.get("completion_tokens") or 0)))
+
+    def create_stream(self, messages: Sequence[LLMMessage], **kwargs: Any) -> AsyncGenerator[str | CreateResult, None]:
+        async def gen() -> AsyncGenerator[str | CreateResult, None]:
+            yield await self.create(messages, **kwargs)
+
+        return gen()
+
+    def is_closed(self) -> bool:
+        """No connection left open: never used, or closed."""
+        return self._session is None or self._session.closed
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        if self._sdk is not None:
+            await self._sdk.close()
+
+    def actual_usage(self) -> RequestUsage:
+        return RequestUsage(prompt_tokens=0, completion_tokens=0)  # RecordingClient counts usage
+
+    def total_usage(self) -> RequestUsage:
+        return RequestUsage(prompt_tokens=0, completion_tokens=0)
+
+    def count_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        return sum(len(str(m.content)) for m in messages) // 4
+
+    def remaining_tokens(self, messages: Sequence[LLMMessage], *, tools: Sequence[Tool | ToolSchema] = ()) -> int:
+        return 1_000_000
+
+    @property
+    def capabilities(self) -> Any:  # deprecated in AutoGen, still abstract
+        return self.info
+
+    @property
+    def model_info(self) -> ModelInfo:
+        return self.info

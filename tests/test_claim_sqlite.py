@@ -1,0 +1,84 @@
+"""SQLite claims are one statement: taken only if the pair has no row and no claim, exactly once
+however many stores race for it, and a finished pair is never taken again."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from medpanel.agents.types import Question, QuestionResult
+from medpanel.experiments.run.store import Store
+
+
+def _store(tmp_path: Path) -> Store:
+    return Store(f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
+
+
+def _commit(store: Store, qid: str, owner: str, error: str | None = None) -> None:
+    question = Question(dataset="medqa", qid=qid, text="Which?", options={"A": "a", "B": "b"}, gold=("A",))
+    result = QuestionResult(condition="c0", dataset="medqa", qid=qid, answer=() if error else ("A",), gold=("A",),
+                            correct=not error, error=error, error_kind="timeout" if error else None)
+    store.commit(result, question, owner=owner)
+
+
+def _claims(store: Store) -> list[tuple[str, str]]:
+    with store.engine.connect() as conn:
+        return [(r[0], r[1]) for r in conn.execute(sa.text("select qid, owner from mp_claims order by qid"))]
+
+
+def test_a_claim_is_taken_once_and_a_finished_pair_never_again(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    pair = ("c0", "medqa", "q1", 0)
+    assert store.claim(pair, "a") is True
+    assert store.claim(pair, "b") is False, "a held claim was taken again"
+    assert _claims(store) == [("q1", "a")]
+    _commit(store, "q1", "a")
+    assert _claims(store) == []
+    assert store.claim(pair, "b") is False, "a finished pair was claimed"
+    assert store.executions() == [pair]
+    store.close()
+
+
+def test_an_error_row_is_claimed_only_when_errors_are_retried(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    pair = ("c0", "medqa", "q2", 0)
+    assert store.claim(pair, "a")
+    _commit(store, "q2", "a", error="timeout: slow")
+    assert store.claim(pair, "b") is False
+    assert store.claim(pair, "b", retry_errors=True) is True
+    assert store.claim(pair, "c", retry_errors=True) is False, "the retry's claim was taken again"
+    assert Counter(store.executions())[pair] == 2
+    store.close()
+
+
+def test_racing_stores_take_each_pair_exactly_once_while_pairs_are_committed(tmp_path: Path) -> None:
+    pairs = [("c0", "medqa", f"q{i}", 0) for i in range(60)]
+    stores = [_store(tmp_path) for _ in range(6)]
+    taken: list[tuple[str, tuple[str, str, str, int]]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(stores))
+
+    def work(n: int) -> None:
+        store, owner = stores[n], f"w{n}"
+        start.wait()
+        for _round in range(2):  # a second pass meets committed pairs, not only held claims
+            for pair in pairs if n % 2 else reversed(pairs):
+                if store.claim(pair, owner):
+                    with lock:
+                        taken.append((owner, pair))
+                    _commit(store, pair[2], owner)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    counts = Counter(p for _, p in taken)
+    assert sorted(counts) == sorted(pairs) and set(counts.values()) == {1}, counts.most_common(3)
+    assert sorted(stores[0].executions()) == sorted(pairs)
+    assert len(stores[0].rows()) == len(pairs) and _claims(stores[0]) == []
+    for s in stores:
+        s.close()
