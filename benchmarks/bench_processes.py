@@ -39,12 +39,15 @@ from benchmarks.bench_width import ratio_line
 WORKERS = 4
 EFFICIENCY_TARGETS = {128: 0.90, 256: 0.85}
 RATIO_TARGET = 1.7
+AIO: list[str] = ["--aio"]
 
 
 @contextlib.contextmanager
 def fake_server(latency_ms: float) -> Iterator[str]:
-    """The fake model in its own process, so it does not take the runner's interpreter lock."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms)],
+    """The fake model in its own process, so it does not take the runner's interpreter lock, and on
+    one event loop (`--aio`), so its own CPU does not take the core the second process needs."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms),
+                             *AIO],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -143,12 +146,16 @@ def main() -> None:
     ap.add_argument("--per-slot", type=int, default=25, help="efficiency: questions per slot of width")
     ap.add_argument("--widths", type=int, nargs="+", default=[128, 256])
     ap.add_argument("--processes", type=int, default=2, help="efficiency: processes")
+    ap.add_argument("--threaded-server", action="store_true",
+                    help="the fake server's thread-per-connection mode instead of its event loop")
     ap.add_argument("--quick", action="store_true", help="1,000 questions and 5 per slot (noisier)")
     ap.add_argument("--only", choices=("throughput", "efficiency"), default=None)
     args = ap.parse_args()
     if args.quick:
         args.questions, args.per_slot = 1000, 5
-    print(f"{os.cpu_count()} cores; {load()}")
+    if args.threaded_server:
+        AIO.clear()
+    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if AIO else 'a thread per connection'}")
     if args.only != "efficiency":
         throughput(args.questions, args.per_process)
     if args.only != "throughput":

@@ -153,16 +153,59 @@ def valid_reply(body: dict[str, Any], n: int) -> Reply:
     return 200, {}, completion(json.dumps(schema_reply(body)))
 
 
+def serve_aio(latency_ms: float) -> None:
+    """The same answers on one asyncio event loop (aiohttp): no thread per connection, so hundreds
+    in flight cost the server a fraction of a millisecond of CPU each. On a 2-core machine the
+    threaded server's own CPU (several ms a request) takes a core the runner's processes need."""
+    import asyncio
+
+    from aiohttp import web
+
+    served = 0
+
+    async def chat(request: web.Request) -> web.Response:
+        nonlocal served
+        served += 1
+        body = await request.json()
+        await asyncio.sleep(latency_ms / 1000)
+        return web.Response(body=_encode(valid_reply(body, served)[2]), content_type="application/json")
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    async def stats(request: web.Request) -> web.Response:
+        return web.json_response({"requests": served})
+
+    async def run() -> None:
+        app = web.Application()
+        app.add_routes([web.post("/v1/chat/completions", chat), web.get("/v1/models", models),
+                        web.get("/v1/stats", stats)])
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0, backlog=1024)
+        await site.start()
+        port = runner.addresses[0][1]
+        print(f"http://127.0.0.1:{port}/v1", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(run())
+
+
 def main() -> None:
     """`python -m benchmarks.fake_server --latency-ms 200 --concurrency 4` serves until
     killed and prints its base URL: benchmarks run it in its own process so it does not share the
-    interpreter lock with the runner being measured."""
+    interpreter lock with the runner being measured. `--aio` serves from one event loop instead
+    (no concurrency bound): the server for throughput figures on a machine with few cores."""
     import argparse
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency-ms", type=float, default=200.0)
     ap.add_argument("--concurrency", type=int, default=None)
+    ap.add_argument("--aio", action="store_true", help="one asyncio event loop (aiohttp), no thread per connection")
     args = ap.parse_args()
+    if args.aio:
+        serve_aio(args.latency_ms)
+        return
     srv = FakeOpenAI(valid_reply, concurrency=args.concurrency, latency_ms=args.latency_ms)
     print(srv.base_url, flush=True)
     srv.server.serve_forever()
