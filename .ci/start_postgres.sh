@@ -4,7 +4,7 @@
 set -euo pipefail
 PORT="${1:-55432}"
 BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
-DATA="$(mktemp -d /tmp/medpanel-pg.XXXXXX)"
+DATA="${MEDPANEL_PG_DATA:-$(mktemp -d /tmp/medpanel-pg.XXXXXX)}"  # the caller may name it, to stop it later
 chown postgres "$DATA"
 runuser -u postgres -- "$BIN/initdb" -D "$DATA" -A trust -U postgres >/dev/null
 runuser -u postgres -- "$BIN/pg_ctl" -D "$DATA" -l "$DATA/server.log" -w \
