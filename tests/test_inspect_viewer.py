@@ -115,6 +115,15 @@ def _shows(page: Any, text: str) -> None:
     page.wait_for_function("t => document.body.innerText.includes(t)", arg=text)
 
 
+def _has_text(card: Any, *texts: str) -> None:
+    """Wait until `card`'s rendered text holds each of `texts`: the viewer lays a card out first and
+    renders its markdown after (`**challenger** · ...` for a moment, then a bold `challenger · ...`)."""
+    from playwright.sync_api import expect  # the [dev] extra; this module is skipped without it
+
+    for t in texts:
+        expect(card).to_contain_text(t, use_inner_text=True, timeout=WAIT_MS)
+
+
 def _card(page: Any, *texts: str) -> Any:
     """The Messages tab's card holding all `texts`."""
     cards = page.locator("[data-message-role]")
@@ -134,12 +143,11 @@ def test_the_messages_tab_shows_the_challenger_a_specialist_and_the_moderators_d
     critique = page.locator("[data-message-role]").filter(has_text=CRITIQUE_TOKEN).first
     critique.wait_for()
     # each card names the agent that spoke under the viewer's role header
-    assert "challenger · challenger · critique" in critique.inner_text()
+    _has_text(critique, "challenger · challenger · critique")
     turn = _card(page, f"{TURN_TOKEN} vexillologist r2t3")
-    assert "vexillologist · specialist · turn · round 2, turn 3" in turn.inner_text()
+    _has_text(turn, "vexillologist · specialist · turn · round 2, turn 3")
     decision = _card(page, "moderator · moderator · final")
-    text = decision.inner_text()
-    assert '"rule": "majority"' in text and f'"{TOKEN_ANSWER}": 2' in text and '"vexillologist": "C"' in text
+    _has_text(decision, '"rule": "majority"', f'"{TOKEN_ANSWER}": 2', '"vexillologist": "C"')
     decision.scroll_into_view_if_needed()
     png = tmp_path / "messages.png"
     page.screenshot(path=str(png))
