@@ -100,7 +100,7 @@ def _scroll_to(page: Any, target: Any, what: str) -> Any:
         page.mouse.wheel(0, 700)
         page.wait_for_timeout(100)
         still = still + 1 if _scroll_tops(page) == before else 0
-        if still >= 20:  # two seconds without moving: the end of the list
+        if still >= 50:  # five seconds without moving: the end of the list (a loaded machine lays out slowly)
             break
     pytest.fail(f"no {what} in the list")
 
