@@ -29,7 +29,6 @@ call hardly moves with the machine's load; wall time and efficiency do.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import resource
@@ -38,11 +37,11 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_width import profiled_workers
+from benchmarks.fake_server import served_apart
 from medpanel.agents.model.structured import answer_model, strict_response_format
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles.baseline import PROMPTS
@@ -66,19 +65,6 @@ def _cpu_s() -> float:
 
 def _load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
-@contextlib.contextmanager
-def fake_endpoint(latency_ms: float, concurrency: int) -> Iterator[str]:
-    """The fake model in its own process: it must not share the measured harness's interpreter lock."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms),
-                             "--concurrency", str(concurrency)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def served(base_url: str) -> int:
@@ -227,7 +213,7 @@ def compare(latencies: list[float], harnesses: list[str], n: int, in_flight: int
           f"{'load start -> end':>24}")
     out = []
     for latency in latencies:
-        with fake_endpoint(latency, in_flight) as base_url:
+        with served_apart(latency, concurrency=in_flight) as base_url:
             results = {h: run_harness(h, base_url, n, in_flight, profile if h == "medpanel" else None)
                        for h in harnesses}
         for h, r in results.items():

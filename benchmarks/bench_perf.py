@@ -26,39 +26,26 @@ A 5-question warm-up run first pays the process's one-off imports.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import optuna
 
 from benchmarks.bench_width import profiled_workers, run_width
+from benchmarks.fake_server import served_apart
 from medpanel.agents.model.structured import answer_model, strict_response_format
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.state import Tally
 from medpanel.experiments.run.store import Store
-
-
-@contextlib.contextmanager
-def _server(latency_ms: float, concurrency: int) -> Iterator[str]:
-    """The fake model in its own process, so it does not compete for the runner's interpreter lock."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms",
-                             str(latency_ms), "--concurrency", str(concurrency)], stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _rss_mb() -> float:
@@ -83,7 +70,7 @@ def _questions(path: Path, n: int) -> Path:
 
 def run_once(n_questions: int, workers: int, latency_ms: float, concurrency: int,
              sample_rss: bool = False, per_worker: int = 1, profile: str | None = None) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp, _server(latency_ms, concurrency) as base_url:
+    with tempfile.TemporaryDirectory() as tmp, served_apart(latency_ms, concurrency=concurrency) as base_url:
         data = _questions(Path(tmp) / "q.jsonl", n_questions)
         scenario = Scenario.model_validate({
             "name": "perf", "pipeline": "generalist", "flags": {"c": [0]},
@@ -150,7 +137,7 @@ def sdk_costs(n_messages: int, requests: int = 60) -> dict[str, float]:
         await sdk.close()
         return {k: statistics.median(v) for k, v in times.items()}
 
-    with _server(0.0, 1) as base_url:
+    with served_apart(0.0, concurrency=1) as base_url:
         return asyncio.run(measure(base_url))
 
 

@@ -30,31 +30,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_width import ratio_line
+from benchmarks.fake_server import served_apart
 
 WORKERS = 4
 EFFICIENCY_TARGETS = {128: 0.90, 256: 0.85}
 RATIO_TARGET = 1.7
-AIO: list[str] = ["--aio"]
-
-
-@contextlib.contextmanager
-def fake_server(latency_ms: float) -> Iterator[str]:
-    """The fake model in its own process, so it does not take the runner's interpreter lock, and on
-    one event loop (`--aio`), so its own CPU does not take the core the second process needs."""
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms),
-                             *AIO],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        yield proc.stdout.readline().strip()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def load() -> str:
@@ -104,11 +88,11 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
             "join_s": float(joined - first)}
 
 
-def throughput(n_questions: int, per_process: int) -> None:
+def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
     print(f"throughput: L = 50 ms, {per_process} in flight per process ({WORKERS} workers x "
           f"{per_process // WORKERS}), {n_questions} questions x 1 call")
     rates: dict[int, float] = {}
-    with fake_server(50.0) as url:
+    with served_apart(50.0, aio=aio) as url:
         cli_run(url, 20, 1, 4)  # warm-up: the first start of the interpreter and its imports
         for p in (1, 2):
             before = load()
@@ -123,9 +107,9 @@ def throughput(n_questions: int, per_process: int) -> None:
     print("  " + ratio_line("2 processes : 1", rates[2] / rates[1], RATIO_TARGET, higher=True))
 
 
-def efficiency(widths: list[int], per_slot: int, processes: int) -> None:
+def efficiency(widths: list[int], per_slot: int, processes: int, *, aio: bool = True) -> None:
     print(f"efficiency: L = 1 s, {processes} processes, {per_slot} questions per slot, whole CLI runs")
-    with fake_server(1000.0) as url:
+    with served_apart(1000.0, aio=aio) as url:
         for width in widths:
             before = load()
             r = cli_run(url, per_slot * width, processes, width // processes)
@@ -153,13 +137,14 @@ def main() -> None:
     args = ap.parse_args()
     if args.quick:
         args.questions, args.per_slot = 1000, 5
-    if args.threaded_server:
-        AIO.clear()
-    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if AIO else 'a thread per connection'}")
+    # The fake server on one event loop by default: its thread-per-connection mode spends a core's
+    # share of CPU the second process needs.
+    aio = not args.threaded_server
+    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if aio else 'a thread per connection'}")
     if args.only != "efficiency":
-        throughput(args.questions, args.per_process)
+        throughput(args.questions, args.per_process, aio=aio)
     if args.only != "throughput":
-        efficiency(args.widths, args.per_slot, args.processes)
+        efficiency(args.widths, args.per_slot, args.processes, aio=aio)
 
 
 if __name__ == "__main__":

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -189,6 +191,22 @@ def serve_aio(latency_ms: float) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(run())
+
+
+@contextlib.contextmanager
+def served_apart(latency_ms: float, *, concurrency: int | None = None, aio: bool = False) -> Iterator[str]:
+    """This server (`main`) in a process of its own, and its base URL while it runs: a benchmark's
+    endpoint must not share the measured process's interpreter lock."""
+    args = [sys.executable, "-m", "benchmarks.fake_server", "--latency-ms", str(latency_ms)]
+    args += ["--concurrency", str(concurrency)] if concurrency is not None else []
+    args += ["--aio"] if aio else []
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def main() -> None:

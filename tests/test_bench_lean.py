@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_lean import fake_endpoint, figures, messages_and_schema, question_records, run_harness, served
+from benchmarks.bench_lean import figures, messages_and_schema, question_records, run_harness, served
+from benchmarks.fake_server import served_apart
 
 N = 24
 
@@ -20,7 +21,7 @@ def test_both_harnesses_answer_every_question_once_through_the_same_endpoint(tmp
     from benchmarks.bench_lean import run_inspect, run_medpanel
 
     records = question_records(N)
-    with fake_endpoint(0.0, 8) as base_url:
+    with served_apart(0.0, concurrency=8) as base_url:
         mp = run_medpanel(base_url, records, 8, tmp_path / "mp")
         after_mp = served(base_url)
         ins = run_inspect(base_url, records, 8, tmp_path / "inspect")
@@ -43,7 +44,7 @@ def test_the_two_harnesses_are_sent_the_same_messages_and_schema() -> None:
 
 
 def test_a_child_run_reports_what_the_endpoint_served() -> None:
-    with fake_endpoint(0.0, 4) as base_url:
+    with served_apart(0.0, concurrency=4) as base_url:
         r = run_harness("medpanel", base_url, 12, 4)
     assert (r["calls"], r["rows"], r["harness_calls"], r["distinct_executions"]) == (12, 12, 12, 12)
     f = figures(r, 0.0)
