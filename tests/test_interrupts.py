@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from medpanel.experiments.run.plan import make_plan
@@ -51,6 +52,22 @@ def _wait(run_dir: Path, table: str, at_least: int, timeout: float = 60) -> None
             return
         time.sleep(0.01)
     raise AssertionError(f"fewer than {at_least} rows in {table} after {timeout}s")
+
+
+def ctrl_c_twice(proc: subprocess.Popen[str], send: Callable[[], None], *, timeout: float) -> tuple[str, float]:
+    """Send a Ctrl-C, wait for the runner's `stopping:` line, then send the second (two sent before
+    the first is handled would count as one). The whole output, and when the second was sent."""
+    send()
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if line.startswith("stopping:"):
+            break
+    began = time.time()
+    send()
+    out, _ = proc.communicate(timeout=timeout)
+    return "".join(seen) + out, began
 
 
 def _integrity(run_dir: Path, n: int) -> None:
@@ -120,17 +137,7 @@ def test_a_second_ctrl_c_aborts_at_once(tmp_path: Path) -> None:
     # abort itself is timed below, so the length of the calls costs nothing.
     proc = _cli(str(_scenario(tmp_path, 60000, limit=1)), "--run-dir", str(run_dir))
     _wait(run_dir, "mp_executions", 1)  # a question of 2-3 calls of 60 s has started
-    os.kill(proc.pid, signal.SIGINT)
-    assert proc.stdout is not None
-    seen = []
-    for line in proc.stdout:  # two signals sent before the first is handled would count as one
-        seen.append(line)
-        if line.startswith("stopping:"):
-            break
-    began = time.time()
-    os.kill(proc.pid, signal.SIGINT)
-    out, _ = proc.communicate(timeout=30)
-    out = "".join(seen) + out
+    out, began = ctrl_c_twice(proc, lambda: os.kill(proc.pid, signal.SIGINT), timeout=30)
     assert proc.returncode == 130, out
     # The calls in flight take 60 s: an exit well before that did not wait for them, however loaded the machine.
     assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"

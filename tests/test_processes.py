@@ -30,6 +30,7 @@ from medpanel.experiments.run.state import Stop
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply
+from .test_interrupts import ctrl_c_twice
 
 SCENARIO = """name: procs
 pipeline: generalist
@@ -211,17 +212,8 @@ def test_a_second_ctrl_c_aborts_every_process_at_once(tmp_path: Path) -> None:
         _wait_for(lambda: _owners(run_dir) >= 2)  # both processes have questions at their first call
         children = _children(proc.pid)
         assert len(children) == 1, children
-        os.killpg(proc.pid, signal.SIGINT)
-        assert proc.stdout is not None
-        seen = []
-        for line in proc.stdout:  # the first is handled before the second is sent
-            seen.append(line)
-            if line.startswith("stopping:"):
-                break
-        began = time.time()
-        os.killpg(proc.pid, signal.SIGINT)
-        out, _ = proc.communicate(timeout=60)
-        assert proc.returncode == 130, "".join(seen) + out
+        out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60)
+        assert proc.returncode == 130, out
         assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
         _wait_for(lambda: not [c for c in children if _alive(c)], timeout=30)
     assert _query(run_dir, "select count(*) from mp_results")[0][0] == 0
