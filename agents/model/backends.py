@@ -43,18 +43,22 @@ def _http_client(spec: ModelSpec) -> Any:
 def preload(spec: ModelSpec) -> None:
     """Import now what the HTTP client imports lazily on its first request.
 
-    The transport, openai's resources and the JSON parser are ~0.3 s of imports; left lazy they
-    land inside the first question's recorded latency and skew latency figures. A runner calls
-    this during start-up.
+    Left lazy, these imports land inside the first question's recorded latency and skew latency
+    figures. A runner (and each of its child processes) calls this during start-up, so it loads
+    only what its backend's client uses: aiohttp's for `LeanChatClient`; for Azure, the SDK's
+    transport, resources and JSON parser (~0.3 s).
     """
     if spec.backend == "scripted":
         return
     import importlib
 
-    for name in ("openai.resources.chat", "openai.pagination", "h11", "anyio._backends._asyncio", "jiter",
-                 "aiohttp.client", "aiohttp.connector"):
+    azure = spec.backend == "azure"
+    lazy = ("openai.resources.chat", "openai.pagination", "h11", "anyio._backends._asyncio", "jiter") if azure \
+        else ("aiohttp.client", "aiohttp.connector")
+    for name in lazy:
         importlib.import_module(name)
-    _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
+    if azure:
+        _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
 
 
 def _model_info(spec: ModelSpec) -> ModelInfo:
