@@ -23,6 +23,11 @@ def split(total: int, n: int, index: int) -> int:
     return total // n + (1 if index < total % n else 0)
 
 
+def _left(limit: int, spent: int, n: int, index: int) -> int:
+    """The limit one process applies: what was spent before, plus its share of what is left."""
+    return spent + split(max(limit - spent, 0), n, index)
+
+
 def rate(per_minute: float | None, n: int) -> float | None:
     """One process's share of a rate (`None`: no limit stays no limit)."""
     return None if per_minute is None else per_minute / n
@@ -33,7 +38,7 @@ def error_share(max_errors: int | None, prior_errors: int, n: int, index: int) -
     the earlier ones plus its share of those still allowed."""
     if max_errors is None:
         return None
-    return prior_errors + split(max(max_errors - prior_errors, 0), n, index)
+    return _left(max_errors, prior_errors, n, index)
 
 
 def share_budget(budget: Budget, n: int, index: int) -> None:
@@ -41,9 +46,9 @@ def share_budget(budget: Budget, n: int, index: int) -> None:
     is left. Wall time is each process's own and is not divided."""
     s = budget.spend
     if budget.max_calls is not None:
-        budget.max_calls = s.calls + split(max(budget.max_calls - s.calls, 0), n, index)
+        budget.max_calls = _left(budget.max_calls, s.calls, n, index)
     if budget.max_tokens is not None:
-        budget.max_tokens = s.tokens + split(max(budget.max_tokens - s.tokens, 0), n, index)
+        budget.max_tokens = _left(budget.max_tokens, s.tokens, n, index)
     if budget.max_cost_usd is not None:
         budget.max_cost_usd = s.cost_usd + max(budget.max_cost_usd - s.cost_usd, 0.0) / n
 
