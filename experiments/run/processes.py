@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -56,7 +57,8 @@ WAIT_MARGIN_S = 15.0
 SESSION_KEYS = ("workers", "max_calls", "max_tokens", "max_cost_usd", "max_errors", "max_wall_s",
                 "requests_per_minute", "tokens_per_minute", "processes")
 """The run settings a session may override (`medpanel run --resume --workers ...`), handed to children."""
-TALLY_KEYS = ("done", "correct", "invalid", "errors", "calls", "tokens", "cost_usd", "cache_hits")
+TALLY_KEYS = tuple(f.name for f in dataclasses.fields(Tally) if f.name != "lock")
+"""The counts a child reports to the runner: every field of `Tally` but its lock."""
 
 
 class MemberSpec(BaseModel):
