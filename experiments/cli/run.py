@@ -13,7 +13,14 @@ from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, check_cost_budget, load_scenario, updated
+from medpanel.experiments.run.scenario import (
+    DatasetSpec,
+    RunSpec,
+    check_cost_budget,
+    load_scenario,
+    session_overrides,
+    updated,
+)
 from medpanel.experiments.run.storage import is_shared
 
 
@@ -74,9 +81,9 @@ def run(
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
-    session = {"workers": workers, "processes": processes, "max_calls": max_calls, "max_tokens": max_tokens,
-               "max_cost_usd": max_cost_usd, "max_errors": max_errors, "max_wall_s": max_wall_s,
-               "requests_per_minute": rpm, "tokens_per_minute": tpm}
+    session = session_overrides(workers=workers, processes=processes, max_calls=max_calls, max_tokens=max_tokens,
+                                max_cost_usd=max_cost_usd, max_errors=max_errors, max_wall_s=max_wall_s,
+                                requests_per_minute=rpm, tokens_per_minute=tpm)
     # Every override meets the bounds of the scenario key it replaces before anything is read or made.
     updated(RunSpec(), {**session, "repeats": repeat, "storage": storage}, block="run")
     updated(DatasetSpec(), {"limit": limit}, block="dataset")

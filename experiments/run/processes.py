@@ -42,6 +42,7 @@ from pydantic import BaseModel
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.run.scenario import SESSION_OPTIONS
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
 from medpanel.experiments.run.storage import Pair
 from medpanel.experiments.run.store import Store
@@ -54,8 +55,7 @@ REPORT_S = 0.25
 """The shortest interval between two tally lines of a child."""
 WAIT_MARGIN_S = 15.0
 """Beyond the grace period and the backstop, how long the runner waits for a stopping child."""
-SESSION_KEYS = ("workers", "max_calls", "max_tokens", "max_cost_usd", "max_errors", "max_wall_s",
-                "requests_per_minute", "tokens_per_minute", "processes")
+SESSION_KEYS = tuple(SESSION_OPTIONS)
 """The run settings a session may override (`medpanel run --resume --workers ...`), handed to children."""
 TALLY_KEYS = tuple(f.name for f in dataclasses.fields(Tally) if f.name != "lock")
 """The counts a child reports to the runner: every field of `Tally` but its lock."""

@@ -46,10 +46,14 @@ MAX_CONDITIONS = 1_024
 
 # The run options of `medpanel run`/`worker` and the scenario keys they override: an override is
 # validated by the same model as the key, and its error names the option the user typed.
-CLI_OPTIONS = {"workers": "--workers", "repeats": "--repeat", "max_calls": "--max-calls", "max_tokens": "--max-tokens",
-               "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors", "max_wall_s": "--max-wall-s",
-               "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "storage": "--storage", "limit": "--limit",
-               "processes": "--processes"}
+SESSION_OPTIONS = {"workers": "--workers", "max_calls": "--max-calls", "max_tokens": "--max-tokens",
+                   "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors", "max_wall_s": "--max-wall-s",
+                   "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "processes": "--processes"}
+"""The `run:` keys a session may override, even on resume (`medpanel run --resume RUN_DIR --workers 8`),
+and their options. The one list: the CLI builds its overrides from it (`session_overrides`) and a
+runner hands exactly these to its child processes."""
+CLI_OPTIONS = {**SESSION_OPTIONS, "repeats": "--repeat", "storage": "--storage", "limit": "--limit"}
+"""Every run option: the session's, and those only a new run takes (they fix its grid and storage)."""
 
 
 class _Strict(BaseModel):
@@ -363,6 +367,15 @@ def _check_compare(scenario: Scenario, slugs: list[str], file: str, line: int | 
         if pair[0] == pair[1]:
             raise UserError(f"pair {list(pair)} compares {pair[0]!r} with itself. Name two conditions", file=file,
                             field=f"compare[{i}]")
+
+
+def session_overrides(**values: Any) -> dict[str, Any]:
+    """The session's overrides by `run:` key (None: not given). Every key of `SESSION_OPTIONS` must be
+    passed, so an option added there and not to the command fails every run, not silently."""
+    if values.keys() != SESSION_OPTIONS.keys():
+        missing, unknown = SESSION_OPTIONS.keys() - values.keys(), values.keys() - SESSION_OPTIONS.keys()
+        raise TypeError(f"session overrides: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return values
 
 
 def updated(spec: _M, values: dict[str, Any], *, block: str) -> _M:
