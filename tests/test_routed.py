@@ -10,6 +10,9 @@ import pytest
 
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
+from medpanel.experiments.cli.main import main
+from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.plan import resolve_run
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write
@@ -109,11 +112,27 @@ def test_recruits_never_receive_the_brief_and_votes_count_by_information_block(c
     assert vote.data["rule"] == "blocks tied -> raw majority" and result.answer == ("A",)
 
 
-def test_routed_needs_the_challenger(corpus: str) -> None:
-    cond = Condition(slug="c0-routed", pipeline="panel", flags={"c": 0, "variant": "routed"},
-                     settings={"rounds": 1, "turns_per_round": 2, "corpus": corpus})
-    result, _ = run(cond, Q4, script([]))
-    assert result.error_kind == "internal" and "c1-routed" in (result.error or "")
+def test_routed_needs_the_challenger_at_plan_time() -> None:
+    cond = Condition(slug="c0r1-routed", pipeline="panel", flags={"c": 0, "r": 1, "variant": "routed"},
+                     settings={"rounds": 1, "turns_per_round": 2})
+    with pytest.raises(UserError, match=r"^s\.yaml: variants: condition 'c0r1-routed': routed .* Use c1r1-routed"):
+        resolve_run("panel", cond.settings, [cond], file="s.yaml")
+
+
+def test_the_cli_refuses_c0_routed_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = write(tmp_path / "s.yaml", "name: r\npipeline: panel\nvariants: [c1-routed, c0-routed]\n"
+                     "settings: {rounds: 1, turns_per_round: 2}\ndataset: {source: sample, limit: 1}\n"
+                     "model: {backend: scripted}\n")
+    for command in (["validate", str(scenario)], ["run", str(scenario), "--run-dir", str(tmp_path / "run")]):
+        with pytest.raises(SystemExit) as exit_:
+            main(command)
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2, err
+        assert err.strip().splitlines() == [f"error: {scenario}: variants: condition 'c0-routed': routed "
+                                            "coordination routes on the Challenger's diagnosis, which c0 switches "
+                                            "off. Use c1-routed (or drop the variant)"], err
+        assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()  # refused before a run directory was made
 
 
 def test_clear_channel_keeps_a_weak_web_source_from_flipping_the_panel(corpus: str) -> None:

@@ -41,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from pydantic import model_validator
+
 from medpanel.agents.channels.clear import ClearChannel, prepare_channel
 from medpanel.agents.channels.knowledge import KnowledgeChannel, Timing, prepare
 from medpanel.agents.channels.tables import knowledge_table
@@ -62,7 +64,7 @@ from medpanel.agents.pipelines.panel.steps import (
 from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.pipelines.panel.tables import PANEL_TABLES, self_assessment_table
 from medpanel.agents.pipelines.panel.vote import moderate
-from medpanel.agents.plan import ConditionPlan
+from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Flags, Question, TranscriptEvent, flag_on
@@ -88,6 +90,13 @@ class PanelPlan(ConditionPlan):
     blind: bool
     """Between turns, the Knowledge Gate does not see the critique: `between_blind`, or no Challenger."""
 
+    @model_validator(mode="after")
+    def _routes_on_a_critique(self) -> PanelPlan:
+        # `decode` refuses such a condition by name; this keeps a stored plan from running one.
+        if self.coordination == "routed" and not self.challenger:
+            raise ValueError("routed coordination needs the Challenger (c1)")
+        return self
+
     @property
     def uses_channel(self) -> bool:
         return self.evidence != "none"
@@ -103,6 +112,12 @@ def decode(slug: str, flags: Flags, settings: PanelSettings) -> PanelPlan:
     variant = flags.get("variant")
     coordination: Coordination = "routed" if variant == "routed" else "independent" if variant == "ind" else "naive"
     challenger, knowledge = flag_on(flags, "c"), flag_on(flags, "k")
+    if coordination == "routed" and not challenger:
+        # Refused here, with the plan, not when the first question runs: the controller routes on the
+        # Challenger's gap type, which c0 never produces.
+        raise PlanError(f"condition {slug!r}: routed coordination routes on the Challenger's diagnosis, which "
+                        f"c0 switches off. Use {slug.replace('c0', 'c1', 1)} (or drop the variant)",
+                        field="variants")
     channel = knowledge or coordination == "routed"
     clear = settings.k_source == "clear" or variant == "clear"
     # `timing: none` beside a channel: the panel retrieves between turns, its default, as it always did
@@ -151,8 +166,6 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
                       settings: PanelSettings, *, group: Group | None = None) -> Outcome:
         """One panel's discussion; `group` when it is one of several panels on the same question."""
         s = settings
-        if plan.coordination == "routed" and not plan.challenger:
-            raise ValueError("routed coordination routes on the Challenger's diagnosis: use c1-routed")
         state = PanelState(question=question, session=session, settings=s, group=group,
                            independent=plan.coordination != "naive", assessors=plan.coordination == "independent",
                            routed=plan.coordination == "routed")
