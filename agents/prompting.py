@@ -7,9 +7,10 @@ system prompt is `agents/roles/challenger.system.md`, next to `challenger.py`. T
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
@@ -32,6 +33,21 @@ class Prompts:
 
     def render(self, part: str, **values: Any) -> str:
         return self.text(part).format_map(values).strip()
+
+    def request(self, question: Question, part: str = "request", *, system: Sequence[str] = ("system",),
+                **values: Any) -> Request:
+        """A fresh role's whole request in one call: its system prompt (the `system` parts, a line
+        each) and the `part` rendered with the question as `{question}` and `values`."""
+        return Request(system="\n".join(map(self.render, system)),
+                       text=self.render(part, question=format_question(question), **values))
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a fresh role agent is asked: its system prompt and its first message."""
+
+    system: str
+    text: str
 
 
 _OVERRIDES: ContextVar[Mapping[str, str]] = ContextVar("prompt_overrides",

@@ -100,6 +100,15 @@ class RoleAgent:
             self.client.tag.step = f"{step}:reask"
         return None
 
+    @classmethod
+    async def first_reply(cls, session: QuestionSession, *, name: str, role: str, system: str | None, content: str,
+                          model: type[R], step: str, round: int = 0, turn: int = 0,
+                          parts: list[Part] | None = None) -> tuple[RoleAgent, R | None]:
+        """A fresh agent and its reply to `content` (as `speak`): built and asked in one call. The agent
+        comes back for what follows in the same conversation (a rewrite, its recorded event)."""
+        agent = cls(session, name=name, role=role, system_message=system)
+        return agent, await agent.speak(content, model, step=step, round=round, turn=turn, parts=parts)
+
     async def speak(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
                     source: str = "moderator", parts: list[Part] | None = None) -> R | None:
         """The reply to `content` as a `model` (None when it is invalid twice); both stay in the context."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -16,7 +17,7 @@ from pydantic import BaseModel, Field
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
-from medpanel.agents.prompting import Prompts, format_question
+from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)
@@ -98,22 +99,24 @@ def screen(critique: Critique, options: dict[str, str]) -> tuple[Critique, bool]
 
 
 async def challenge(session: QuestionSession, question: Question, trace: str, *, round: int = 0,
-                    turn: int = 0, depth: str = "standard", request: str | None = None,
+                    turn: int = 0, depth: str = "standard", panel: PanelReview | None = None,
                     parts: list[Part] | None = None) -> Critique | None:
     """`depth` (light, standard, deep) calibrates the review to the question's triaged complexity.
 
-    `request` replaces the default review request (the panel's names the accumulated trace);
-    `parts` are the pieces of it a bounded context window may drop (earlier positions).
+    `panel` asks the panel's review request (the accumulated trace of its turns) instead of the
+    single trace's; `parts` are the pieces of it a bounded context window may drop (earlier positions).
     """
-    system = PROMPTS.render("system")
-    if depth != "standard":
-        system = f"{system}\n{PROMPTS.render(f'depth_{depth}')}"
-    agent = RoleAgent(session, name="challenger", role="challenger", system_message=system)
-    text = request if request is not None else PROMPTS.render("request", question=format_question(question),
-                                                              trace=trace)
+    system = ("system",) if depth == "standard" else ("system", f"depth_{depth}")
+    if panel is None:
+        request = PROMPTS.request(question, system=system, trace=trace)
+    else:  # the paper's C(q, O, h_t)
+        request = PROMPTS.request(question, "panel_request", system=system, trace=trace, turn=panel.index,
+                                  group=f"{panel.group_note}\n" if panel.group_note else "")
     # `speak`, not `consult`: the agent is fresh, so the request is the same, and a re-ask then
     # continues the same conversation (the Challenger sees what it wrote and why it must rewrite).
-    parsed = await agent.speak(text, Critique, step="critique", round=round, turn=turn, parts=parts)
+    agent, parsed = await RoleAgent.first_reply(session, name="challenger", role="challenger", system=request.system,
+                                                content=request.text, model=Critique, step="critique", round=round,
+                                                turn=turn, parts=parts)
     if parsed is None:
         return None
     event = agent.client.last_event
@@ -133,16 +136,9 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
     return screened
 
 
-def panel_request(question: Question, trace: str, *, turn: int, group_note: str | None = None) -> str:
-    """The panel's review request: the accumulated trace of every turn so far (the paper's C(q, O, h_t))."""
-    return PROMPTS.render("panel_request", question=format_question(question), trace=trace, turn=turn,
-                          group=f"{group_note}\n" if group_note else "")
+@dataclass(frozen=True)
+class PanelReview:
+    """A panel's review: after its turn `index`; `group_note` when it is one of several panels."""
 
-
-async def review_panel(session: QuestionSession, question: Question, trace: str, *, index: int,
-                       group_note: str | None, round: int, turn: int, depth: str = "standard",
-                       parts: list[Part] | None = None) -> Critique | None:
-    """The Challenger's review of a panel after its turn `index`, asked with the panel's request."""
-    request = panel_request(question, trace, turn=index, group_note=group_note)
-    return await challenge(session, question, trace, round=round, turn=turn, depth=depth, request=request,
-                           parts=parts)
+    index: int
+    group_note: str | None = None

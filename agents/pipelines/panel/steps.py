@@ -30,7 +30,7 @@ from medpanel.agents.pipelines.panel.state import (
 from medpanel.agents.pipelines.panel.vote import panel_position
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import auxiliary, recruiter, selector, specialist
-from medpanel.agents.roles.challenger import Critique, review_panel
+from medpanel.agents.roles.challenger import Critique, PanelReview, challenge
 from medpanel.agents.roles.selector import Specialist
 from medpanel.agents.types import TranscriptEvent
 
@@ -178,8 +178,9 @@ async def critique(state: PanelState, *, rnd: int, turn: int, index: int) -> Cri
     # The paper's C(q, O, h_t): the accumulated trace, the Challenger's own earlier critiques and
     # the briefs included, so it reviews the debate and does not repeat itself.
     view = review(state)
-    found = await review_panel(state.session, state.question, view.trace, index=index, group_note=view.group_note,
-                               round=rnd, turn=turn, depth=state.settings.challenger_depth, parts=view.parts)
+    found = await challenge(state.session, state.question, view.trace, round=rnd, turn=turn,
+                            depth=state.settings.challenger_depth, panel=PanelReview(index, view.group_note),
+                            parts=view.parts)
     if found is not None and found.material_weakness:
         state.weaknesses += 1
         state.posts.append(Post("challenger", f"[Challenge: {found.gap_type}] {found.challenge}", index,
