@@ -14,6 +14,27 @@ from pydantic_core.core_schema import ValidatorFunctionWrapHandler
 from typing_extensions import Self  # typing.Self is 3.11+; the package supports 3.10
 
 
+class Fact(BaseModel):
+    """A nested fact of a summary (one sample, one vote, one team ...): typed, and stored as a
+    summary stores its facts, the fields given, in the order declared (an unset optional field is
+    left out, as the dict it replaces had no such key)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class BudgetSpent(Fact):
+    """A question's budget (`budget_match`, `with_budget`) and what was spent of it."""
+
+    by: str
+    target: int
+    reference: dict[str, Any]
+    """Where the target came from, as the settings' budget gives it (run, condition, calls, tokens)."""
+    spent_calls: int
+    spent_tokens: int
+    capped: bool
+    """The sample cap stopped the question before its budget was spent."""
+
+
 class Summary(BaseModel):
     """The facts a pipeline records about one question besides its answer (what the report reads).
 
@@ -33,9 +54,9 @@ class Summary(BaseModel):
     FORMAT_VERSION: ClassVar[int] = 1
     format_version: int = 0
     """The summary format the record was written in; 0 for records made before versions existed."""
-    budget: dict[str, Any] | None = None
-    """The per-question budget the runner gave this question (`budget_match`, `with_budget`) and what
-    was spent of it, for pipelines that spend one: by, target, reference, spent_calls, spent_tokens."""
+    budget: BudgetSpent | None = None
+    """The per-question budget the runner gave this question and what was spent of it, for pipelines
+    that spend one."""
     requested_calls: int | None = None
     """Benchmark runs (`pipeline: benchmark`): the model calls the method asked for, cache hits and
     re-asks included, whichever pipeline answered (a seed condition runs another one)."""

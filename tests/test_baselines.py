@@ -347,8 +347,10 @@ def test_accuracy_and_compute_table() -> None:
     assert plain.rows == [["c1r1", 2, 50.0, 15.0, 2000.0]]
 
     def budget(calls: int, tokens: int) -> dict[str, Any]:
+        # as `sc` stores it: the target, where it came from, and what was spent of it
         return {"budget": {"by": "calls", "target": calls, "reference": {"condition": "c1r1", "calls": calls,
-                                                                          "tokens": tokens}}}
+                                                                          "tokens": tokens},
+                           "spent_calls": calls, "spent_tokens": tokens, "capped": False}}
 
     sc = [_row("sc", "1", True, 10, 800, budget(10, 1000)), _row("sc", "2", True, 21, 900, budget(20, 3000))]
     table = accuracy_compute_table(rows + sc, ["c1r1", "sc"])

@@ -4,6 +4,10 @@ keeping only the facts that model declares."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from pydantic import ValidationError
 
@@ -18,7 +22,7 @@ from medpanel.agents.pipelines.mdagents import MDAgentsSummary
 from medpanel.agents.pipelines.medagents import MedAgentsSummary
 from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.pipelines.registry import PIPELINES, get_pipeline
-from medpanel.agents.summary import Summary
+from medpanel.agents.summary import Fact, Summary
 
 MODELS = [Summary, KnowledgeFacts, GeneralistSummary, PanelSummary, CalibratedSummary, ClearSummary,
           BaselineSummary, BenchmarkSummary, MedAgentsSummary, MDAgentsSummary, KamacSummary]
@@ -88,3 +92,35 @@ def test_channel_facts_of_several_groups_add_up() -> None:
     assert merged.data() == {"gate_fired": True, "queries_written": 3, "searches": 3, "retrievals": 2,
                              "passages_retrieved": 24, "briefs_written": 2, "briefs_delivered": 1,
                              "queries": ["a", "b", "c"], "brief_received_by": ["s1", "s2"]}
+
+
+NESTED = Path(__file__).parent / "fixtures" / "summaries_nested.jsonl"
+"""Summaries with nested facts as the pipelines stored them while those facts were dicts (one row
+of each: sc with a budget, the benchmark's flows, KAMAC, MDAgents, MedAgents)."""
+NESTED_MODELS: dict[str, type[Summary]] = {"baseline": BaselineSummary, "benchmark": BenchmarkSummary,
+                                           "kamac": KamacSummary, "mdagents": MDAgentsSummary,
+                                           "medagents": MedAgentsSummary}
+NESTED_FIELDS = ("budget", "samples", "vote", "iterations", "members", "generations", "choices", "recruited",
+                 "teams", "votes")
+
+
+@pytest.mark.parametrize("row", [json.loads(line) for line in NESTED.read_text(encoding="utf-8").splitlines()],
+                         ids=lambda r: f"{r['pipeline']}-{r['variant']}")
+def test_nested_facts_stored_as_dicts_read_back_typed_and_store_the_same_json(row: dict[str, Any]) -> None:
+    summary = NESTED_MODELS[row["pipeline"]].view(row["summary"])
+    nested = [name for name in NESTED_FIELDS if name in row["summary"]]
+    assert nested  # every row has some
+    for name in nested:
+        value = getattr(summary, name)
+        for item in value if isinstance(value, list) else [value]:
+            assert isinstance(item, Fact), (name, item)
+    # the same facts, in the same order, nested keys included: a run written before reads and re-stores as it was
+    assert json.dumps(summary.data()) == json.dumps(row["summary"])
+
+
+def test_a_nested_fact_refuses_a_key_it_does_not_declare() -> None:
+    with pytest.raises(ValidationError, match="colour"):
+        MDAgentsSummary.model_validate({"teams": [{"team": "a", "members": ["x"], "colour": "red"}]})
+    with pytest.raises(ValidationError, match="spent_calls"):
+        BaselineSummary.model_validate({"budget": {"by": "calls", "target": 3, "reference": {}, "spent_tokens": 1,
+                                                   "capped": False}})

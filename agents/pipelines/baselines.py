@@ -43,7 +43,7 @@ from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline
-from medpanel.agents.summary import Summary
+from medpanel.agents.summary import BudgetSpent, Fact, Summary
 from medpanel.agents.types import Condition, Question, TranscriptEvent
 
 Kind = Literal["direct", "cot", "sc"]
@@ -103,14 +103,35 @@ class BaselinePlan(ConditionPlan):
     kind: Kind
 
 
+class Sample(Fact):
+    """One self-consistency sample: its seed, its answer (None when invalid) and what it spent."""
+
+    i: int
+    seed: int
+    temperature: float
+    answer: list[str] | None
+    valid: bool
+    calls: int
+    tokens: int
+
+
+class SampleVote(Fact):
+    """The majority over the valid samples (`vote`)."""
+
+    answer: str | None
+    counts: dict[str, int]
+    rule: str
+    tied: list[str]
+
+
 class BaselineSummary(Summary):
     method: str | None = None
     n_samples: int | None = None
     temperature: float | None = None
     valid_samples: int | None = None
     invalid_samples: int | None = None
-    samples: list[dict[str, Any]] | None = None
-    vote: dict[str, Any] | None = None
+    samples: list[Sample] | None = None
+    vote: SampleVote | None = None
 
 
 class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
@@ -159,7 +180,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         # then decides by an aggregation call of its own (agents/pipelines/benchmark_flows.py).
         base = session.spec.seed or 0
         budget = settings.budget
-        samples: list[dict[str, Any]] = []
+        samples: list[Sample] = []
         answers: list[tuple[str, ...] | None] = []
         capped = False
 
@@ -182,14 +203,14 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             after = _spent(session)
             answer = letters_of(parsed) if parsed is not None else None
             answers.append(answer)
-            samples.append({"i": i, "seed": seed, "temperature": settings.temperature,
-                            "answer": list(answer) if answer else None, "valid": answer is not None,
-                            "calls": after[0] - before[0], "tokens": after[1] - before[1]})
+            samples.append(Sample(i=i, seed=seed, temperature=settings.temperature,
+                                  answer=list(answer) if answer else None, valid=answer is not None,
+                                  calls=after[0] - before[0], tokens=after[1] - before[1]))
         result = vote(answers)
         # Without `decide` the majority is a note: the caller's own decision is the question's answer.
         session.record(TranscriptEvent(kind="vote" if decide else "note", role="pipeline", agent="sc",
                                        step="vote" if decide else "majority", content=result["answer"] or "invalid",
-                                       data={**result, "samples": [s["answer"] for s in samples]}))
+                                       data={**result, "samples": [s.answer for s in samples]}))
         final = tuple(result["answer"].split(",")) if result["answer"] else ()
         if decide:
             session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",
@@ -197,12 +218,12 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
                                            data={"answer": list(final), "rule": result["rule"]}))
         summary = BaselineSummary(
             method="sc", n_samples=len(samples), temperature=settings.temperature,
-            valid_samples=sum(s["valid"] for s in samples),
-            invalid_samples=sum(not s["valid"] for s in samples),
-            samples=samples, vote=result,
+            valid_samples=sum(s.valid for s in samples),
+            invalid_samples=sum(not s.valid for s in samples),
+            samples=samples, vote=SampleVote(**result),
         )
         if budget is not None:
             calls, tokens = _spent(session)
-            summary.budget = {"by": budget.by, "target": budget.target, "reference": budget.reference,
-                                 "spent_calls": calls, "spent_tokens": tokens, "capped": capped}
+            summary.budget = BudgetSpent(by=budget.by, target=budget.target, reference=budget.reference,
+                                         spent_calls=calls, spent_tokens=tokens, capped=capped)
         return Outcome(answer=final, invalid=not final, summary=summary)

@@ -24,13 +24,49 @@ from typing import Any
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, vote
+from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, SampleVote, vote
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
 from medpanel.agents.roles import benchmark, multipersona
 from medpanel.agents.roles.exemplars import ExemplarPool
+from medpanel.agents.summary import Fact
 from medpanel.agents.types import Question, TranscriptEvent
 
 Overrides = Mapping[str, Any]
+
+
+class Iteration(Fact):
+    """self-refine: one review (and its revision, unless the review judged the solution correct)."""
+
+    iteration: int
+    judged_correct: bool
+    answer: list[str] | None = None
+    """The revision's letters; None when it was invalid (then `fell_back`: the last answer stands)."""
+    fell_back: bool | None = None
+
+
+class Member(Fact):
+    """medprompt's shuffle ensemble: one member, its option order, its letters as shown and as asked."""
+
+    i: int
+    order: list[str]
+    """The original letters in the order the member was shown them."""
+    shown: list[str] | None
+    answer: list[str] | None
+
+
+class Generation(Fact):
+    """medprompt: one valid generation's letters."""
+
+    i: int
+    answer: list[str]
+
+
+class Choice(Fact):
+    """medprompt: one choosing call's order of generations and the generation it chose."""
+
+    i: int
+    order: list[int]
+    chose: int | None
 
 
 class BenchmarkSummary(BaselineSummary):
@@ -40,12 +76,12 @@ class BenchmarkSummary(BaselineSummary):
     exemplars: list[str] | None = None
     excluded_exemplars: list[str] | None = None
     personas: list[str] | None = None
-    iterations: list[dict[str, Any]] | None = None
+    iterations: list[Iteration] | None = None
     stopped: str | None = None
-    members: list[dict[str, Any]] | None = None
-    generations: list[dict[str, Any]] | None = None
+    members: list[Member] | None = None
+    generations: list[Generation] | None = None
     """medprompt: each valid generation's letters."""
-    choices: list[dict[str, Any]] | None = None
+    choices: list[Choice] | None = None
     """medprompt: each choosing call's order of generations and the generation it chose."""
     rounds_answers: list[list[str | None]] | None = None
     """multipersona: each round's letters per role."""
@@ -90,7 +126,8 @@ async def cot_sc(question: Question, session: QuestionSession, settings: Benchma
     out = await BaselinePipeline("sc")._self_consistency(question, session, settings, overrides=dict(caps),
                                                          decide=False)
     facts.add(out.summary, without={"method"})
-    letters = [", ".join(s["answer"]) for s in out.summary.data()["samples"] if s["answer"]]
+    samples = out.summary.samples if isinstance(out.summary, BaselineSummary) else None
+    letters = [", ".join(s.answer) for s in samples or [] if s.answer]
     if not letters:  # no sample to aggregate: nothing for the sixth call to see
         facts.aggregated = None
         return ()
@@ -144,7 +181,7 @@ async def self_refine(question: Question, session: QuestionSession, settings: Be
     """Generate; then up to `refine_iterations` x (review; revise unless the review finds it correct)."""
     refiner = benchmark.Refiner(session, question, caps)
     parsed = await refiner.generate()
-    iterations: list[dict[str, Any]] = []
+    iterations: list[Iteration] = []
     if parsed is None:
         facts.iterations, facts.stopped = iterations, "generation_invalid"
         return ()
@@ -156,17 +193,17 @@ async def self_refine(question: Question, session: QuestionSession, settings: Be
             stopped = "review_unparsed"
             break
         if review.correct and settings.refine_stop_early:
-            iterations.append({"iteration": it, "judged_correct": True})
+            iterations.append(Iteration(iteration=it, judged_correct=True))
             stopped = "judged_correct"
             break
         revised = await refiner.revise(solution, review.explanation, it)
         if revised is None:  # the benchmark ends its loop when a revision fails; the last answer stands
-            iterations.append({"iteration": it, "judged_correct": review.correct, "answer": None, "fell_back": True})
+            iterations.append(Iteration(iteration=it, judged_correct=review.correct, answer=None, fell_back=True))
             stopped = "revision_invalid"
             break
         solution, answer = benchmark.solution_text(revised), letters_of(revised)
-        iterations.append({"iteration": it, "judged_correct": review.correct, "answer": list(answer),
-                           "fell_back": False})
+        iterations.append(Iteration(iteration=it, judged_correct=review.correct, answer=list(answer),
+                                    fell_back=False))
     facts.iterations, facts.stopped = iterations, stopped
     return answer
 
@@ -186,7 +223,7 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
                                                     overrides={**caps, "seed": base + i * SEED_STRIDE})
         if parsed is not None:
             solutions.append((i, benchmark.solution_text(parsed), letters_of(parsed)))
-    facts.generations = [{"i": i, "answer": list(a)} for i, _, a in solutions]
+    facts.generations = [Generation(i=i, answer=list(a)) for i, _, a in solutions]
     if not solutions:
         facts.choices = []
         return ()
@@ -194,26 +231,26 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
     # Identical solutions are one candidate, as `solutions.index(solution)` makes them (line 101).
     canonical = [texts.index(t) for t in texts]
     picks: list[int | None] = []
-    choices: list[dict[str, Any]] = []
+    choices: list[Choice] = []
     for j in range(settings.medprompt_choices):
         order = seeded_order(len(texts), f"{base}/{question.dataset}/{question.qid}/choose/{j}")
         pick = await benchmark.medprompt_choose(session, question, [texts[k] for k in order], i=j, overrides=caps)
         chosen = canonical[order[int(pick)]] if pick is not None else None
         picks.append(chosen)
-        choices.append({"i": j, "order": [solutions[k][0] for k in order],
-                        "chose": solutions[chosen][0] if chosen is not None else None})
+        choices.append(Choice(i=j, order=[solutions[k][0] for k in order],
+                              chose=solutions[chosen][0] if chosen is not None else None))
     best = first_most_common(picks)
     answer = solutions[best][2] if best is not None else ()
     facts.choices = choices
     counts: dict[str, int] = {}
     for c in choices:
-        if c["chose"] is not None:
-            counts[str(c["chose"])] = counts.get(str(c["chose"]), 0) + 1
+        if c.chose is not None:
+            counts[str(c.chose)] = counts.get(str(c.chose), 0) + 1
     # The vote is over generations (counts keyed by generation); its content is the chosen one's letters.
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
                                    content=",".join(answer) or "invalid",
                                    data={"rule": "most_chosen_first_chosen_on_tie", "counts": counts,
-                                         "picks": [c["chose"] for c in choices],
+                                         "picks": [c.chose for c in choices],
                                          "chosen_generation": solutions[best][0] if best is not None else None}))
     return answer
 
@@ -224,7 +261,7 @@ async def medprompt_shuffle(question: Question, session: QuestionSession, settin
     seeded option order, mapped back to the original letters before a majority vote."""
     shots, excluded = pool.nearest(question, settings.shuffle_knn_k)
     base = session.spec.seed or 0
-    members: list[dict[str, Any]] = []
+    members: list[Member] = []
     answers: list[tuple[str, ...] | None] = []
     for i in range(settings.shuffles):
         order = permutation(question, base, i)
@@ -234,12 +271,12 @@ async def medprompt_shuffle(question: Question, session: QuestionSession, settin
         shown = letters_of(parsed) if parsed is not None else ()
         original = tuple(sorted(back[x] for x in shown)) if shown else None
         answers.append(original)
-        members.append({"i": i, "order": order, "shown": list(shown) or None,
-                        "answer": list(original) if original else None})
+        members.append(Member(i=i, order=order, shown=list(shown) or None,
+                              answer=list(original) if original else None))
     result = vote(answers)
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
                                    content=result["answer"] or "invalid",
-                                   data={**result, "members": [m["answer"] for m in members]}))
+                                   data={**result, "members": [m.answer for m in members]}))
     facts.exemplar_source, facts.exemplars = settings.exemplars, [e.eid for e in shots]
-    facts.excluded_exemplars, facts.members, facts.vote = excluded, members, result
+    facts.excluded_exemplars, facts.members, facts.vote = excluded, members, SampleVote(**result)
     return tuple(result["answer"].split(",")) if result["answer"] else ()

@@ -51,7 +51,7 @@ from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import kamac as roles
 from medpanel.agents.roles.kamac import PROMPTS, Gap, GapSummary
-from medpanel.agents.summary import Summary
+from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 
@@ -76,10 +76,19 @@ class KamacSettings(PipelineSettings):
         return self
 
 
+class Recruit(Fact):
+    """A specialist who joined the panel mid-discussion, and when."""
+
+    round: int
+    turn: int
+    agent: str
+    specialty: str
+
+
 class KamacSummary(Summary):
     method: str | None = None
     initial: list[str] | None = None
-    recruited: list[dict[str, Any]] | None = None
+    recruited: list[Recruit] | None = None
     gaps_reported: int | None = None
     turns_run: int | None = None
     messages: int | None = None
@@ -196,7 +205,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
             panel.keep(m, await m.agent.speak(PROMPTS.render("assess", question=q), panel.a_type,
                                               step="assess.initial"))
 
-        recruited: list[dict[str, Any]] = []
+        recruited: list[Recruit] = []
         gaps_reported = turns_run = messages = 0
         ended_by = "turns"
         for r in range(1, settings.rounds + 1):
@@ -218,7 +227,7 @@ class KamacPipeline(Pipeline[KamacSettings, ConditionPlan]):
                 if gaps:
                     joined = await _recruit_for_gaps(panel, recruiter, settings, gaps, r=r, t=t, opinions=opinions,
                                                      log=log)
-                    recruited += [{"round": r, "turn": t, "agent": j.name, "specialty": j.specialty} for j in joined]
+                    recruited += [Recruit(round=r, turn=t, agent=j.name, specialty=j.specialty) for j in joined]
                     # No recruit: one more turn, and no new answers this turn.
                     skipped = not joined
                     extend = skipped or t == turns

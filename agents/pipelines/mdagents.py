@@ -51,7 +51,7 @@ from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import mdagents as roles
 from medpanel.agents.roles.exemplars import BUILTIN, ExemplarPool
 from medpanel.agents.roles.mdagents import PROMPTS, Complexity, Rationale, Text, Triage
-from medpanel.agents.summary import Summary
+from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 ORIGINAL = "original"
@@ -90,6 +90,13 @@ class MDAgentsSettings(PipelineSettings):
         return v
 
 
+class Team(Fact):
+    """An ICT team the recruiter formed: its name and its members' specialties, lead first."""
+
+    team: str
+    members: list[str]
+
+
 class MDAgentsSummary(Summary):
     method: str | None = None
     variant: str | None = None
@@ -102,7 +109,7 @@ class MDAgentsSummary(Summary):
     turns_run: int | None = None
     messages: int | None = None
     ended_by: str | None = None
-    teams: list[dict[str, Any]] | None = None
+    teams: list[Team] | None = None
     rule: str | None = None
 
 
@@ -284,7 +291,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         recruit = await ask_once(session, role="recruiter", name="recruiter", system=PROMPTS.render("recruiter_system"),
                                  request=PROMPTS.render("ict_recruit", question=q, groups=g_n, members=m_n),
                                  model=roles.ict_model(g_n, m_n), step="ict.recruit")
-        teams: list[dict[str, Any]] = []
+        teams: list[Team] = []
         agents: list[tuple[str, list[str], list[RoleAgent]]] = []
         recruited = recruit.teams if recruit is not None else [("", ["general medicine"] * m_n) for _ in range(g_n)]
         for g, (name, specialties) in enumerate(recruited, 1):
@@ -294,7 +301,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
                                 system_message=PROMPTS.render("ict_member", role=role, team=team))
                       for m, role in enumerate(specialties, 1)]
             agents.append((team, specialties, seated))
-            teams.append({"team": team, "members": specialties})
+            teams.append(Team(team=team, members=specialties))
 
         async def work(g: int) -> str:
             """One team on its own (no team reads another's report); its agents keep their histories."""

@@ -29,8 +29,6 @@ reply as gersteinlab/MedAgents does (`ORIGINAL_MAX_TOKENS`); MedAgentsBench's co
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
@@ -41,7 +39,7 @@ from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import medagents as roles
 from medpanel.agents.roles.medagents import PROMPTS, Advice, Analysis, Revised, Vote
-from medpanel.agents.summary import Summary
+from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
 
 ORIGINAL = "original"
@@ -59,6 +57,24 @@ class MedAgentsSettings(PipelineSettings):
     """Votes on the report, each failed one followed by a revision (the codes' `max_attempt_vote` 3)."""
 
 
+class Ballot(Fact):
+    """One domain expert's vote on the report; its advice when it disagreed."""
+
+    domain: str
+    agree: bool
+    unparsed: bool
+    """The reply had no yes or no (the codes read it as yes)."""
+    advice: str | None = None
+
+
+class VoteRound(Fact):
+    """One attempt at consensus: every expert's ballot."""
+
+    attempt: int
+    ballot: list[Ballot]
+    consensus: bool
+
+
 class MedAgentsSummary(Summary):
     method: str | None = None
     variant: str | None = None
@@ -67,7 +83,7 @@ class MedAgentsSummary(Summary):
     attempts: int | None = None
     revisions: int | None = None
     consensus: bool | None = None
-    votes: list[dict[str, Any]] | None = None
+    votes: list[VoteRound] | None = None
 
 
 def stem_of(question: Question) -> str:
@@ -121,11 +137,11 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
 
         voters = [(f"question_expert_{i}", d) for i, d in enumerate(qdomains, 1)]
         voters += [(f"option_expert_{i}", d) for i, d in enumerate(odomains, 1)]
-        votes: list[dict[str, Any]] = []
+        votes: list[VoteRound] = []
         consensus, attempt, revisions = False, 0, 0
         while attempt < settings.max_attempts and not consensus:
             attempt += 1
-            ballot: list[dict[str, Any]] = []
+            ballot: list[Ballot] = []
             for turn, (name, domain) in enumerate(voters, 1):
                 voter = PROMPTS.render("expert", domain=domain)
                 v = await ask_once(session, role="domain_expert", name=name, system=voter,
@@ -133,25 +149,25 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                    step="vote.expert", round=attempt, turn=turn, max_tokens=cap("vote"))
                 # The codes read a vote with no yes or no in it as yes; counted here as `unparsed`.
                 agree = v.agree if v is not None else True
-                entry: dict[str, Any] = {"domain": domain, "agree": agree, "unparsed": v is None}
+                entry = Ballot(domain=domain, agree=agree, unparsed=v is None)
                 if not agree:
                     a = await ask_once(session, role="domain_expert", name=name, system=voter,
                                        request=PROMPTS.render("advice", domain=domain, report=report), model=Advice,
                                        step="vote.advice", round=attempt, turn=turn, max_tokens=cap("advice"))
-                    entry["advice"] = a.revisions if a is not None else "(no valid advice)"
+                    entry.advice = a.revisions if a is not None else "(no valid advice)"
                 ballot.append(entry)
-            consensus = all(b["agree"] for b in ballot)
-            votes.append({"attempt": attempt, "ballot": ballot, "consensus": consensus})
+            consensus = all(b.agree for b in ballot)
+            votes.append(VoteRound(attempt=attempt, ballot=ballot, consensus=consensus))
             session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medagents", step="vote.consensus",
                                            round=attempt, content="consensus" if consensus else "no consensus",
-                                           data={"yes": sum(b["agree"] for b in ballot),
-                                                 "no": sum(not b["agree"] for b in ballot),
-                                                 "unparsed_as_yes": sum(b["unparsed"] for b in ballot),
+                                           data={"yes": sum(b.agree for b in ballot),
+                                                 "no": sum(not b.agree for b in ballot),
+                                                 "unparsed_as_yes": sum(b.unparsed for b in ballot),
                                                  "consensus": consensus}))
             if consensus:
                 break
             # Every failed vote is followed by a revision, the last one included: the decision reads it.
-            advice = "\n".join(f"- [{b['domain']}] {b['advice']}" for b in ballot if not b["agree"])
+            advice = "\n".join(f"- [{b.domain}] {b.advice}" for b in ballot if not b.agree)
             revised = await ask_once(session, role="synthesizer", name="editor", system=editor,
                                      request=PROMPTS.render("revise", report=report, advice=advice), model=Revised,
                                      step="report.revise", round=attempt, max_tokens=cap("revise"))

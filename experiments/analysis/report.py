@@ -97,10 +97,10 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
         if matched:
             refs = [b for b in (budgets[id(r)] for r in sel) if b is not None]
             if refs:
-                ref = refs[0]["reference"]
-                line += [f"{ref.get('condition', '?')} by {refs[0]['by']}",
-                         round(sum(b["reference"]["calls"] for b in refs) / len(refs), 2),
-                         round(sum(b["reference"]["tokens"] for b in refs) / len(refs), 1)]
+                ref = refs[0].reference
+                line += [f"{ref.get('condition', '?')} by {refs[0].by}",
+                         round(sum(b.reference["calls"] for b in refs) / len(refs), 2),
+                         round(sum(b.reference["tokens"] for b in refs) / len(refs), 1)]
             else:
                 line += ["", "", ""]
         out.append(line)
