@@ -111,8 +111,10 @@ def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
     return _checked(path, messages)[0]
 
 
-def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
-    """The record and the decoded document it was validated from."""
+def read_document(path: Path) -> dict[str, Any]:
+    """A transcript file decoded, not validated: a JSON object of a format this medpanel reads, or a
+    `UserError` naming the file. What the report's one pass reads (`analysis.digest`), which checks
+    the fields it uses as it reads them instead of building a record of every event."""
     fix = "The file is damaged: restore it, or delete its row and resume"
     try:
         # pydantic's own JSON parser: about twice as fast as json's, and it shares repeated strings
@@ -126,6 +128,12 @@ def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, An
     if isinstance(version, int) and not isinstance(version, bool) and version > TRANSCRIPT_FORMAT:
         raise UserError(f"was written in transcript format {version}, newer than this medpanel reads (format "
                         f"{TRANSCRIPT_FORMAT}). Upgrade medpanel (pip install -U medpanel) to open it", file=str(path))
+    return doc
+
+
+def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
+    """The record and the decoded document it was validated from."""
+    doc = read_document(path)
     if not messages:
         _drop_messages(doc, path)
     try:

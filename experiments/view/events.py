@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from medpanel.experiments.analysis.audit import evidence_items
@@ -128,7 +129,7 @@ def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence_view(item: dict[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
     known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
     return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
             "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
