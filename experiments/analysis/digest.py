@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.analysis.event_facts import BadField, EventFacts, events_of
+from pydantic import ValidationError
+
+from medpanel.experiments.analysis.event_facts import TRANSCRIPT_FIELDS, BadField, EventFacts, events_of, facts_of
 from medpanel.experiments.analysis.inference.ledger import CallCost
 from medpanel.experiments.analysis.trajectory import Outcome, outcome_of, trajectory_of
 from medpanel.experiments.analysis.trajectory_types import PATHWAYS, Trajectory
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.rundir import load_transcript, read_document, transcript_path
+from medpanel.experiments.run.records import TRANSCRIPT_FORMAT
+from medpanel.experiments.run.rundir import load_transcript, read_document, transcript_paths
 from medpanel.experiments.run.store import Row
 
 EVIDENCE_KEYS = ("evidence", "documents", "passages")
@@ -134,13 +137,7 @@ def stand_in(row: Row) -> dict[str, Any]:
             "missing_transcript": True}
 
 
-def digest(row: Row, doc: Mapping[str, Any] | None, *, scoring: str = "exact_set") -> RowDigest:
-    """A row and its transcript document (None: the file is missing) as the report's digest.
-    A field of the wrong type raises `BadField`."""
-    missing = doc is None
-    doc = stand_in(row) if doc is None else doc
-    raw = doc.get("events")
-    events = events_of(raw)
+def _digest(row: Row, doc: Mapping[str, Any], events: list[EventFacts], missing: bool, scoring: str) -> RowDigest:
     question = doc.get("question") or {}
     if not isinstance(question, Mapping):
         raise BadField("question", "an object")
@@ -149,28 +146,40 @@ def digest(row: Row, doc: Mapping[str, Any] | None, *, scoring: str = "exact_set
         row=row, missing=missing, outcome=outcome, trajectory=trajectory_of(outcome, events, scoring=scoring),
         calls=tuple(CallCost(e.role, e.step, e.model, e.prompt_tokens, e.completion_tokens, e.cache_hit, e.attempts,
                              bool(e.error)) for e in events if e.kind == "call"),
-        passages=tuple(passages_of(raw or ())), question=question, decision=decision_of(events),
+        passages=tuple(passages_of(doc.get("events") or ())), question=question, decision=decision_of(events),
         mcq=bool(question.get("options")) and bool(doc.get("gold")))
 
 
-def read_digest(run_dir: Path, row: Row, *, scoring: str = "exact_set") -> RowDigest:
-    """One row's digest, its transcript read and dropped; a damaged file is one `UserError` naming it."""
-    path = transcript_path(run_dir, row) if row.transcript else None
+def digest(row: Row, doc: Mapping[str, Any] | None, *, scoring: str = "exact_set") -> RowDigest:
+    """A row and its transcript document as decoded (None: the file is missing) as the report's
+    digest. A field of the wrong type raises `BadField`."""
+    if doc is None:
+        return _digest(row, stand_in(row), [], True, scoring)
+    return _digest(row, doc, events_of(doc.get("events")), False, scoring)
+
+
+def read_digest(path: Path | None, row: Row, *, scoring: str = "exact_set") -> RowDigest:
+    """One row's digest from its transcript file (None or not a file: missing), the document read
+    and dropped; a damaged file is one `UserError` naming it."""
     if path is None or not path.is_file():
-        return digest(row, None, scoring=scoring)
-    doc = read_document(path)
+        return _digest(row, stand_in(row), [], True, scoring)
     try:
-        return digest(row, doc, scoring=scoring)
-    except (BadField, AttributeError, TypeError, ValueError) as exc:
-        # The record's own validation names the field and why, as `medpanel show` would; it runs
-        # only here, on a file the digest could not read, never on the way through a good run.
+        fields = TRANSCRIPT_FIELDS.validate_json(path.read_bytes())
+    except (OSError, ValidationError):
+        # Not JSON, or a field of another type: the record's own reading names the file, the
+        # field and why, as `medpanel show` would. It runs only on such a file, never on the way
+        # through a good run.
         load_transcript(path, messages=False)
-        why = str(exc) if isinstance(exc, BadField) else f"{type(exc).__name__}: {exc}"
-        raise UserError(f"not a medpanel transcript ({why}). Restore it from a backup",
-                        file=str(path)) from None
+        raise UserError("not a medpanel transcript. Restore it from a backup", file=str(path)) from None
+    version = fields.get("format_version", 0)
+    if version > TRANSCRIPT_FORMAT:
+        read_document(path)  # refuses it, naming the format
+    return _digest(row, fields, facts_of(fields.get("events") or []), False, scoring)
 
 
 def read_digests(run_dir: Path, rows: Iterable[Row], *, scoring: str = "exact_set") -> Iterator[RowDigest]:
-    """Each row's digest, in row order, one transcript read at a time."""
+    """Each row's digest, in row order, one transcript read at a time (a generator: the caller
+    decides what it keeps, and no document outlives its row's turn)."""
+    path_of = transcript_paths(run_dir)
     for row in rows:
-        yield read_digest(run_dir, row, scoring=scoring)
+        yield read_digest(path_of(row) if row.transcript else None, row, scoring=scoring)

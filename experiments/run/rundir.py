@@ -7,6 +7,7 @@ or foreign file is the same one-line `UserError` (naming the file) whichever com
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,18 @@ def transcript_path(run_dir: Path, row: Row) -> Path:
         return row_file(run_dir, row.transcript)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+
+
+def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
+    """`transcript_path` for the many rows of one run, the run directory resolved once (a report
+    asks for thousands)."""
+    root = Path(run_dir).resolve()
+
+    def path_of(row: Row) -> Path:
+        path = (root / row.transcript).resolve()
+        return path if path.is_relative_to(root) else transcript_path(run_dir, row)  # the latter refuses it
+
+    return path_of
 
 
 def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:

@@ -49,13 +49,13 @@ def event_signature(e: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> int | None:
-    """Index of the first event where `other` departs from `ref`; None when the debates are identical."""
-    a = [event_signature(e) for e in ref]
-    b = [event_signature(e) for e in other]
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
+    """Index of the first event where `other` departs from `ref`; None when the debates are identical.
+    Signatures are compared event by event and stop at the first difference (most debates of two
+    conditions part within a few events)."""
+    for i, (x, y) in enumerate(zip(ref, other, strict=False)):
+        if x is not y and event_signature(x) != event_signature(y):
             return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    return None if len(ref) == len(other) else min(len(ref), len(other))
 
 
 def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str, str]]:

@@ -42,7 +42,7 @@ from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
 from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty
-from medpanel.experiments.view.render import render_event, render_value, safe_url
+from medpanel.experiments.view.render import render_event, render_events, render_value, safe_url
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -210,6 +210,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                                "recruited": facts["recruited"], "passages": facts["passages"],
                                "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
         diffs = _diffs(pairs, repeats, columns, events_by)
+        for c in columns:  # after the diffs and flips have marked their events
+            c["events_html"] = render_events(c["events"])
         qpath = qdir / page
         qpath.write_text(qtemplate.render(nonce=nonce, run=_header(data), question=_question_view(question, key),
                                           columns=columns, diffs=diffs, messages=messages),
