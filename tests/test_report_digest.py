@@ -17,8 +17,8 @@ from medpanel.experiments.analysis.transitions import call_events, cell_of, tran
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store import Row
 
-QUESTION = {"dataset": "d", "qid": "q1", "text": "Which organ makes insulin?", "options": {"A": "pancreas", "B": "liver"},
-            "gold": ["A"]}
+QUESTION = {"dataset": "d", "qid": "q1", "text": "Which organ makes insulin?",
+            "options": {"A": "pancreas", "B": "liver"}, "gold": ["A"]}
 
 
 def _call(agent: str, step: str, answer: str | None, *, rnd: int = 1, turn: int = 1, pt: int = 100, ct: int = 10,
@@ -73,7 +73,7 @@ def test_every_row_has_a_digest_with_its_calls_passages_and_trajectory(small_run
     digests = list(read_digests(run_dir, rows))
     assert [d.row.qid for d in digests] == ["q1", "q2", "q3", "q4"]
     assert [d.missing for d in digests] == [False, False, False, True]
-    q1, q2, q3, q4 = digests
+    q1, _q2, q3, q4 = digests
     assert [(c.prompt_tokens, c.completion_tokens) for c in q1.calls] == [(100, 10)] * 4
     assert [c.failed for c in q3.calls] == [True] and q4.calls == ()
     assert [(p.event, p.key, p.index, p.item["doc_id"]) for p in q1.passages] == [(2, "evidence", 0, "p1")]

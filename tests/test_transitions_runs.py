@@ -21,7 +21,6 @@ from medpanel.experiments.analysis.trajectory import columns
 from medpanel.experiments.analysis.transitions import (
     CELLS,
     attribution_table,
-    row_doc,
     trajectories,
     transition_table,
     transition_tables,

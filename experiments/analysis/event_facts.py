@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import Required, TypedDict
 
 KINDS = frozenset(("call", "note", "vote", "decision", "error"))
@@ -23,14 +23,17 @@ KINDS = frozenset(("call", "note", "vote", "decision", "error"))
 _EMPTY: Mapping[str, Any] = {}
 
 
+@with_config(ConfigDict(extra="ignore"))  # its own: a nested TypedDict takes its parent's otherwise
 class UsageFields(TypedDict, total=False):
     prompt_tokens: int
     completion_tokens: int
 
 
+@with_config(ConfigDict(extra="ignore"))
 class EventFields(TypedDict, total=False):
     """A transcript event's fields the report reads (`agents.types.TranscriptEvent`; its `messages`,
-    `latency_s` and `t` are skipped unread)."""
+    `latency_s`, `invalid` and `t`, and any key the record lacks, are skipped unread: `medpanel show`
+    and the API validate whole events)."""
 
     kind: Required[Literal["call", "note", "vote", "decision", "error"]]
     role: str
@@ -48,18 +51,41 @@ class EventFields(TypedDict, total=False):
     data: dict[str, Any]
 
 
+@with_config(ConfigDict(extra="forbid"))
+class QuestionFields(TypedDict, total=False):
+    """A transcript's `question` (`QuestionRecord`: a key it lacks is a damaged or foreign file)."""
+
+    dataset: Required[str]
+    qid: Required[str]
+    text: Required[str]
+    options: Required[dict[str, str]]
+    gold: Required[list[str]]
+    multi_answer: bool
+
+
+@with_config(ConfigDict(extra="forbid"))
 class TranscriptFields(TypedDict, total=False):
-    """A transcript file's fields the report reads (`TranscriptRecord` without each event's messages)."""
+    """A transcript file (`TranscriptRecord`, whose keys it forbids others than), each event with
+    only the fields the report reads."""
 
     format_version: int
-    condition: str
-    question: dict[str, Any]
+    condition: Required[str]
+    question: Required[QuestionFields]
     repeat: int
     answer: list[str]
     gold: list[str]
     correct: bool
     invalid: bool
     error: str | None
+    error_kind: str | None
+    calls: int
+    logical_calls: int
+    tokens: int
+    latency_s: float
+    cost_usd: float
+    cached_tokens: int
+    cache_saved_usd: float
+    summary: dict[str, Any]
     events: list[EventFields]
 
 

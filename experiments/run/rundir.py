@@ -76,8 +76,9 @@ def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
     root = Path(run_dir).resolve()
 
     def path_of(row: Row) -> Path:
-        path = (root / row.transcript).resolve()
-        return path if path.is_relative_to(root) else transcript_path(run_dir, row)  # the latter refuses it
+        if (root / row.transcript).resolve().is_relative_to(root):
+            return Path(run_dir) / row.transcript
+        return transcript_path(run_dir, row)  # refuses it
 
     return path_of
 
