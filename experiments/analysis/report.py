@@ -18,7 +18,7 @@ from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables
-from medpanel.experiments.analysis.digest import RowDigest, read_digests
+from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
@@ -263,7 +263,8 @@ class RunTables:
 def read_run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> RunTables:
     """The full report of a run directory (what the CLI prints and writes): every table, the
     transitions and the cost ledger from one streamed read of its transcripts, 10,000 resamples."""
-    digests = list(read_digests(run_dir, rows, scoring=record.scoring))
+    with gc_paused():
+        digests = list(read_digests(run_dir, rows, scoring=record.scoring))
     return RunTables(rows, digests, build_tables(rows, record, digests=digests))
 
 

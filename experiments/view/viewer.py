@@ -27,7 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-from medpanel.experiments.analysis.digest import read_digests
+from medpanel.experiments.analysis.digest import gc_paused, read_digests
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
@@ -133,8 +133,11 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     # Every transcript is read once, streamed, into its row's digest (or the tables' digests are
     # used): the tables, the figures and the audit share them; each question page then reads its
     # own few transcripts whole, one page at a time (never the whole run at once).
-    digests = shared.digests if shared is not None else list(read_digests(data.run_dir, data.rows,
-                                                                          scoring=data.record.scoring))
+    if shared is not None:
+        digests = shared.digests
+    else:
+        with gc_paused():
+            digests = list(read_digests(data.run_dir, data.rows, scoring=data.record.scoring))
     leak_doc = None
     if data.rows:
         leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, digests=digests)
