@@ -76,6 +76,7 @@ from medpanel.experiments.analysis.trajectory_types import (
     Flip,
     Intervention,
     Kind,
+    Outcome,
     Stage,
     State,
     Trajectory,
@@ -83,6 +84,7 @@ from medpanel.experiments.analysis.trajectory_types import (
     direction,
     final_state,
     majority_of,
+    outcome_of,
     position_of,
     state_of,
     transition_of,
@@ -97,36 +99,6 @@ __all__ = [
 ]
 
 # -- extraction --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a transcript recorded for its row, beside its events: what `final`, the scoring and
-    the trajectory's identity are read from (a missing transcript's stand-in has the row's own)."""
-
-    condition: str
-    dataset: str
-    qid: str
-    repeat: int
-    answer: tuple[str, ...]
-    gold: tuple[str, ...]
-    correct: bool
-    invalid: bool
-    error: str | None
-    scored: bool
-    """False for free-text items (a question without options)."""
-
-
-def outcome_of(doc: Mapping[str, Any]) -> Outcome:
-    """A transcript document's outcome (`question`, `answer`, `gold` as `Store.commit` writes them)."""
-    q = doc.get("question") or {}
-    error = doc.get("error")
-    return Outcome(condition=str(doc.get("condition", "")), dataset=str(q.get("dataset", "")),
-                   qid=str(q.get("qid", "")), repeat=int(doc.get("repeat", 0) or 0),
-                   answer=tuple(doc.get("answer") or ()),
-                   gold=tuple(str(g) for g in (doc.get("gold") or q.get("gold") or ())),
-                   correct=bool(doc.get("correct")), invalid=bool(doc.get("invalid")),
-                   error=None if not error else error, scored=bool(q.get("options", True)))
 
 
 def _is_position(e: EventFacts) -> bool:
@@ -387,16 +359,6 @@ def _clear(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
     return stages, _by_event([m for _r, m in merges if m.detail in ("guard", "audit")] + rulings)
 
 
-def _final_state(o: Outcome) -> State:
-    if o.error:
-        return "error"
-    if not o.scored:
-        return "unscored"
-    if o.invalid or not o.answer:
-        return "invalid"
-    return "right" if o.correct else "wrong"
-
-
 def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "exact_set") -> Trajectory:
     """The trajectory of one transcript's outcome and typed events (module docstring: every rule)."""
     gold, scored = o.gold, o.scored
@@ -414,7 +376,7 @@ def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "e
     final_before += _decision_interventions(events, idx)
     answer = position_of(list(o.answer)) if not o.error else None
     majority = answer or NO_POSITION
-    stages.append(Stage(FINAL, {}, majority, _final_state(o), before=final_before,
+    stages.append(Stage(FINAL, {}, majority, final_state(o), before=final_before,
                         event_index=idx if not o.error else None))
     return Trajectory(condition=o.condition, dataset=o.dataset, qid=o.qid, repeat=o.repeat, gold=gold, kind=kind,
                       stages=stages, scored=scored, error=o.error)

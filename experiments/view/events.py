@@ -142,9 +142,8 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
                leak: dict[tuple[int, str, int], list[dict[str, Any]]]) -> dict[str, Any]:
     data = dict(e.get("data") or {})
     evidence = []
-    for key, i, item in evidence_items(e):
+    for key, i, item in evidence_items(e) if data else ():
         evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
-    for key in {k for k, _, _ in evidence_items(e)}:
         data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
     large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
