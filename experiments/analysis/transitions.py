@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from medpanel.agents.tables import OVERALL, Table
-from medpanel.experiments.analysis.digest import RowDigest, stand_in
+from medpanel.experiments.analysis.digest import RowDigest
 from medpanel.experiments.analysis.inference.ledger import CallCost
 from medpanel.experiments.analysis.stats import _percentile_bootstrap
 from medpanel.experiments.analysis.trajectory import (
@@ -202,12 +202,6 @@ def attribution_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None
                       "(none) = transitions with no intervention before them. Two interventions before one turn "
                       "both count its flip. An association within the debate: the paired comparison of conditions "
                       "is the causal estimate.")
-
-
-def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The transcript of a result row, or (when its file is missing) `digest.stand_in`'s document
-    built from the row, so the row is still counted: it has no events, so its first state is invalid."""
-    return doc if doc is not None else stand_in(row)
 
 
 def transition_tables(digests: Sequence[RowDigest], conditions: Sequence[str] | None = None, *,
