@@ -7,8 +7,9 @@ seconds and peak memory (each in a fresh process, so the peak is its own), with 
 Without `--run-dir` it first runs the c x r panel 2x2 with the scripted model on the hard set
 (every subset's test_hard.jsonl, 862 questions x 4 conditions unless `--subsets` names fewer) at
 `--rounds` x `--turns` (the papers' protocol is 3 x 3) into `--keep` or a temporary folder.
-Targets, for the 862 x 4 run at 3 x 3 (67,451 calls, 519 MB of transcripts): `report` <= 5 s and
-<= 500 MB, `report --html` <= 20 s.
+Targets, for the 862 x 4 run at 3 x 3 (67,451 calls, 536 MB of transcripts): `report` <= 5 s and
+<= 500 MB, `report --html` <= 20 s. To compare two checkouts, run each one's interpreter on the same
+`--run-dir`, back to back, and read the load printed beside each figure.
 """
 
 from __future__ import annotations

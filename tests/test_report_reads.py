@@ -1,5 +1,5 @@
-"""What `medpanel report` reads: each transcript once and without the messages sent (no table, figure
-or audit reads them), the tables built once for `report --html`, and the question pages' value
+"""What `medpanel report` reads: each transcript once, into its row's digest, without the messages sent (no
+table, figure or audit reads them), the tables built once for `report --html`, and the question pages' value
 markup built in Python exactly as the jinja macro it replaces wrote it."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from jinja2 import DictLoader, Environment, StrictUndefined
 
+from medpanel.experiments.analysis import digest as digest_mod
 from medpanel.experiments.analysis import report as report_mod
 from medpanel.experiments.analysis.audit import audit_run
+from medpanel.experiments.analysis.digest import digest, read_digests
 from medpanel.experiments.analysis.report import read_run_tables
-from medpanel.experiments.analysis.transitions import run_docs
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import rundir
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.rundir import load_run, read_transcript
 from medpanel.experiments.run.runner import Runner
@@ -40,14 +40,12 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return runner.run_dir
 
 
-def test_the_tables_read_every_transcript_as_checked_less_its_messages(run_dir: Path) -> None:
+def test_the_tables_read_of_each_transcript_is_what_its_whole_validated_record_gives(run_dir: Path) -> None:
     data = load_run(run_dir)
-    slim = run_docs(run_dir, data.rows)
-    for row, doc in zip(data.rows, slim, strict=True):
-        whole = read_transcript(run_dir / row.transcript)
-        assert any(e.get("messages") for e in whole["events"])
-        assert not any("messages" in e for e in doc["events"])
-        assert doc == {**whole, "events": [{k: v for k, v in e.items() if k != "messages"} for e in whole["events"]]}
+    read = list(read_digests(run_dir, data.rows))
+    whole = [digest(row, read_transcript(run_dir / row.transcript)) for row in data.rows]
+    assert read == whole
+    assert all(d.calls for d in read) and any(d.trajectory.flips() for d in read)
 
 
 def test_messages_that_are_not_a_list_of_objects_are_one_user_error(run_dir: Path, tmp_path: Path) -> None:
@@ -65,31 +63,32 @@ def test_messages_that_are_not_a_list_of_objects_are_one_user_error(run_dir: Pat
 
 def test_the_audit_of_documents_already_read_is_the_audit_of_the_files(run_dir: Path) -> None:
     data = load_run(run_dir)
-    assert audit_run(run_dir, data.rows, docs=run_docs(run_dir, data.rows)) == audit_run(run_dir, data.rows)
+    read = list(read_digests(run_dir, data.rows))
+    assert audit_run(run_dir, data.rows, digests=read) == audit_run(run_dir, data.rows)
 
 
 def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_once(
         run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = load_run(run_dir)
     shared = read_run_tables(run_dir, data.rows, data.record)
-    reads: list[tuple[str, bool]] = []
-    real = rundir._checked
+    reads: list[str] = []
+    real = viewer.read_document
 
-    def counting(path: Path, messages: bool) -> Any:
-        reads.append((Path(path).name, messages))
-        return real(path, messages)
+    def counting(path: Path) -> Any:
+        reads.append(Path(path).name)
+        return real(path)
 
     def no_second_build(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("the tables were built again")
 
-    monkeypatch.setattr(rundir, "_checked", counting)
+    monkeypatch.setattr(viewer, "read_document", counting)
     monkeypatch.setattr(viewer, "build_tables", no_second_build)
     monkeypatch.setattr(report_mod, "build_tables", no_second_build)
-    monkeypatch.setattr(viewer, "trajectories", no_second_build)
+    monkeypatch.setattr(viewer, "read_digests", no_second_build)
+    monkeypatch.setattr(digest_mod, "read_digest", no_second_build)
     viewer.build_site(run_dir, plots=False, n_boot=10000, shared=shared)
-    names = [Path(r.transcript).name for r in data.rows]
-    # no read for the tables or the audit; each page reads its own transcripts whole, once
-    assert sorted(reads) == sorted((n, True) for n in names)
+    # no read for the tables, the figures or the audit; each page reads its own transcripts whole, once
+    assert sorted(reads) == sorted(Path(r.transcript).name for r in data.rows)
 
 
 BEFORE = Path(__file__).parent / "fixtures" / "page_macros_before_render.html.j2"

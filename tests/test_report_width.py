@@ -39,10 +39,9 @@ def _tables(run_dir: Path) -> list[Table]:
     store = open_store(run_dir, meta)
     rows = store.rows()
     store.close()
-    from medpanel.experiments.analysis.transitions import call_events, run_docs
+    from medpanel.experiments.analysis.digest import read_digests
 
-    docs = run_docs(run_dir, rows)
-    return build_tables(rows, meta, n_boot=200, docs=docs, events=call_events(rows, docs))
+    return build_tables(rows, meta, n_boot=200, digests=list(read_digests(run_dir, rows)))
 
 
 def _boxes(lines: list[str]) -> list[tuple[int, list[str], list[int]]]:

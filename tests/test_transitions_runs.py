@@ -16,11 +16,11 @@ from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.recruiter import RecruitCheck
 from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
+from medpanel.experiments.analysis.digest import digest
 from medpanel.experiments.analysis.trajectory import columns
 from medpanel.experiments.analysis.transitions import (
     CELLS,
     attribution_table,
-    row_doc,
     trajectories,
     transition_table,
     transition_tables,
@@ -33,7 +33,7 @@ from medpanel.experiments.run.scenario import Scenario
 
 from .test_clear import Q3, Script, docs, installer, judgement, run_clear, verdict
 from .test_transitions import pick, rows_of
-from .transition_fixtures import stored_docs
+from .transition_fixtures import stored_digests, stored_docs
 
 TOKEN = "CRIT-7Q2Z"
 """Only the Challenger writes it: an agent whose request carries it has seen the critique."""
@@ -136,8 +136,8 @@ def test_grid_tables_agree_with_per_question_trajectories(grid: list[dict[str, A
 def test_report_tables_count_a_row_whose_transcript_is_missing(grid_dir: Path) -> None:
     data = load_run(grid_dir)
     lost = next(r for r in data.rows if r.condition == "c1r0" and r.qid == "alpha")
-    docs = [row_doc(r, None if r is lost else data.transcript(r)) for r in data.rows]
-    tables = transition_tables(docs, data.conditions, n_boot=200)
+    digests = [digest(r, None if r is lost else data.transcript(r)) for r in data.rows]
+    tables = transition_tables(digests, data.conditions, n_boot=200)
     assert [t.title for t in tables] == ["Answer transitions (first-turn majority -> final)",
                                          "What came before each flip (association, not causation)"]
     row = pick(tables[0], condition="c1r0", dataset="overall")
@@ -172,7 +172,8 @@ def test_clear_pathways_guard_and_audit_by_correctness(monkeypatch: pytest.Monke
     by_qid = {d["question"]["qid"]: d for d in stored}
     assert [by_qid[q]["answer"] for q, *_ in cases] == [["B"], ["B"], ["A"], ["C"], ["A"], ["A"]]
 
-    paths = pathway_table(stored)
+    digests = stored_digests(tmp_path / "run")
+    paths = pathway_table(digests)
     assert paths is not None
     par = pick(paths, pathway="parametric")
     # parametric A everywhere: agreed on no_high, kept, local_right; overruled on the other three:
@@ -185,7 +186,7 @@ def test_clear_pathways_guard_and_audit_by_correctness(monkeypatch: pytest.Monke
     assert (dyn["right"], dyn["agreed_with_final"], dyn["overruled_right"]) == (3, 3, 1)  # no_high: B was right
     assert par["final_right"] == 3
 
-    rulings = ruling_table(stored)
+    rulings = ruling_table(digests)
     assert rulings is not None
     granted = pick(rulings, mechanism="guard", outcome="granted")
     assert (granted["questions"], granted["final_right"], granted["default_right"], granted["challenger_right"]) == (
@@ -205,7 +206,7 @@ def test_clear_pathways_guard_and_audit_by_correctness(monkeypatch: pytest.Monke
     assert columns(ts["granted_wrong"])["trajectory.flip_after"] == "clear_verdict[route accept_dynamic]"
     assert columns(ts["reopened"])["trajectory.flip_after"] == "follow_up[audit]; audit[reopened]"
     assert columns(ts["no_high"])["trajectory.path"] == "A > B > A"
-    assert [t.title for t in transition_tables(stored, n_boot=100)][2:] == [
+    assert [t.title for t in transition_tables(digests, n_boot=100)][2:] == [
         "CLEAR pathways against the final answer", "CLEAR guard and audit outcomes by correctness"]
     table = transition_table(list(ts.values()), n_boot=200)
     overall = pick(table, dataset="overall")

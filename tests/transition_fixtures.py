@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.types import Question, QuestionResult
+from medpanel.experiments.analysis.digest import RowDigest, read_digests
 from medpanel.experiments.run.store import Store
 
 OPTIONS = {"A": "a", "B": "b", "C": "c", "D": "d"}
@@ -89,3 +90,13 @@ def stored_docs(results: list[tuple[QuestionResult, Question]], run_dir: Path) -
     finally:
         store.close()
     return [json.loads((run_dir / r.transcript).read_text(encoding="utf-8")) for r in rows]
+
+
+def stored_digests(run_dir: Path) -> list[RowDigest]:
+    """The digests the report reads of the rows `stored_docs` committed into `run_dir`."""
+    store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
+    try:
+        rows = store.rows()
+    finally:
+        store.close()
+    return list(read_digests(run_dir, rows))

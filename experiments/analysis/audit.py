@@ -14,30 +14,27 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
 from medpanel.experiments.errors import UserError, read_json, read_text
-from medpanel.experiments.run.rundir import read_questions, read_transcript, transcript_path
+from medpanel.experiments.run.rundir import read_questions
 from medpanel.experiments.run.store import Row
-from medpanel.retrieval.leakage import DIRECT, UPSTREAM, QuestionProbe, Thresholds
+from medpanel.retrieval.leakage import DIRECT, UPSTREAM, LeakHit, QuestionProbe, Thresholds
 
-EVIDENCE_KEYS = ("evidence", "documents", "passages")
+__all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "audit_run", "evidence_items", "leakage_table", "load_provenance",
+           "read_leakage", "refresh_leakage", "write_leakage"]
 LEAKAGE_FILE = "leakage.json"
 
 
-def evidence_items(event: dict[str, Any]) -> Iterator[tuple[str, int, dict[str, Any]]]:
+def evidence_items(event: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
     """(key, index, item) for each passage-like dict an event carries in its data."""
-    data = event.get("data") or {}
-    for key in EVIDENCE_KEYS:
-        items = data.get(key)
-        if isinstance(items, list):
-            for i, item in enumerate(items):
-                if isinstance(item, dict):
-                    yield key, i, item
+    for p in passages_of([event]):
+        yield p.key, p.index, p.item
 
 
 def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str, str], dict[str, Any]]:
@@ -61,56 +58,75 @@ def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str,
     return out
 
 
+@dataclass
+class _RowAudit:
+    """One row's checked passages: how many, and each passage that hit with its hits."""
+
+    passages: int = 0
+    found: list[tuple[Passage, list[LeakHit]]] = field(default_factory=list)
+
+
+def _key(row: Row) -> tuple[str, str, str, int]:
+    return (row.condition, row.dataset, row.qid, row.repeat)
+
+
+def _audit_row(d: RowDigest, probes: dict[tuple[Any, ...], QuestionProbe],
+               provenance: dict[tuple[str, str], dict[str, Any]], th: Thresholds) -> _RowAudit:
+    out = _RowAudit()
+    if not d.passages:
+        return out
+    q = d.question
+    # One probe per question (its n-grams are built once), as the agents saw it.
+    pkey = (d.row.key, str(q.get("text", "")), repr(q.get("options")), repr(q.get("gold")))
+    probe = probes.get(pkey)
+    if probe is None:
+        probe = probes[pkey] = QuestionProbe.from_question(q, provenance.get(d.row.key), th)
+    for p in d.passages:
+        out.passages += 1
+        found = probe.check(p.item)
+        if found:
+            out.found.append((p, found))
+    return out
+
+
 def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
               thresholds: Thresholds | None = None,
-              docs: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
-    """Check every passage of every transcript; returns the leakage.json document. `docs` (one per
-    row, in row order, as `run_docs` reads them) spares a second read of every transcript."""
+              digests: Sequence[RowDigest] | None = None) -> dict[str, Any]:
+    """Check every passage of every transcript; returns the leakage.json document. `digests` (one
+    per row, as `digest.read_digests` reads them) spares a second read of every transcript; without
+    them the transcripts are read here, one at a time."""
     th = thresholds or Thresholds()
     provenance = provenance or {}
-    probes: dict[tuple[str, str], QuestionProbe] = {}
+    probes: dict[tuple[Any, ...], QuestionProbe] = {}
+    stream: Iterable[RowDigest] = digests if digests is not None else read_digests(run_dir, rows)
+    # Checked in the order they are read; counted and listed in (dataset, qid, condition, repeat) order.
+    audited = {_key(d.row): (d, _audit_row(d, probes, provenance, th)) for d in stream}
     hits: list[dict[str, Any]] = []
     cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
         lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0, "upstream_passages": 0,
                  "direct_questions": 0, "upstream_questions": 0, "by_detector": defaultdict(int)})
-    doc_of = dict(zip(map(id, rows), docs, strict=True)) if docs is not None else None
     for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
         cell = cells[(row.dataset, row.condition)]
         cell["questions"] += 1
-        if doc_of is not None:
-            doc = doc_of[id(row)]
-            if doc.get("missing_transcript"):
-                continue
-        else:
-            path = transcript_path(run_dir, row)
-            if not path.is_file():
-                continue
-            doc = read_transcript(path, messages=False)  # passages live in events' data, never in messages
-        probe = probes.get(row.key)
-        if probe is None:
-            probe = probes[row.key] = QuestionProbe.from_question(doc["question"], provenance.get(row.key), th)
-        n_passages = 0
+        d, checked = audited[_key(row)]
+        if d.missing:
+            continue
         kinds: set[str] = set()
-        for idx, event in enumerate(doc.get("events", [])):
-            for key, i, item in evidence_items(event):
-                n_passages += 1
-                found = probe.check(item)
-                if not found:
-                    continue
-                passage_kinds = {h.kind for h in found}
-                kinds |= passage_kinds
-                cell["direct_passages"] += "direct" in passage_kinds
-                cell["upstream_passages"] += "upstream" in passage_kinds
-                for h in found:
-                    cell["by_detector"][h.detector] += 1
-                hits.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
-                             "repeat": row.repeat, "event": idx, "role": event.get("role", ""),
-                             "step": event.get("step", ""), "key": key, "index": i,
-                             "doc_id": str(item.get("doc_id") or item.get("id") or ""),
-                             "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
-                             "hits": [h.as_dict() for h in found]})
-        cell["passages"] += n_passages
-        cell["with_evidence"] += n_passages > 0
+        for p, found in checked.found:
+            passage_kinds = {h.kind for h in found}
+            kinds |= passage_kinds
+            cell["direct_passages"] += "direct" in passage_kinds
+            cell["upstream_passages"] += "upstream" in passage_kinds
+            for h in found:
+                cell["by_detector"][h.detector] += 1
+            item = p.item
+            hits.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
+                         "repeat": row.repeat, "event": p.event, "role": p.role, "step": p.step, "key": p.key,
+                         "index": p.index, "doc_id": str(item.get("doc_id") or item.get("id") or ""),
+                         "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
+                         "hits": [h.as_dict() for h in found]})
+        cell["passages"] += checked.passages
+        cell["with_evidence"] += checked.passages > 0
         cell["direct_questions"] += "direct" in kinds
         cell["upstream_questions"] += "upstream" in kinds
     summary = []
@@ -156,7 +172,7 @@ def read_leakage(run_dir: Path) -> dict[str, Any] | None:
 
 def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | None = None,
                     thresholds: Thresholds | None = None,
-                    docs: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                    digests: Sequence[RowDigest] | None = None) -> dict[str, Any]:
     """Audit the run again and write report/leakage.json.
 
     Without arguments the previous audit's provenance file and thresholds are reused, so
@@ -169,7 +185,7 @@ def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | N
         known = set(Thresholds.__dataclass_fields__)
         thresholds = Thresholds(**{k: v for k, v in prev["thresholds"].items() if k in known})
     doc = audit_run(run_dir, rows, provenance=load_provenance(run_dir, provenance_file), thresholds=thresholds,
-                    docs=docs)
+                    digests=digests)
     doc["provenance_file"] = str(provenance_file.resolve()) if provenance_file is not None else None
     write_leakage(run_dir, doc)
     return doc

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from medpanel.experiments.analysis.audit import read_leakage
+from medpanel.experiments.analysis.digest import digest
 from medpanel.experiments.analysis.trajectory import columns as trajectory_columns
-from medpanel.experiments.analysis.trajectory import trajectory
-from medpanel.experiments.analysis.transitions import row_doc
 from medpanel.experiments.run.rundir import RunData, load_run
 
 FORMATS = ("jsonl", "csv")
@@ -65,7 +64,7 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
                 _flatten(f"final.{k}", v, rec)
         # The letters after every turn, the transition and the decisive flip, so a
         # dataframe can re-derive the transition tables row by row.
-        rec.update(trajectory_columns(trajectory(row_doc(row, found), scoring=scoring)))
+        rec.update(trajectory_columns(digest(row, found, scoring=scoring).trajectory))
         yield rec
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,11 +18,12 @@ from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables
+from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
-from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories, transition_tables
+from medpanel.experiments.analysis.transitions import call_events, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import condition_order
@@ -208,12 +209,12 @@ def pipeline_tables(record: RunRecord) -> tuple[TableSpec, ...]:
 
 
 def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
-                 docs: Sequence[Mapping[str, Any]] | None = None,
-                 events: study.Events | None = None, ts: Sequence[Trajectory] | None = None) -> list[Table]:
+                 digests: Sequence[RowDigest] | None = None, events: study.Events | None = None) -> list[Table]:
     """Every run's tables (accuracy, cost, compute), the pipeline's own, the run-wide ones (repeats,
-    errors), the answer transitions when the transcripts (`docs`, one per row) are given, then the
-    paired comparisons, the model / variant axes, the factorial of every 2x2, repeats over every
-    run, Table 3's contrast and the cost (ledger from `events`, a row -> its transcript's call events)."""
+    errors), the answer transitions when the rows' transcripts are read (`digests`, one per row),
+    then the paired comparisons, the model / variant axes, the factorial of every 2x2, repeats over
+    every run, Table 3's contrast and the cost (ledger from `events`, a row -> its calls; the
+    digests' calls when they are given)."""
     conditions = condition_order(rows, record.slugs)
     specs = pipeline_tables(record)
     tables = [accuracy_table(rows, conditions), cost_table(rows, conditions), accuracy_compute_table(rows, conditions)]
@@ -223,8 +224,9 @@ def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
     extra += benchmark_tables(rows, conditions, record, n_boot=n_boot)  # Table 7 shape: benchmark runs only
     extra += reference_tables(rows, conditions, record, n_boot=n_boot)  # published runs named in `references:`
     tables += [x for x in extra if x is not None]
-    if docs is not None:
-        tables += transition_tables(docs, conditions, scoring=record.scoring, n_boot=n_boot, ts=ts)
+    if digests is not None:
+        tables += transition_tables(digests, conditions, scoring=record.scoring, n_boot=n_boot)
+        events = call_events(digests) if events is None else events
     pairs = comparison_pairs(record, conditions)
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
@@ -241,13 +243,17 @@ def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
 
 @dataclass(frozen=True)
 class RunTables:
-    """A run's tables with the rows and documents (messages left out) they were built from, so the
-    HTML site that follows `medpanel report` neither reads the transcripts nor builds them again."""
+    """A run's tables with the rows and the digests of their transcripts they were built from, so
+    the HTML site that follows `medpanel report` neither reads the transcripts for its figures and
+    audit nor builds the tables again."""
 
     rows: list[Row]
-    docs: list[Mapping[str, Any]]
-    trajectories: list[Trajectory]
+    digests: list[RowDigest]
     tables: list[Table]
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        return [d.trajectory for d in self.digests]
 
     def matches(self, rows: Sequence[Row]) -> bool:
         """True when `rows` are the rows these were built from (the store did not change between)."""
@@ -256,10 +262,10 @@ class RunTables:
 
 def read_run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> RunTables:
     """The full report of a run directory (what the CLI prints and writes): every table, the
-    transitions and the cost ledger from one read of its transcripts, 10,000 resamples."""
-    docs = run_docs(run_dir, rows)
-    ts = trajectories(docs, scoring=record.scoring)
-    return RunTables(rows, docs, ts, build_tables(rows, record, docs=docs, events=call_events(rows, docs), ts=ts))
+    transitions and the cost ledger from one streamed read of its transcripts, 10,000 resamples."""
+    with gc_paused():
+        digests = list(read_digests(run_dir, rows, scoring=record.scoring))
+    return RunTables(rows, digests, build_tables(rows, record, digests=digests))
 
 
 def run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> list[Table]:

@@ -62,6 +62,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from medpanel.experiments.analysis.event_facts import EventFacts, events_of
 from medpanel.experiments.analysis.trajectory_types import (
     FINAL,
     INTERVENTIONS,
@@ -75,6 +76,7 @@ from medpanel.experiments.analysis.trajectory_types import (
     Flip,
     Intervention,
     Kind,
+    Outcome,
     Stage,
     State,
     Trajectory,
@@ -82,6 +84,7 @@ from medpanel.experiments.analysis.trajectory_types import (
     direction,
     final_state,
     majority_of,
+    outcome_of,
     position_of,
     state_of,
     transition_of,
@@ -90,46 +93,37 @@ from medpanel.experiments.analysis.trajectory_types import (
 # The types and flat views live in trajectory_types; they are re-exported so one import serves.
 __all__ = [
     "FINAL", "INTERVENTIONS", "NO_POSITION", "PATHWAYS", "POSITION_STEPS", "TIE", "Cell", "CellStatus",
-    "Direction", "Flip", "Intervention", "Kind", "Stage", "State", "Trajectory", "columns", "direction",
-    "final_state", "majority_of", "position_of", "state_of", "trajectory", "transition_of",
+    "Direction", "Flip", "Intervention", "Kind", "Outcome", "Stage", "State", "Trajectory", "columns", "direction",
+    "final_state", "majority_of", "outcome_of", "position_of", "state_of", "trajectory", "trajectory_of",
+    "transition_of",
 ]
 
 # -- extraction --------------------------------------------------------------------------------
 
 
-def _base(step: str) -> str:
-    return step.split(":")[0]
+def _is_position(e: EventFacts) -> bool:
+    return e.kind == "call" and (e.base in POSITION_STEPS or e.base.startswith("sample_"))
 
 
-def _is_position(e: Mapping[str, Any]) -> bool:
-    if e.get("kind") != "call":
-        return False
-    base = _base(str(e.get("step", "")))
-    return base in POSITION_STEPS or base.startswith("sample_")
-
-
-def _stage_key(e: Mapping[str, Any]) -> tuple[Any, ...]:
-    base = _base(str(e.get("step", "")))
-    if base == "turn":
-        return ("turn", int(e.get("round", 0)), int(e.get("turn", 0)))
-    if base.startswith("sample_"):
+def _stage_key(e: EventFacts) -> tuple[Any, ...]:
+    if e.base == "turn":
+        return ("turn", e.round, e.turn)
+    if e.base.startswith("sample_"):
         return ("answer",)
-    return (base,)
+    return (e.base,)
 
 
 def _label(key: tuple[Any, ...]) -> str:
     return f"r{key[1]}t{key[2]}" if key[0] == "turn" else str(key[0])
 
 
-def _agent_key(e: Mapping[str, Any], group: str) -> str:
-    step = _base(str(e.get("step", "")))
-    name = step if step.startswith("sample_") else str(e.get("agent", ""))
+def _agent_key(e: EventFacts, group: str) -> str:
+    name = e.base if e.base.startswith("sample_") else e.agent
     return f"{group}:{name}" if group else name
 
 
-def _answer(e: Mapping[str, Any]) -> str | None:
-    parsed = e.get("parsed")
-    return position_of(parsed.get("answer")) if isinstance(parsed, dict) else None
+def _answer(e: EventFacts) -> str | None:
+    return position_of(e.parsed.get("answer")) if e.parsed is not None else None
 
 
 @dataclass
@@ -142,9 +136,11 @@ class _Slot:
     first_event: int | None = None
 
 
-def _intervention(e: Mapping[str, Any], i: int) -> Intervention | None:
-    kind, step, data = e.get("kind"), str(e.get("step", "")), e.get("data") or {}
-    if kind == "note" and step == "brief":
+def _intervention(e: EventFacts, i: int) -> Intervention | None:
+    if e.kind != "note":
+        return None
+    data = e.data
+    if e.step == "brief":
         received = tuple(str(n) for n in data.get("received_by") or ())
         if not received:
             return None
@@ -153,36 +149,36 @@ def _intervention(e: Mapping[str, Any], i: int) -> Intervention | None:
             detail = f"route {data.get('route')}" + (f", guard {guard}" if guard != "not_triggered" else "")
             return Intervention("clear_verdict", detail, i, received)
         return Intervention("brief", str(data.get("trigger", "")), i, received)
-    if kind == "note" and step == "recruitment":
+    if e.step == "recruitment":
         joined = tuple(str(r) for r in data.get("recruited") or ())
         return Intervention("recruit", str(data.get("trigger", "")), i, joined) if joined else None
-    if kind == "note" and step == "route" and e.get("agent") == "router":
+    if e.step == "route" and e.agent == "router":
         if data.get("route") == "critique_round":
             return Intervention("focused_round", str(data.get("gap_type") or ""), i)
     return None
 
 
-def _critique(e: Mapping[str, Any]) -> bool:
-    return e.get("kind") == "call" and e.get("role") == "challenger" and _base(str(e.get("step", ""))) == "critique"
+def _critique(e: EventFacts) -> bool:
+    return e.kind == "call" and e.role == "challenger" and e.base == "critique"
 
 
-def _final_event(events: Sequence[Mapping[str, Any]]) -> int | None:
+def _final_event(events: Sequence[EventFacts]) -> int | None:
     for i in range(len(events) - 1, -1, -1):
-        if events[i].get("kind") in ("vote", "decision"):
+        if events[i].kind in ("vote", "decision"):
             return i
     return None
 
 
-def _decision_interventions(events: Sequence[Mapping[str, Any]], idx: int | None) -> list[Intervention]:
+def _decision_interventions(events: Sequence[EventFacts], idx: int | None) -> list[Intervention]:
     """The final vote's `moderator` intervention, when something other than the last turn's plain
     majority decided: the `-ind` moderator weighing assessments, a tie's resolution (tie-break call,
     support over all turns, groups' decisions), or information blocks that outvoted the raw count."""
     if idx is None:
         return []
     e = events[idx]
-    data = e.get("data") or {}
+    data = e.data
     rule = str(data.get("rule", ""))
-    if e.get("kind") != "vote" or not rule:
+    if e.kind != "vote" or not rule:
         return []
     decided_by = str((data.get("outcome") or {}).get("decided_by", ""))
     if decided_by:  # -ind; "agreement": the panel's leader and every assessment agreed, nothing was weighed
@@ -193,7 +189,7 @@ def _decision_interventions(events: Sequence[Mapping[str, Any]], idx: int | None
     if "blocks" in rule and counts:
         top = max(counts.values())
         leaders = [k for k, v in counts.items() if v == top]
-        if len(leaders) != 1 or leaders[0] != str(e.get("content", "")):
+        if len(leaders) != 1 or leaders[0] != e.content:
             return [Intervention("moderator", rule, idx)]
     return []
 
@@ -247,7 +243,7 @@ def _build(slots: list[list[_Slot]], gold: Sequence[str], scoring: str, scored: 
     return stages, _by_event(pending)
 
 
-def _debate(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: str,
+def _debate(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
             scored: bool) -> tuple[list[Stage], list[Intervention]]:
     groups: list[list[_Slot]] = [[]]
     group = ""
@@ -264,9 +260,9 @@ def _debate(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: s
                 target.append(Intervention("critique", gap, i, group=group))
 
     for i, e in enumerate(events):
-        if e.get("kind") == "note" and e.get("step") == "group_start":
+        if e.kind == "note" and e.step == "group_start":
             flush_critique()
-            group = str(e.get("agent", "")).replace("group_", "g")
+            group = e.agent.replace("group_", "g")
             if groups[-1]:
                 groups.append([])
             continue
@@ -283,10 +279,9 @@ def _debate(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: s
                 slots[-1].replies[name] = (answer, i)
             continue
         if _critique(e):
-            parsed = e.get("parsed")
-            if isinstance(parsed, dict):
-                critique[len(groups) - 1] = (i, bool(parsed.get("material_weakness")),
-                                             str(parsed.get("gap_type") or ""))
+            if e.parsed is not None:
+                critique[len(groups) - 1] = (i, bool(e.parsed.get("material_weakness")),
+                                             str(e.parsed.get("gap_type") or ""))
             continue
         found = _intervention(e, i)
         if found is not None:
@@ -300,22 +295,21 @@ def _debate(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: s
     return _build([g for g in groups if g], gold, scoring, scored, before_first)
 
 
-def _pathway_answers(events: Sequence[Mapping[str, Any]], decision: Mapping[str, Any] | None
+def _pathway_answers(events: Sequence[EventFacts], decision: EventFacts | None
                      ) -> tuple[dict[str, tuple[str | None, int | None]], int | None]:
     """Each pathway's candidate (from the decision's bundle when there is one, else from its call)
     and the first pathway call's index."""
     calls: dict[str, tuple[str | None, int]] = {}
     first: int | None = None
     for i, e in enumerate(events):
-        if e.get("kind") == "call" and e.get("role") == "candidate" and _base(str(e.get("step", ""))) in PATHWAYS:
+        if e.kind == "call" and e.role == "candidate" and e.base in PATHWAYS:
             first = i if first is None else first
-            name = _base(str(e["step"]))
             answer = _answer(e)
-            if answer is not None or name not in calls:
-                calls[name] = (answer, i)
+            if answer is not None or e.base not in calls:
+                calls[e.base] = (answer, i)
     out: dict[str, tuple[str | None, int | None]] = {}
     if decision is not None:
-        data = decision.get("data") or {}
+        data = decision.data
         candidates = (data.get("bundle") or {}).get("candidates")
         if isinstance(candidates, dict):
             for p in PATHWAYS:
@@ -329,33 +323,30 @@ def _pathway_answers(events: Sequence[Mapping[str, Any]], decision: Mapping[str,
     return {p: calls[p] for p in PATHWAYS if p in calls}, first
 
 
-def _clear(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: str,
+def _clear(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
            scored: bool) -> tuple[list[Stage], list[Intervention]]:
     idx = _final_event(events)
-    decision = events[idx] if idx is not None and events[idx].get("kind") == "decision" else None
+    decision = events[idx] if idx is not None and events[idx].kind == "decision" else None
     answers, first = _pathway_answers(events, decision)
     if not answers:
         return [], []
     cells = {p: Cell(a, "answered" if a is not None else "invalid") for p, (a, _i) in answers.items()}
     majority = majority_of([c.position for c in cells.values()])
     stages = [Stage("pathways", cells, majority, state_of(majority, gold, scoring, scored), event_index=first)]
-    data = (decision or {}).get("data") or {}
     verify_calls: dict[int, int] = {}
     merges: list[tuple[int, Intervention]] = []
     rulings: list[Intervention] = []
     for i, e in enumerate(events):
-        step = _base(str(e.get("step", "")))
-        if e.get("kind") == "call" and e.get("role") == "verifier" and step == "verify":
-            verify_calls.setdefault(int(e.get("round", 0)), i)
-        elif e.get("kind") == "note" and step == "followup_merge":
-            merges.append((int(e.get("round", 0)),
-                           Intervention("follow_up", str((e.get("data") or {}).get("purpose", "")), i)))
-        elif e.get("kind") == "note" and step in ("override_guard", "challenge_audit"):
-            outcome = str((e.get("data") or {}).get("outcome", ""))
-            rulings.append(Intervention("guard" if step == "override_guard" else "audit", outcome, i))
-        elif e.get("kind") == "note" and step == "format_gate" and not (e.get("data") or {}).get("valid", True):
-            rulings.append(Intervention("format_gate", str((e.get("data") or {}).get("reason", "")), i))
-    for verdict in data.get("verdicts") or []:
+        if e.kind == "call" and e.role == "verifier" and e.base == "verify":
+            verify_calls.setdefault(e.round, i)
+        elif e.kind == "note" and e.base == "followup_merge":
+            merges.append((e.round, Intervention("follow_up", str(e.data.get("purpose", "")), i)))
+        elif e.kind == "note" and e.base in ("override_guard", "challenge_audit"):
+            outcome = str(e.data.get("outcome", ""))
+            rulings.append(Intervention("guard" if e.base == "override_guard" else "audit", outcome, i))
+        elif e.kind == "note" and e.base == "format_gate" and not e.data.get("valid", True):
+            rulings.append(Intervention("format_gate", str(e.data.get("reason", "")), i))
+    for verdict in (decision.data if decision is not None else {}).get("verdicts") or []:
         rnd = int(verdict.get("round", len(stages)))
         pos = position_of(verdict.get("answer"))
         before = [m for r, m in merges if r == rnd - 1]
@@ -368,30 +359,29 @@ def _clear(events: Sequence[Mapping[str, Any]], gold: Sequence[str], scoring: st
     return stages, _by_event([m for _r, m in merges if m.detail in ("guard", "audit")] + rulings)
 
 
-def trajectory(doc: Mapping[str, Any], *, scoring: str = "exact_set") -> Trajectory:
-    """The trajectory of one transcript document (see the module docstring for every rule)."""
-    q = doc.get("question") or {}
-    events: Sequence[Mapping[str, Any]] = doc.get("events") or []
-    gold = tuple(str(g) for g in (doc.get("gold") or q.get("gold") or ()))
-    scored = bool(q.get("options", True))
+def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "exact_set") -> Trajectory:
+    """The trajectory of one transcript's outcome and typed events (module docstring: every rule)."""
+    gold, scored = o.gold, o.scored
     stages: list[Stage] = []
     final_before: list[Intervention] = []
     kind: Kind = "empty"
     if any(_is_position(e) for e in events):
         kind = "debate"
         stages, final_before = _debate(events, gold, scoring, scored)
-    elif any(e.get("kind") == "call" and e.get("role") == "candidate" for e in events) or any(
-            e.get("kind") == "decision" and ("bundle" in (e.get("data") or {}) or "candidate" in (e.get("data") or {}))
-            for e in events):
+    elif any(e.kind == "call" and e.role == "candidate" for e in events) or any(
+            e.kind == "decision" and ("bundle" in e.data or "candidate" in e.data) for e in events):
         kind = "clear"
         stages, final_before = _clear(events, gold, scoring, scored)
     idx = _final_event(events)
     final_before += _decision_interventions(events, idx)
-    answer = position_of(list(doc.get("answer") or ())) if not doc.get("error") else None
+    answer = position_of(list(o.answer)) if not o.error else None
     majority = answer or NO_POSITION
-    stages.append(Stage(FINAL, {}, majority, final_state(doc, scored), before=final_before,
-                        event_index=idx if not doc.get("error") else None))
-    return Trajectory(condition=str(doc.get("condition", "")), dataset=str(q.get("dataset", "")),
-                      qid=str(q.get("qid", "")), repeat=int(doc.get("repeat", 0) or 0), gold=gold, kind=kind,
-                      stages=stages, scored=scored, error=doc.get("error"))
+    stages.append(Stage(FINAL, {}, majority, final_state(o), before=final_before,
+                        event_index=idx if not o.error else None))
+    return Trajectory(condition=o.condition, dataset=o.dataset, qid=o.qid, repeat=o.repeat, gold=gold, kind=kind,
+                      stages=stages, scored=scored, error=o.error)
 
+
+def trajectory(doc: Mapping[str, Any], *, scoring: str = "exact_set") -> Trajectory:
+    """The trajectory of one transcript document (see the module docstring for every rule)."""
+    return trajectory_of(outcome_of(doc), events_of(doc.get("events")), scoring=scoring)

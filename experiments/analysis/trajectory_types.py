@@ -179,14 +179,45 @@ def state_of(majority: str, gold: Sequence[str], scoring: str, scored: bool = Tr
     return "right" if score(majority.split(","), list(gold), scoring) else "wrong"
 
 
-def final_state(doc: Mapping[str, Any], scored: bool = True) -> State:
-    if doc.get("error"):
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a transcript recorded for its row, beside its events: what `final`, the scoring and
+    the trajectory's identity are read from (a missing transcript's stand-in has the row's own)."""
+
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    answer: tuple[str, ...]
+    gold: tuple[str, ...]
+    correct: bool
+    invalid: bool
+    error: str | None
+    scored: bool
+    """False for free-text items (a question without options)."""
+
+
+def outcome_of(doc: Mapping[str, Any]) -> Outcome:
+    """A transcript document's outcome (`question`, `answer`, `gold` as `Store.commit` writes them)."""
+    q = doc.get("question") or {}
+    error = doc.get("error")
+    return Outcome(condition=str(doc.get("condition", "")), dataset=str(q.get("dataset", "")),
+                   qid=str(q.get("qid", "")), repeat=int(doc.get("repeat", 0) or 0),
+                   answer=tuple(doc.get("answer") or ()),
+                   gold=tuple(str(g) for g in (doc.get("gold") or q.get("gold") or ())),
+                   correct=bool(doc.get("correct")), invalid=bool(doc.get("invalid")),
+                   error=None if not error else error, scored=bool(q.get("options", True)))
+
+
+def final_state(o: Outcome) -> State:
+    """The recorded answer's state: error, unscored (free text), invalid, right or wrong."""
+    if o.error:
         return "error"
-    if not scored:
+    if not o.scored:
         return "unscored"
-    if doc.get("invalid") or not doc.get("answer"):
+    if o.invalid or not o.answer:
         return "invalid"
-    return "right" if doc.get("correct") else "wrong"
+    return "right" if o.correct else "wrong"
 
 
 # -- flat views ---------------------------------------------------------------------------------

@@ -32,12 +32,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from medpanel.agents.tables import OVERALL, Table
+from medpanel.experiments.analysis.digest import RowDigest
+from medpanel.experiments.analysis.inference.ledger import CallCost
 from medpanel.experiments.analysis.stats import _percentile_bootstrap
 from medpanel.experiments.analysis.trajectory import (
     INTERVENTIONS,
@@ -48,7 +49,6 @@ from medpanel.experiments.analysis.trajectory import (
     transition_of,
 )
 from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
-from medpanel.experiments.run.rundir import read_transcript
 from medpanel.experiments.run.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
@@ -204,54 +204,18 @@ def attribution_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None
                       "is the causal estimate.")
 
 
-def _split(letters: str | None) -> list[str]:
-    return [x for x in (letters or "").split(",") if x]
-
-
-def row_doc(row: Row, doc: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The transcript of a result row, or (when its file is missing) a stand-in built from the row,
-    so the row is still counted: it has no events, so its first state is invalid."""
-    if doc is not None:
-        return doc
-    return {"condition": row.condition, "question": {"dataset": row.dataset, "qid": row.qid},
-            "repeat": row.repeat, "answer": _split(row.answer), "gold": _split(row.gold), "correct": row.correct,
-            "invalid": row.invalid, "error": row.error, "summary": row.summary, "events": [],
-            "missing_transcript": True}
-
-
-def transition_tables(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
-                      scoring: str = "exact_set", n_boot: int = 10000,
-                      ts: Sequence[Trajectory] | None = None) -> list[Table]:
-    """Every issue-19 table the documents support: transitions, attribution, and CLEAR's two
-    (`ts`: the documents' trajectories when the caller has them already)."""
-    docs = list(docs)
-    ts = trajectories(docs, scoring=scoring) if ts is None else ts
+def transition_tables(digests: Sequence[RowDigest], conditions: Sequence[str] | None = None, *,
+                      scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
+    """Every answer-transition table the rows' digests support: transitions, attribution, and CLEAR's two."""
+    ts = [d.trajectory for d in digests]
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
-    out += [t for t in (pathway_table(docs, conditions, scoring=scoring),
-                        ruling_table(docs, conditions, scoring=scoring)) if t is not None]
+    out += [t for t in (pathway_table(digests, conditions, scoring=scoring),
+                        ruling_table(digests, conditions, scoring=scoring)) if t is not None]
     return [t for t in out if t.rows]
 
 
-def run_docs(run_dir: Path, rows: Sequence[Row], *, messages: bool = False) -> list[Mapping[str, Any]]:
-    """Every result row's transcript, in row order, with `row_doc`'s stand-in where a file is gone:
-    the transition tables count every row, a missing transcript as invalid, never drop it.
-
-    Without `messages` (the default) the messages each call sent are left out: no table, figure
-    or audit reads them, and they are most of a transcript, so a whole run's documents fit in a
-    fraction of the memory. A question page reads its own transcripts whole."""
-    out: list[Mapping[str, Any]] = []
-    for row in rows:
-        path = Path(run_dir) / row.transcript if row.transcript else None
-        doc = read_transcript(path, messages=messages) if path is not None and path.is_file() else None
-        out.append(row_doc(row, doc))
-    return out
-
-
-def call_events(rows: Sequence[Row], docs: Sequence[Mapping[str, Any]]) -> Callable[[Row], list[Any]]:
-    """Row -> the call events of its transcript, from documents already read (`run_docs`), so the
-    cost ledger and the transitions share one read of every transcript."""
-    by: dict[tuple[str, str, str, int], list[Any]] = {}
-    for row, doc in zip(rows, docs, strict=True):
-        by[(row.condition, row.dataset, row.qid, row.repeat)] = [
-            e for e in doc.get("events") or [] if isinstance(e, dict) and e.get("kind") == "call"]
-    return lambda row: by.get((row.condition, row.dataset, row.qid, row.repeat), [])
+def call_events(digests: Sequence[RowDigest]) -> Callable[[Row], Sequence[CallCost]]:
+    """Row -> the calls of its transcript, from the digests already read (`digest.read_digests`), so
+    the cost ledger and the transitions share one read of every transcript."""
+    by = {(d.row.condition, d.row.dataset, d.row.qid, d.row.repeat): d.calls for d in digests}
+    return lambda row: by.get((row.condition, row.dataset, row.qid, row.repeat), ())

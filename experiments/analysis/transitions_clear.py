@@ -1,21 +1,23 @@
 """CLEAR's adjudication against the truth: which pathway was right when the verifier
 overruled it, and the override guard's and challenge audit's outcomes by correctness.
 
-Computed from the `clear` pipeline's decision event (always a transcript's last event: its
-`bundle.candidates`, `guard` and `audit`), for multiple-choice rows only (free text has no letters
-to score). Rows without a decision event (errors) are counted in `no_decision`, never dropped.
-The baselines (`direct`, `rag-*`, `online`) run one pathway and adjudicate nothing: not here.
+Computed from the rows' digests (`analysis.digest`) of the `clear` pipeline's decision event
+(always a transcript's last event: its `bundle.candidates`, `guard` and `audit`), for
+multiple-choice rows only (free text has no letters to score). Rows without a decision event
+(errors) are counted in `no_decision`, never dropped. The baselines (`direct`, `rag-*`,
+`online`) run one pathway and adjudicate nothing: not here.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from medpanel.agents.clear.tables import AUDIT_OUTCOMES, GUARD_OUTCOMES
 from medpanel.agents.tables import Table
 from medpanel.agents.types import score
+from medpanel.experiments.analysis.digest import RowDigest, letters
 from medpanel.experiments.analysis.trajectory import PATHWAYS
 
 PATHWAY_COLUMNS = ["condition", "pathway", "n", "no_decision", "valid", "right", "agreed_with_final", "overruled",
@@ -26,31 +28,21 @@ RULING_COLUMNS = ["condition", "mechanism", "outcome", "questions", "final_right
                   "challenger_right", "neither_right"]
 
 
-def _decision(doc: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    events = doc.get("events") or []
-    last = events[-1] if events else None
-    if last and last.get("kind") == "decision" and isinstance((last.get("data") or {}).get("bundle"), dict):
-        return dict(last.get("data") or {})
-    return None
-
-
-def _letters(answer: Any) -> tuple[str, ...]:
-    if not answer:
-        return ()
-    return tuple(sorted({str(a) for a in answer})) if isinstance(answer, list | tuple) else (str(answer),)
-
-
-def _mcq(doc: Mapping[str, Any]) -> bool:
-    return bool((doc.get("question") or {}).get("options")) and bool(doc.get("gold"))
-
-
-def _conditions(docs: Sequence[Mapping[str, Any]], conditions: Sequence[str] | None) -> list[str]:
-    seen = list(dict.fromkeys(str(d.get("condition", "")) for d in docs))
+def _conditions(rows: Sequence[RowDigest], conditions: Sequence[str] | None) -> list[str]:
+    seen = list(dict.fromkeys(d.outcome.condition for d in rows))
     given = list(conditions or [])
     return [c for c in given if c in seen] + [c for c in seen if c not in given]
 
 
-def pathway_rows(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
+def _adjudicated(digests: Iterable[RowDigest]) -> list[RowDigest]:
+    """The multiple-choice rows of the conditions that adjudicate (any row with a decision; the
+    condition's rows without one errored before it)."""
+    mcq = [d for d in digests if d.mcq]
+    adjudicated = {d.outcome.condition for d in mcq if d.decision is not None}
+    return [d for d in mcq if d.outcome.condition in adjudicated]
+
+
+def pathway_rows(digests: Iterable[RowDigest], conditions: Sequence[str] | None = None, *,
                  scoring: str = "exact_set") -> list[list[Any]]:
     """Per condition and pathway: how the candidate compares with the final answer and the gold.
 
@@ -58,22 +50,19 @@ def pathway_rows(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | 
     answer included); overruled_right = ... and the pathway was right (the final was then wrong);
     overruled_to_right = the pathway was wrong and the final right; overruled_both_wrong = neither.
     """
-    mcq = [d for d in docs if _mcq(d)]
-    # A condition adjudicates when any of its rows has a decision; its rows without one errored.
-    adjudicated = {d.get("condition") for d in mcq if _decision(d) is not None}
-    rows = [d for d in mcq if d.get("condition") in adjudicated]
+    rows = _adjudicated(digests)
     out: list[list[Any]] = []
     for cond in _conditions(rows, conditions):
-        mine = [d for d in rows if d.get("condition") == cond]
-        decided = [(d, dec) for d in mine if (dec := _decision(d)) is not None]
+        mine = [d for d in rows if d.outcome.condition == cond]
+        decided = [(d, dec) for d in mine if (dec := d.decision) is not None]
         missing = len(mine) - len(decided)
         for p in PATHWAYS:
             c: dict[str, int] = defaultdict(int)
             for d, dec in decided:
-                gold = _letters(d.get("gold"))
-                final = _letters(d.get("answer"))
-                final_right = bool(d.get("correct"))
-                cand = _letters(((dec["bundle"].get("candidates") or {}).get(p) or {}).get("answer"))
+                gold = letters(d.outcome.gold)
+                final = letters(d.outcome.answer)
+                final_right = d.outcome.correct
+                cand = dec.candidates[p]
                 c["final_right"] += final_right
                 if not cand:
                     continue
@@ -95,9 +84,9 @@ def pathway_rows(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | 
     return out
 
 
-def pathway_table(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
+def pathway_table(digests: Iterable[RowDigest], conditions: Sequence[str] | None = None, *,
                   scoring: str = "exact_set") -> Table | None:
-    rows = pathway_rows(docs, conditions, scoring=scoring)
+    rows = pathway_rows(digests, conditions, scoring=scoring)
     if not rows:
         return None
     return Table("CLEAR pathways against the final answer", PATHWAY_COLUMNS, rows,
@@ -107,31 +96,29 @@ def pathway_table(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] |
                       "was wrong and the final right; overruled_both_wrong = neither.")
 
 
-def ruling_rows(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
+def ruling_rows(digests: Iterable[RowDigest], conditions: Sequence[str] | None = None, *,
                 scoring: str = "exact_set") -> list[list[Any]]:
     """Per condition, mechanism (guard, audit) and outcome: the final answer's correctness, and
     whether the default (the consensus it protects) or the challenger (the dynamic answer) was right."""
-    mcq = [d for d in docs if _mcq(d)]
-    adjudicated = {d.get("condition") for d in mcq if _decision(d) is not None}
-    rows = [d for d in mcq if d.get("condition") in adjudicated]
+    rows = _adjudicated(digests)
     out: list[list[Any]] = []
     for cond in _conditions(rows, conditions):
         for mechanism, known in (("guard", GUARD_OUTCOMES), ("audit", AUDIT_OUTCOMES)):
             tally: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
             for d in rows:
-                if d.get("condition") != cond:
+                if d.outcome.condition != cond:
                     continue
-                dec = _decision(d)
-                rec = (dec or {}).get(mechanism) or {}
-                outcome = str(rec.get("outcome", "not_triggered")) if dec is not None else NO_DECISION
-                gold = _letters(d.get("gold"))
+                dec = d.decision
+                rec = None if dec is None else dec.guard if mechanism == "guard" else dec.audit
+                outcome = NO_DECISION if rec is None else rec.outcome
+                gold = letters(d.outcome.gold)
                 t = tally[outcome]
                 t["questions"] += 1
-                t["final_right" if d.get("correct") else "final_wrong"] += 1
-                if outcome in ("not_triggered", NO_DECISION):
+                t["final_right" if d.outcome.correct else "final_wrong"] += 1
+                if rec is None or outcome in ("not_triggered", NO_DECISION):
                     continue
-                default_right = score(_letters(rec.get("default")), gold, scoring)
-                challenger_right = score(_letters(rec.get("challenger")), gold, scoring)
+                default_right = score(rec.default, gold, scoring)
+                challenger_right = score(rec.challenger, gold, scoring)
                 t["default_right"] += default_right
                 t["challenger_right"] += challenger_right
                 t["neither_right"] += not (default_right or challenger_right)
@@ -146,9 +133,9 @@ def ruling_rows(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | N
     return out
 
 
-def ruling_table(docs: Iterable[Mapping[str, Any]], conditions: Sequence[str] | None = None, *,
+def ruling_table(digests: Iterable[RowDigest], conditions: Sequence[str] | None = None, *,
                  scoring: str = "exact_set") -> Table | None:
-    rows = ruling_rows(docs, conditions, scoring=scoring)
+    rows = ruling_rows(digests, conditions, scoring=scoring)
     if not rows:
         return None
     return Table("CLEAR guard and audit outcomes by correctness", RULING_COLUMNS, rows,

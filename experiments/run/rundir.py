@@ -7,6 +7,7 @@ or foreign file is the same one-line `UserError` (naming the file) whichever com
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +70,19 @@ def transcript_path(run_dir: Path, row: Row) -> Path:
         raise UserError(str(exc)) from None
 
 
+def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
+    """`transcript_path` for the many rows of one run, the run directory resolved once (a report
+    asks for thousands)."""
+    root = Path(run_dir).resolve()
+
+    def path_of(row: Row) -> Path:
+        if (root / row.transcript).resolve().is_relative_to(root):
+            return Path(run_dir) / row.transcript
+        return transcript_path(run_dir, row)  # refuses it
+
+    return path_of
+
+
 def load_record(run_dir: Path, *, arg: str = "RUN_DIR") -> RunRecord:
     """run.json as a `RunRecord` (any format version), or a `UserError` naming the file."""
     run_dir = Path(run_dir)
@@ -111,8 +125,10 @@ def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
     return _checked(path, messages)[0]
 
 
-def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
-    """The record and the decoded document it was validated from."""
+def read_document(path: Path) -> dict[str, Any]:
+    """A transcript file decoded, not validated: a JSON object of a format this medpanel reads, or a
+    `UserError` naming the file. What the report's one pass reads (`analysis.digest`), which checks
+    the fields it uses as it reads them instead of building a record of every event."""
     fix = "The file is damaged: restore it, or delete its row and resume"
     try:
         # pydantic's own JSON parser: about twice as fast as json's, and it shares repeated strings
@@ -126,6 +142,12 @@ def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, An
     if isinstance(version, int) and not isinstance(version, bool) and version > TRANSCRIPT_FORMAT:
         raise UserError(f"was written in transcript format {version}, newer than this medpanel reads (format "
                         f"{TRANSCRIPT_FORMAT}). Upgrade medpanel (pip install -U medpanel) to open it", file=str(path))
+    return doc
+
+
+def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
+    """The record and the decoded document it was validated from."""
+    doc = read_document(path)
     if not messages:
         _drop_messages(doc, path)
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from medpanel.experiments.analysis.audit import evidence_items
@@ -48,13 +49,13 @@ def event_signature(e: dict[str, Any]) -> tuple[str, str, str, str]:
 
 
 def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> int | None:
-    """Index of the first event where `other` departs from `ref`; None when the debates are identical."""
-    a = [event_signature(e) for e in ref]
-    b = [event_signature(e) for e in other]
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
+    """Index of the first event where `other` departs from `ref`; None when the debates are identical.
+    Signatures are compared event by event and stop at the first difference (most debates of two
+    conditions part within a few events)."""
+    for i, (x, y) in enumerate(zip(ref, other, strict=False)):
+        if x is not y and event_signature(x) != event_signature(y):
             return i
-    return None if len(a) == len(b) else min(len(a), len(b))
+    return None if len(ref) == len(other) else min(len(ref), len(other))
 
 
 def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str, str]]:
@@ -128,7 +129,7 @@ def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence_view(item: dict[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
     known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
     return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
             "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
@@ -141,9 +142,8 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
                leak: dict[tuple[int, str, int], list[dict[str, Any]]]) -> dict[str, Any]:
     data = dict(e.get("data") or {})
     evidence = []
-    for key, i, item in evidence_items(e):
+    for key, i, item in evidence_items(e) if data else ():
         evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
-    for key in {k for k, _, _ in evidence_items(e)}:
         data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
     large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}

@@ -22,13 +22,26 @@ LONG_TEXT = 160
 """Strings longer than this (or with a newline) get a text block of their own."""
 
 
+_ESCAPED: dict[str, str] = {}
+"""Short strings already escaped: a run's pages repeat the same roles, steps, agents, keys and
+letters hundreds of thousands of times."""
+_SHORT = 64
+_MAX_ESCAPED = 200_000
+
+
 def _esc(v: Any) -> str:
     """`markupsafe.escape(v)` as text, without building a Markup for each of the millions of leaves
-    a run's pages hold: a plain string gets the same five replacements, anything else (Markup,
-    numbers, objects with `__html__`) goes through markupsafe itself."""
+    a run's pages hold: a plain string gets the same five replacements (a short one once per build),
+    anything else (Markup, numbers, objects with `__html__`) goes through markupsafe itself."""
     if type(v) is str:
-        return (v.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;").replace("'", "&#39;")
+        done = _ESCAPED.get(v)
+        if done is not None:
+            return done
+        done = (v.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;").replace("'", "&#39;")
                 .replace('"', "&#34;"))
+        if len(v) <= _SHORT and len(_ESCAPED) < _MAX_ESCAPED:
+            _ESCAPED[v] = done
+        return done
     if type(v) is int:
         return str(v)
     return str(escape(v))
@@ -154,6 +167,11 @@ def render_event(ev: Mapping[str, Any]) -> Markup:
                    "</div></div>\n</details>\n")
     out.append("</div>")
     return Markup("".join(out))
+
+
+def render_events(events: list[Mapping[str, Any]]) -> Markup:
+    """A column's event cards, each followed by a newline (what the page's loop over `render_event` wrote)."""
+    return Markup("".join(f"{render_event(ev)}\n" for ev in events))
 
 
 def _evidence(passages: list[Mapping[str, Any]]) -> str:

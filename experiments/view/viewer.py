@@ -27,6 +27,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+from medpanel.experiments.analysis.digest import gc_paused, read_digests
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
@@ -35,14 +36,13 @@ from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
-from medpanel.experiments.analysis.transitions import call_events, run_docs, trajectories
 from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.rundir import RunData, load_run, read_transcript
+from medpanel.experiments.run.rundir import RunData, load_run, read_document, transcript_path
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
 from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty
-from medpanel.experiments.view.render import render_event, render_value, safe_url
+from medpanel.experiments.view.render import render_event, render_events, render_value, safe_url
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -130,22 +130,24 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         old.unlink()
     written: list[Path] = []
     shared = shared if shared is not None and shared.matches(data.rows) else None
-    # Every transcript is read once without its messages, here: the tables, the figures and the audit
-    # share them; each question page then reads its own few whole (never the whole run at once).
-    docs = shared.docs if shared is not None else run_docs(data.run_dir, data.rows)
+    # Every transcript is read once, streamed, into its row's digest (or the tables' digests are
+    # used): the tables, the figures and the audit share them; each question page then reads its
+    # own few transcripts whole, one page at a time (never the whole run at once).
+    if shared is not None:
+        digests = shared.digests
+    else:
+        with gc_paused():
+            digests = list(read_digests(data.run_dir, data.rows, scoring=data.record.scoring))
     leak_doc = None
     if data.rows:
-        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, docs=docs)
+        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, digests=digests)
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     leaks = _leak_index(leak_doc)
     conditions = data.conditions
-    doc_of = {(r.condition, r.dataset, r.qid, r.repeat): d for r, d in zip(data.rows, docs, strict=True)}
-    # once (or from the tables'), for the transition figures and every page's flip
-    ts = shared.trajectories if shared is not None else trajectories(docs, scoring=data.record.scoring)
-    traj_of = {(r.condition, r.dataset, r.qid, r.repeat): t for r, t in zip(data.rows, ts, strict=True)}
+    digest_of = {(d.row.condition, d.row.dataset, d.row.qid, d.row.repeat): d for d in digests}
+    ts = [d.trajectory for d in digests]  # for the transition figures and every page's flip
     tables = (list(shared.tables) if shared is not None else
-              build_tables(data.rows, data.record, n_boot=n_boot, docs=docs, events=call_events(data.rows, docs))
-              if data.rows else [])
+              build_tables(data.rows, data.record, n_boot=n_boot, digests=digests) if data.rows else [])
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
@@ -177,8 +179,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         columns: list[dict[str, Any]] = []
         events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
         for n, row in enumerate(rows):
-            stored = doc_of[(row.condition, row.dataset, row.qid, row.repeat)]
-            doc = None if stored.get("missing_transcript") else read_transcript(data.run_dir / row.transcript)
+            dg = digest_of[(row.condition, row.dataset, row.qid, row.repeat)]
+            doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
             if doc and not question:
                 question = doc.get("question", {})
             col = f"c{n}"
@@ -189,7 +191,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
             raw_events = (doc or {}).get("events", [])
             events_by[(row.condition, row.repeat)] = raw_events
             facts = row_facts(row, doc)
-            flip, path = _flip_view(traj_of[(row.condition, row.dataset, row.qid, row.repeat)])
+            flip, path = _flip_view(dg.trajectory)
             leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
             columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
                             "across": _across(row.condition),
@@ -211,6 +213,8 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                                "recruited": facts["recruited"], "passages": facts["passages"],
                                "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
         diffs = _diffs(pairs, repeats, columns, events_by)
+        for c in columns:  # after the diffs and flips have marked their events
+            c["events_html"] = render_events(c["events"])
         qpath = qdir / page
         qpath.write_text(qtemplate.render(nonce=nonce, run=_header(data), question=_question_view(question, key),
                                           columns=columns, diffs=diffs, messages=messages),

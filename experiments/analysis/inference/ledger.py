@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-__all__ = ["LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
+__all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
            "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
 
@@ -68,34 +68,61 @@ def _usage(event: Any) -> tuple[int, int]:
     return int(_get(u, "prompt_tokens", 0) or 0), int(_get(u, "completion_tokens", 0) or 0)
 
 
+@dataclass(frozen=True, slots=True)
+class CallCost:
+    """One model call as the ledger counts it (what a report keeps of each call event)."""
+
+    role: str
+    step: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cache_hit: bool
+    attempts: int
+    """Requests behind the call (a re-ask or a retried transport error adds one)."""
+    failed: bool
+    """The call ended in an error."""
+
+    @classmethod
+    def of(cls, event: Any) -> CallCost | None:
+        """A call event (a TranscriptEvent or its JSON dict) as its cost; None for any other event."""
+        get: Callable[..., Any] = event.get if isinstance(event, dict) else functools.partial(_get, event)
+        if get("kind") != "call":
+            return None
+        pt, ct = _usage(event)
+        return cls(str(get("role", "")), str(get("step", "")), str(get("model", "")), pt, ct,
+                   bool(get("cache_hit", False)), int(get("attempts", 1) or 0), bool(get("error")))
+
+
 def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike]) -> list[LedgerLine]:
-    """Condition -> its transcript events (TranscriptEvent objects or their JSON dicts) -> one line
-    per (condition, role, step), in order of first appearance. Events that are not calls are skipped."""
+    """Condition -> its calls (`CallCost`s, or transcript events: TranscriptEvent objects or their
+    JSON dicts) -> one line per (condition, role, step), in order of first appearance. Events that
+    are not calls are skipped."""
     lines: dict[tuple[str, str, str], LedgerLine] = {}
     for cond, evs in events.items():
         for e in evs:
-            # a dict's own get for the JSON events a report reads by the million; attributes otherwise
-            get: Callable[..., Any] = e.get if isinstance(e, dict) else functools.partial(_get, e)
-            if get("kind") != "call":
+            c = e if isinstance(e, CallCost) else CallCost.of(e)
+            if c is None:
                 continue
-            key = (cond, str(get("role", "")), str(get("step", "")))
-            line = lines.setdefault(key, LedgerLine(*key))
-            pt, ct = _usage(e)
-            price = prices.get(str(get("model", "")))
+            key = (cond, c.role, c.step)
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = LedgerLine(*key)
+            pt, ct = c.prompt_tokens, c.completion_tokens
+            price = prices.get(c.model)
             usd = (pt * price.input + ct * price.output) / 1e6 if price is not None else 0.0
-            if get("cache_hit", False):
+            if c.cache_hit:
                 line.cache_hits += 1
                 line.cache_prompt_tokens += pt
                 line.cache_completion_tokens += ct
                 line.usd_saved += usd
                 continue
-            attempts = int(get("attempts", 1) or 0)
-            line.calls += attempts
+            line.calls += c.attempts
             line.prompt_tokens += pt
             line.completion_tokens += ct
             line.usd += usd
-            line.failed += int(bool(get("error")))
-            line.unpriced += attempts if price is None else 0
+            line.failed += int(c.failed)
+            line.unpriced += c.attempts if price is None else 0
     return list(lines.values())
 
 
