@@ -158,10 +158,10 @@ def test_five_random_sigkills_then_resume_each_time(tmp_path: Path) -> None:
 
 
 def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, monkeypatch) -> None:
-    """Commits run in a thread beside the next question; a failing one must still free its pair."""
+    """A failing commit must still free its pair (on the loop's thread or in a thread of the store)."""
     import threading
 
-    real_commit = Store.commit
+    real_commit = Store.stage  # where every commit starts (the transcript, then the row)
     calls = {"n": 0}
     lock = threading.Lock()
 
@@ -173,7 +173,7 @@ def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, m
             raise OSError("disk full")
         return real_commit(self, *args, **kwargs)
 
-    monkeypatch.setattr(Store, "commit", flaky)
+    monkeypatch.setattr(Store, "stage", flaky)
     plan = make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path)
     plan.scenario = plan.scenario.model_copy(update={"run": plan.scenario.run.model_copy(update={"workers": 1})})
     runner = Runner.create(plan, run_dir=tmp_path / "run")
@@ -183,7 +183,7 @@ def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, m
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0, "a failed commit kept its claim"
     assert runner.tally.done == len(_rows(runner.run_dir)) == 4, "the tally must count exactly the committed pairs"
 
-    monkeypatch.setattr(Store, "commit", real_commit)
+    monkeypatch.setattr(Store, "stage", real_commit)
     again = Runner.open(runner.run_dir)
     assert again.run(install_signals=False)["state"] == "complete"
     rows = _rows(runner.run_dir)
