@@ -284,3 +284,30 @@ def test_a_damaged_study_db_is_one_line_naming_it(tmp_path: Path) -> None:
     assert str(db) in str(info.value) and "damaged" in str(info.value)
     with pytest.raises(UserError, match="study database is damaged"):
         Runner.open(run_dir).run(install_signals=False)
+
+
+def test_a_session_collects_less_while_it_works_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from medpanel.experiments.run import runner as runner_module
+    from medpanel.experiments.run.worker import Worker
+
+    seen: list[tuple[tuple[int, int, int], int]] = []
+    real_work = Worker.work
+
+    async def work(self: Worker, shard: list) -> tuple[int, int]:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return await real_work(self, shard)
+
+    monkeypatch.setattr(Worker, "work", work)
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        runner = Runner.create(make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path),
+                               run_dir=tmp_path / "run")
+        assert runner.run(install_signals=False)["state"] == "complete"
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+    finally:
+        gc.set_threshold(*before)
+    assert seen and all(t == (runner_module.GC_YOUNG_THRESHOLD, 10, 10) and frozen > 0 for t, frozen in seen)
