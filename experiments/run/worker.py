@@ -3,9 +3,11 @@
 Each pair is claimed in the store before any model call and committed (transcript, then row) after,
 so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
 pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
-the end of a run. A finished question's commit runs in a thread while the worker claims and starts
-the next question: at most one commit per worker is in flight, awaited before the next is queued
-and before the worker returns; a failed commit releases its pair and raises.
+the end of a run. On SQLite a claim and a commit run on the loop's own connection unless another
+connection holds the write lock (`Store.claim_now`, `Store.record_now`); a commit that met it, and
+every PostgreSQL commit, runs in a thread while the lane claims and starts the next question: at
+most one commit per lane is in flight, awaited before the next is queued and before the worker
+returns; a failed commit releases its pair and raises.
 
 Width: a worker keeps `run.questions_per_worker` questions in flight on its one event loop (lanes
 that draw from one iterator of pairs), so hundreds of questions wait on the network without a
