@@ -3,9 +3,11 @@ however many stores race for it, and a finished pair is never taken again."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -82,3 +84,30 @@ def test_racing_stores_take_each_pair_exactly_once_while_pairs_are_committed(tmp
     assert len(stores[0].rows()) == len(pairs) and _claims(stores[0]) == []
     for s in stores:
         s.close()
+
+
+def test_on_the_loops_own_connection_a_held_write_lock_means_try_elsewhere(tmp_path: Path) -> None:
+    """`claim_now` and `record_now` never wait: with another connection writing they do nothing
+    and say so (None), and the waiting `claim` and `record` take over once the lock is free."""
+    store = _store(tmp_path)
+    pair = ("c0", "medqa", "q1", 0)
+    question = Question(dataset="medqa", qid="q1", text="Which?", options={"A": "a", "B": "b"}, gold=("A",))
+    result = QuestionResult(condition="c0", dataset="medqa", qid="q1", answer=("A",), gold=("A",), correct=True)
+    other = sqlite3.connect(tmp_path / "study.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    assert store.claim_now(pair, "a") is None
+    other.execute("ROLLBACK")
+    assert _claims(store) == [] and store.executions() == []
+    assert store.claim_now(pair, "a") is True
+    staged = store.stage(result, question, "a")
+    other.execute("BEGIN IMMEDIATE")
+    assert store.record_now(staged) is None
+    done: list[Any] = []
+    waiting = threading.Thread(target=lambda: done.append(store.record(staged)))
+    waiting.start()  # waits for the lock (busy timeout), then commits
+    other.execute("ROLLBACK")
+    waiting.join(60)
+    assert [r.qid for r in done] == ["q1"] and _claims(store) == [] and len(store.rows()) == 1
+    assert store.claim_now(pair, "b") is False, "a finished pair was claimed"
+    other.close()
+    store.close()

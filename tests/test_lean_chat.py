@@ -127,3 +127,21 @@ def test_tool_calls_are_refused() -> None:
     with FakeOpenAI(lambda b, n: (200, {}, reply)) as srv:
         exc, _ = _call(srv.base_url)
     assert isinstance(exc, ValueError) and "tool calls" in str(exc)
+
+
+def test_the_proxy_the_environment_names_carries_the_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The fake endpoint stands in for the proxy: a request for an endpoint that does not resolve
+    # reaches it only through HTTP_PROXY, as an absolute URL in its request line.
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # a remote endpoint needs a key (a local one does not)
+    with FakeOpenAI(lambda body, n: (200, {}, completion('{"answer": "A"}'))) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url.removesuffix("/v1"))
+        result, _ = _call("http://endpoint.invalid:8000/v1")
+        assert not isinstance(result, Exception), result
+        assert result.content == '{"answer": "A"}'
+        assert proxy.paths == ["http://endpoint.invalid:8000/v1/chat/completions"]
+        monkeypatch.setenv("NO_PROXY", "endpoint.invalid")
+        bypassed, _ = _call("http://endpoint.invalid:8000/v1")
+    assert isinstance(bypassed, openai.APIConnectionError), "NO_PROXY sends the request past the proxy"
+    assert len(proxy.paths) == 1

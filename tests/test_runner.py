@@ -158,10 +158,10 @@ def test_five_random_sigkills_then_resume_each_time(tmp_path: Path) -> None:
 
 
 def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, monkeypatch) -> None:
-    """Commits run in a thread beside the next question; a failing one must still free its pair."""
+    """A failing commit must still free its pair (on the loop's thread or in a thread of the store)."""
     import threading
 
-    real_commit = Store.commit
+    real_commit = Store.stage  # where every commit starts (the transcript, then the row)
     calls = {"n": 0}
     lock = threading.Lock()
 
@@ -173,7 +173,7 @@ def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, m
             raise OSError("disk full")
         return real_commit(self, *args, **kwargs)
 
-    monkeypatch.setattr(Store, "commit", flaky)
+    monkeypatch.setattr(Store, "stage", flaky)
     plan = make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path)
     plan.scenario = plan.scenario.model_copy(update={"run": plan.scenario.run.model_copy(update={"workers": 1})})
     runner = Runner.create(plan, run_dir=tmp_path / "run")
@@ -183,7 +183,7 @@ def test_a_failed_commit_releases_its_pair_and_resume_finishes(tmp_path: Path, m
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0, "a failed commit kept its claim"
     assert runner.tally.done == len(_rows(runner.run_dir)) == 4, "the tally must count exactly the committed pairs"
 
-    monkeypatch.setattr(Store, "commit", real_commit)
+    monkeypatch.setattr(Store, "stage", real_commit)
     again = Runner.open(runner.run_dir)
     assert again.run(install_signals=False)["state"] == "complete"
     rows = _rows(runner.run_dir)
@@ -284,3 +284,30 @@ def test_a_damaged_study_db_is_one_line_naming_it(tmp_path: Path) -> None:
     assert str(db) in str(info.value) and "damaged" in str(info.value)
     with pytest.raises(UserError, match="study database is damaged"):
         Runner.open(run_dir).run(install_signals=False)
+
+
+def test_a_session_collects_less_while_it_works_and_leaves_the_collector_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from medpanel.experiments.run import runner as runner_module
+    from medpanel.experiments.run.worker import Worker
+
+    seen: list[tuple[tuple[int, int, int], int]] = []
+    real_work = Worker.work
+
+    async def work(self: Worker, shard: list) -> tuple[int, int]:
+        seen.append((gc.get_threshold(), gc.get_freeze_count()))
+        return await real_work(self, shard)
+
+    monkeypatch.setattr(Worker, "work", work)
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        runner = Runner.create(make_plan(load_scenario(_scenario(tmp_path, shard=24)), base_dir=tmp_path),
+                               run_dir=tmp_path / "run")
+        assert runner.run(install_signals=False)["state"] == "complete"
+        assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+    finally:
+        gc.set_threshold(*before)
+    assert seen and all(t == (runner_module.GC_YOUNG_THRESHOLD, 10, 10) and frozen > 0 for t, frozen in seen)

@@ -100,22 +100,45 @@ def test_256_in_flight_every_record_intact(tmp_path: Path) -> None:
         assert sum(1 for e in doc["events"] if e["kind"] == "call") == 1
 
 
+@pytest.mark.parametrize("busy", ["claims", "commits", "both"])
+def test_with_the_write_lock_always_taken_elsewhere_claims_and_commits_wait_in_threads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, busy: str) -> None:
+    """A lane claims and commits on its loop's own SQLite connection unless another connection is
+    writing; then it waits in a thread. With the lock always taken (as the loop's attempts see it),
+    every pair still runs once and is recorded once."""
+    if busy in ("claims", "both"):
+        monkeypatch.setattr(Store, "claim_now", lambda self, *a, **k: None)
+    if busy in ("commits", "both"):
+        monkeypatch.setattr(Store, "record_now", lambda self, staged: None)
+    with FakeOpenAI(_Gate(1)) as srv:
+        runner = _run(tmp_path, srv.base_url, 30, 2, 6)
+        status = runner.run(install_signals=False)
+    assert status["state"] == "complete", status
+    store = Store(runner.storage_url, runner.run_dir)
+    rows, executions = store.rows(), Counter(store.executions())
+    with store.engine.connect() as conn:
+        claims = conn.exec_driver_sql("select count(*) from mp_claims").scalar_one()
+    store.close()
+    assert len(rows) == 30 and sorted(executions.values()) == [1] * 30 and claims == 0
+    assert runner.tally.done == 30
+
+
 def test_a_failing_lane_stops_its_siblings_and_releases_claims(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """One question's commit raising (not a storage failure) ends the worker: its sibling lanes start
     nothing new, what they had in flight is committed, and no claim is left behind."""
     with FakeOpenAI(_Gate(1), latency_ms=50) as srv:
         runner = _run(tmp_path, srv.base_url, 40, 1, 8, shard_size=40)  # one trial: no other to go on
-        real = Store.commit
+        real = Store.stage  # where every commit starts (the transcript, then the row)
         seen: list[str] = []
 
-        def commit(self: Store, result: Any, question: Any, owner: str, *a: Any, **k: Any) -> Any:
+        def stage(self: Store, result: Any, question: Any, owner: str, *a: Any, **k: Any) -> Any:
             seen.append(question.qid)
             if len(seen) == 3:
                 raise RuntimeError("a bug in a commit")
             return real(self, result, question, owner, *a, **k)
 
-        monkeypatch.setattr(Store, "commit", commit)
+        monkeypatch.setattr(Store, "stage", stage)
         status = runner.run(install_signals=False)
     assert status["state"] == "incomplete"
     store = Store(runner.storage_url, runner.run_dir)

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import aiohttp
 import openai
 import openai._base_client as sdk_base
+from aiohttp.helpers import get_env_proxy_for_url
 from autogen_core import CancellationToken
 from autogen_core.models import (
     ChatCompletionClient,
@@ -44,6 +45,7 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models._utils.parse_r1_content import parse_r1_content
 from openai.types.chat import ChatCompletion
+from yarl import URL
 
 from medpanel.agents.model.client import to_openai
 from medpanel.agents.model.probe import note_cached, observe
@@ -107,6 +109,8 @@ class LeanChatClient(ChatCompletionClient):
             if os.environ.get(env):
                 self.headers[header] = os.environ[env]
         self._session: aiohttp.ClientSession | None = None
+        self._proxy: URL | None = None
+        self._proxy_auth: aiohttp.BasicAuth | None = None
         self._base_url, self._api_key = base_url, api_key
         self._sdk: openai.AsyncOpenAI | None = None
 
@@ -126,7 +130,16 @@ class LeanChatClient(ChatCompletionClient):
         # Built on first use, on the loop that uses it: an aiohttp session belongs to one event loop.
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(limit=1000, limit_per_host=0, ssl=self.ssl if self.ssl else True)
-            self._session = aiohttp.ClientSession(connector=connector, trust_env=True,
+            # The proxy the environment names for this URL (HTTP(S)_PROXY, NO_PROXY, a proxy's
+            # credentials in ~/.netrc), as the SDK's httpx honours it, read once per session:
+            # `trust_env=True` read it, and ~/.netrc for the endpoint's own credentials, in a
+            # thread on every request, two thread hand-offs a call. (A netrc login for the
+            # endpoint could only clash with the Authorization header sent.)
+            try:
+                self._proxy, self._proxy_auth = get_env_proxy_for_url(URL(self.url))
+            except LookupError:
+                self._proxy, self._proxy_auth = None, None
+            self._session = aiohttp.ClientSession(connector=connector,
                                                   timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self._session
 
@@ -150,7 +163,9 @@ class LeanChatClient(ChatCompletionClient):
             raise ValueError("medpanel roles do not call tools")
         data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
         try:
-            async with self._open().post(self.url, data=data, headers=self.headers) as reply:
+            session = self._open()
+            async with session.post(self.url, data=data, headers=self.headers, proxy=self._proxy,
+                                    proxy_auth=self._proxy_auth) as reply:
                 raw = await reply.read()
                 status, headers = reply.status, reply.headers
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:

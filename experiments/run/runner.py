@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import json
 import os
 import socket
@@ -58,6 +59,31 @@ from medpanel.retrieval.errors import RetrievalError, SourceConfigError
 
 SHARED_POLL_S = 1.0
 """Shared storage: how often a worker with nothing left checks whether others have finished."""
+
+GC_YOUNG_THRESHOLD = 10_000
+"""Allocations between the collector's youngest-generation passes while a session works (Python's
+default is 700); see `collecting_less`."""
+
+
+@contextlib.contextmanager
+def collecting_less() -> Iterator[None]:
+    """While the workers run: what the process holds already is frozen out of the cyclic garbage
+    collector's passes, and its youngest generation is collected 14 times less often.
+
+    Every full pass walked every object of the imports (AutoGen, pydantic's schemas, the SDKs,
+    Optuna, SQLAlchemy: about 190 ms a pass here), and at 700 allocations a young pass met the
+    dozens of questions in flight alive and promoted them, which brought full passes sooner: the
+    collector took about 0.37 ms of CPU a model call (`benchmarks/bench_lean.py`). A question's
+    objects mostly die once it is committed, so fewer young passes find fewer survivors. Both are
+    undone when the session ends (a notebook's process goes on with its own settings)."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], GC_YOUNG_THRESHOLD), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
@@ -347,7 +373,7 @@ class Runner:
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
-            with processes.watching_runner(member.runner_pid if member else None):
+            with processes.watching_runner(member.runner_pid if member else None), collecting_less():
                 self._work(shared, study, len(grid if member else pending))
         except BaseException:
             if group is not None:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
@@ -79,11 +80,42 @@ class Row:
         return "error" if self.error else "invalid" if self.invalid else "correct" if self.correct else "wrong"
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A finished pair whose transcript is written and whose row is ready (`Store.stage`)."""
+
+    pair: Pair
+    path: Path
+    body: str
+    values: dict[str, Any]
+    replace_error: bool
+    cached_tokens: int
+    cache_saved_usd: float
+
+
+_T = TypeVar("_T")
+
+
+def _finish(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    """`work` inside the transaction `db` has just begun, then its commit; rolled back if either fails."""
+    try:
+        out = work(db)
+        db.commit()
+    except BaseException:
+        db.rollback()
+        raise
+    return out
+
+
 class Store:
     def __init__(self, url: str, run_dir: Path) -> None:
         self.url = url
         self.run_dir = run_dir
         self.shared = is_shared(url)
+        self._local = threading.local()
+        self._own: list[sqlite3.Connection] = []
+        """The threads' own connections (`_now`), closed with the store."""
+        self._lock = threading.Lock()
         if not self.shared:
             check_sqlite(url)
         try:
@@ -159,34 +191,34 @@ class Store:
         """Take a pair before any model call; False if finished or someone else holds it.
 
         With `retry_errors`, a pair whose row is an error counts as not finished."""
+        taken = self._claim(pair, owner, retry_errors, wait=True)
+        assert taken is not None
+        return taken
+
+    def claim_now(self, pair: Pair, owner: str, *, retry_errors: bool = False) -> bool | None:
+        """`claim` on this thread's own SQLite connection (`_now`), or None at once, having done
+        nothing, when another connection holds the write lock (then `claim` in a thread)."""
+        return self._claim(pair, owner, retry_errors, wait=False)
+
+    def _claim(self, pair: Pair, owner: str, retry_errors: bool, wait: bool) -> bool | None:
         now = time.time()
         params = {**_key_params(pair), "owner": owner, "now": now}
         if not self.shared:
-            # SQLite: one statement takes the claim if the pair is open. A write statement holds the
-            # database's one write lock from its first step, so its check and its insert see one
-            # state no commit can change in between; an existing claim makes it insert nothing
-            # instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits for a
-            # committing worker's claim goes ahead once that commit deletes it, so there the
+            # SQLite: one statement takes the claim if the pair is open. A write transaction holds
+            # the database's one write lock from its start (`BEGIN IMMEDIATE`), so its check and
+            # its insert see one state no commit can change in between; an existing claim makes it
+            # insert nothing instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits
+            # for a committing worker's claim goes ahead once that commit deletes it, so there the
             # claim goes in before a check in its own statement, below.)
-            # On the pooled sqlite3 connection itself: SQLAlchemy's execution path (compiled-cache
-            # lookups, result objects, its transaction objects) cost more CPU than both statements.
-            # sqlite3 opens the transaction at the first insert; errors are sqlite3's own, which
-            # `resource_failure` reads like SQLAlchemy's wrapped ones.
-            raw = self.engine.raw_connection()
-            try:
-                db = raw.driver_connection
-                assert isinstance(db, sqlite3.Connection)
-                try:
-                    taken = db.execute(_CLAIM_SQL_ANSWERABLE if retry_errors else _CLAIM_SQL_OPEN, params).rowcount == 1
-                    if taken:
-                        db.execute(_EXECUTION_SQL, params)
-                    db.commit()
-                except BaseException:
-                    db.rollback()
-                    raise
-            finally:
-                raw.close()  # back to the pool
-            return taken
+            sql = _CLAIM_SQL_ANSWERABLE if retry_errors else _CLAIM_SQL_OPEN
+
+            def take(db: sqlite3.Connection) -> bool:
+                taken = bool(db.execute(sql, params).rowcount == 1)
+                if taken:
+                    db.execute(_EXECUTION_SQL, params)
+                return taken
+
+            return self._sqlite_write(take, wait)
         try:
             with self.engine.begin() as conn:
                 # The claim goes in before the check, never after. A commit inserts the row and
@@ -202,6 +234,56 @@ class Store:
             return True
         except (IntegrityError, _Finished):
             return False
+
+    def _sqlite_write(self, work: Callable[[sqlite3.Connection], _T], wait: bool) -> _T | None:
+        """`work` in one write transaction on a sqlite3 connection itself, committed.
+
+        On the sqlite3 connection, not through SQLAlchemy: its execution path (compiled-cache
+        lookups, result objects, its transaction objects) cost more CPU than the statements.
+        `BEGIN IMMEDIATE` takes the write lock before the first statement, so the transaction
+        either waits for it (or, `wait=False`, gives up before doing anything) or has it for
+        every statement. sqlite3's errors are its own, which `resource_failure` reads like
+        SQLAlchemy's wrapped ones.
+        """
+        if not wait:
+            db = self._now()
+            try:
+                db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                    return None  # another connection is writing: the caller waits for it elsewhere
+                raise
+            return _finish(db, work)
+        raw = self.engine.raw_connection()
+        try:
+            pooled = raw.driver_connection
+            assert isinstance(pooled, sqlite3.Connection)
+            pooled.execute("BEGIN IMMEDIATE")  # waits for the write lock up to the busy timeout
+            return _finish(pooled, work)
+        finally:
+            raw.close()  # back to the pool
+
+    def _now(self) -> sqlite3.Connection:
+        """This thread's own connection that never waits for SQLite's write lock (busy timeout 0).
+
+        A worker's event loop claims and commits on it, on the loop's own thread: handing each
+        claim and commit to a thread of the store (a future, a wake-up of that thread, the
+        interpreter lock passed back and forth, a wake-up of the loop) cost more CPU than the
+        statements themselves. Waiting on the loop's thread for another process's or worker's
+        write would stall every question in flight on it, so a transaction that meets the lock
+        taken does nothing and the caller runs it in a thread instead (`wait=True`).
+        """
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            raw = self.engine.raw_connection()  # the pool's connect settings and pragmas
+            db = raw.driver_connection
+            assert isinstance(db, sqlite3.Connection)
+            raw.detach()  # this thread's for good: closed with the store, not returned to the pool
+            db.execute("PRAGMA busy_timeout=0")
+            self._local.db = db
+            with self._lock:
+                self._own.append(db)
+        return db
 
     def release_stale_claims(self, live_owners: Iterable[str] = (), older_than_s: float | None = None) -> int:
         """Drop claims of unfinished pairs whose owner is gone (a killed or interrupted runner).
@@ -229,6 +311,12 @@ class Store:
         """Record a finished pair. `replace_error`: the pair has an error row (`--retry-errors`),
         which this result replaces in the same transaction; its transcript is written under a new
         name first, so until the row changes the error row's own transcript stays as it was."""
+        return self.record(self.stage(result, question, owner, cost_usd, replace_error=replace_error,
+                                      cache_saved_usd=cache_saved_usd))
+
+    def stage(self, result: QuestionResult, question: Question, owner: str, cost_usd: float = 0.0, *,
+              replace_error: bool = False, cache_saved_usd: float = 0.0) -> Staged:
+        """The first half of `commit`: the transcript file written, the row's values ready for `record`."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
         path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
         record = TranscriptRecord.of(result, question, cost_usd, cached_tokens=result.cached_tokens,
@@ -247,28 +335,59 @@ class Store:
                       latency_s=result.latency_s, cost_usd=cost_usd,
                       summary=redact(json.dumps(summary_record(result))),
                       transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
-        replaced: str | None = None
-        with self.engine.begin() as conn:
-            if replace_error:
-                old = conn.execute(_ERROR_TRANSCRIPT, _key_params(pair)).first()
-                if old is not None:
-                    replaced = old[0]
-                    conn.execute(_DROP_ERROR_ROW, _key_params(pair))
-                    if self.shared:
-                        conn.execute(_DROP_TRANSCRIPT, _key_params(pair))
-                    conn.execute(_DROP_PROMPT_CACHE, _key_params(pair))
-            conn.execute(_INSERT_RESULT, values)
-            if result.cached_tokens or cache_saved_usd:
-                conn.execute(_INSERT_PROMPT_CACHE, {**_key_params(pair), "cached": result.cached_tokens,
-                                                    "saved": cache_saved_usd})
-            if self.shared:
-                conn.execute(_INSERT_TRANSCRIPT, {**_key_params(pair), "body": body})
-            conn.execute(_DROP_CLAIM, _key_params(pair))
-        if replaced is not None:
-            old_path = inside(self.run_dir, replaced)
-            if old_path is not None and old_path != path.resolve():
+        return Staged(pair=pair, path=path, body=body, values=values, replace_error=replace_error,
+                      cached_tokens=result.cached_tokens, cache_saved_usd=cache_saved_usd)
+
+    def record(self, staged: Staged) -> Row:
+        """The second half of `commit`: the row in, the claim out, in one transaction."""
+        row = self._record(staged, wait=True)
+        assert row is not None
+        return row
+
+    def record_now(self, staged: Staged) -> Row | None:
+        """`record` on this thread's own SQLite connection (`_now`), or None, having changed
+        nothing, when another connection holds the write lock (then `record` in a thread)."""
+        return self._record(staged, wait=False)
+
+    def _record(self, staged: Staged, wait: bool) -> Row | None:
+        values, key = staged.values, _key_params(staged.pair)
+        prompt = {**key, "cached": staged.cached_tokens, "saved": staged.cache_saved_usd}
+        replaced: list[str] = []
+        if not self.shared:
+            def insert(db: sqlite3.Connection) -> bool:
+                if staged.replace_error:
+                    old = db.execute(_ERROR_TRANSCRIPT_SQL, key).fetchone()
+                    if old is not None:
+                        replaced.append(old[0])
+                        db.execute(_DROP_ERROR_ROW_SQL, key)
+                        db.execute(_DROP_PROMPT_CACHE_SQL, key)
+                db.execute(_INSERT_RESULT_SQL, values)
+                if staged.cached_tokens or staged.cache_saved_usd:
+                    db.execute(_INSERT_PROMPT_CACHE_SQL, prompt)
+                db.execute(_DROP_CLAIM_SQL, key)
+                return True
+
+            if self._sqlite_write(insert, wait) is None:
+                return None
+        else:
+            with self.engine.begin() as conn:
+                if staged.replace_error:
+                    old = conn.execute(_ERROR_TRANSCRIPT, key).first()
+                    if old is not None:
+                        replaced.append(old[0])
+                        conn.execute(_DROP_ERROR_ROW, key)
+                        conn.execute(_DROP_TRANSCRIPT, key)
+                        conn.execute(_DROP_PROMPT_CACHE, key)
+                conn.execute(_INSERT_RESULT, values)
+                if staged.cached_tokens or staged.cache_saved_usd:
+                    conn.execute(_INSERT_PROMPT_CACHE, prompt)
+                conn.execute(_INSERT_TRANSCRIPT, {**key, "body": staged.body})
+                conn.execute(_DROP_CLAIM, key)
+        for relative in replaced:
+            old_path = inside(self.run_dir, relative)
+            if old_path is not None and old_path != staged.path.resolve():
                 old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
-        return _row(values | {"cached_tokens": result.cached_tokens, "saved_usd": cache_saved_usd})
+        return _row(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
 
     def rows(self) -> list[Row]:
         with self.engine.connect() as conn:
@@ -284,6 +403,10 @@ class Store:
             yield json.loads(row_file(self.run_dir, row.transcript).read_text(encoding="utf-8"))
 
     def close(self) -> None:
+        with self._lock:
+            own, self._own = self._own, []
+        for db in own:
+            db.close()
         if not self.shared:
             # The run is at rest: fold the WAL into the database and truncate it, so the study
             # file's size is its data's (a busy run's WAL otherwise stays at its peak).
@@ -331,6 +454,16 @@ _CLAIM_SQL_ANSWERABLE = _CLAIM_SQL.format(claims=claims.name, results=results.na
 """SQLite, `--retry-errors`: claim the pair unless it has an answered row or a claim."""
 _EXECUTION_SQL = (f'INSERT INTO {executions.name} (condition, dataset, qid, "repeat", owner, started_at) '
                   "VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now)")
+_KEY_SQL = 'condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid AND "repeat" = :k_repeat'
+_INSERT_RESULT_SQL = "INSERT INTO {} ({}) VALUES ({})".format(
+    results.name, ", ".join(f'"{c.name}"' for c in results.c), ", ".join(f":{c.name}" for c in results.c))
+"""SQLite, on sqlite3 itself: the statements of a commit (`Store.record`)."""
+_INSERT_PROMPT_CACHE_SQL = (f'INSERT INTO {prompt_cache.name} (condition, dataset, qid, "repeat", cached_tokens, '
+                            "saved_usd) VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :cached, :saved)")
+_DROP_CLAIM_SQL = f"DELETE FROM {claims.name} WHERE {_KEY_SQL}"
+_ERROR_TRANSCRIPT_SQL = f"SELECT transcript FROM {results.name} WHERE {_KEY_SQL} AND error IS NOT NULL"
+_DROP_ERROR_ROW_SQL = f"DELETE FROM {results.name} WHERE {_KEY_SQL} AND error IS NOT NULL"
+_DROP_PROMPT_CACHE_SQL = f"DELETE FROM {prompt_cache.name} WHERE {_KEY_SQL}"
 _ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
 _DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
 _DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))

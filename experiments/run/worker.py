@@ -3,9 +3,11 @@
 Each pair is claimed in the store before any model call and committed (transcript, then row) after,
 so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
 pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
-the end of a run. A finished question's commit runs in a thread while the worker claims and starts
-the next question: at most one commit per worker is in flight, awaited before the next is queued
-and before the worker returns; a failed commit releases its pair and raises.
+the end of a run. On SQLite a claim and a commit run on the loop's own connection unless another
+connection holds the write lock (`Store.claim_now`, `Store.record_now`); a commit that met it, and
+every PostgreSQL commit, runs in a thread while the lane claims and starts the next question: at
+most one commit per lane is in flight, awaited before the next is queued and before the worker
+returns; a failed commit releases its pair and raises.
 
 Width: a worker keeps `run.questions_per_worker` questions in flight on its one event loop (lanes
 that draw from one iterator of pairs), so hundreds of questions wait on the network without a
@@ -23,7 +25,7 @@ import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,10 +252,12 @@ class _Lane:
         if commit.future.exception() is not None:
             return  # raised where the commit is awaited
         commit.counted = True
-        row = commit.future.result()
+        self._tally(commit.future.result(), commit.result)
+
+    def _tally(self, row: Row, result: QuestionResult) -> None:
         self.worker.committed += 1
         self.worker.correct += row.correct
-        self.shared.count(row, commit.result)
+        self.shared.count(row, result)
 
     def _count_landed(self, commit: _Commit, _future: Any) -> None:
         # A done-callback's exception would only be logged by the event loop: keep it for _settle.
@@ -288,6 +292,11 @@ class _Lane:
 
     async def _claim(self, pair: Pair) -> bool:
         s = self.shared
+        if not s.store.shared:
+            # SQLite: on this thread, unless another connection is writing (see `Store._now`).
+            taken = s.store.claim_now(pair, s.owner, retry_errors=s.retry_errors)
+            if taken is not None:
+                return taken
         if s.plan.scenario.run.questions_per_worker == 1:
             return s.store.claim(pair, s.owner, retry_errors=s.retry_errors)  # nothing else on this loop
         try:
@@ -349,9 +358,26 @@ class _Lane:
                 if cause is not None:
                     s.stop.set(cause)
                 continue
-            commit = _Commit(asyncio.ensure_future(asyncio.to_thread(
-                s.store.commit, result, question, s.owner, cost_usd=cost,
-                replace_error=pair in s.error_pairs,
-                cache_saved_usd=sum(cache_saving(e, s.budget.prices) for e in result.events))), pair, result)
-            self.in_flight = commit
-            commit.future.add_done_callback(functools.partial(self._count_landed, commit))
+            saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
+            if s.store.shared:
+                # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
+                self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
+                                              replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
+                continue
+            try:
+                staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
+                                       cache_saved_usd=saved)
+                row = s.store.record_now(staged)
+            except BaseException:
+                s.release_quietly(pair)
+                raise
+            if row is None:
+                # Another connection is writing (another worker or process): wait for it in a thread.
+                self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
+                continue
+            self._tally(row, result)
+
+    def _queue(self, commit: Coroutine[Any, Any, Row], pair: Pair, result: QuestionResult) -> None:
+        """A commit to finish in a thread while this lane goes on (`_settle` awaits it)."""
+        self.in_flight = _Commit(asyncio.ensure_future(commit), pair, result)
+        self.in_flight.future.add_done_callback(functools.partial(self._count_landed, self.in_flight))
