@@ -25,6 +25,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_width import ratio_line
-from benchmarks.fake_server import served_apart
+from benchmarks.fake_server import served_apart, server_stats
 
 WORKERS = 4
 EFFICIENCY_TARGETS = {128: 0.90, 256: 0.85}
@@ -52,6 +53,10 @@ def _questions(path: Path, n: int) -> Path:
     return path
 
 
+TIMELINE_SITE = Path(__file__).with_name("timeline")
+"""Its `sitecustomize` records each process's start-up stages (see benchmarks/timeline)."""
+
+
 def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -> dict[str, Any]:
     """One whole `medpanel run` of `n_questions` with `per_process` questions in flight in each process."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,11 +69,19 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
         path = Path(tmp) / "s.yaml"
         path.write_text(json.dumps(scenario))  # JSON is YAML
         run_dir = Path(tmp) / "run"
-        env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench")}
-        t0 = time.perf_counter()
+        timeline = Path(tmp) / "timeline"
+        timeline.mkdir()
+        env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench"),
+               "MEDPANEL_TIMELINE_DIR": str(timeline),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(TIMELINE_SITE), os.environ.get("PYTHONPATH")) if p)}
+        server0 = server_stats(base_url)
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0_epoch, t0 = time.time(), time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(path), "--run-dir", str(run_dir),
                                "--quiet"], capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server1 = server_stats(base_url)
         if proc.returncode != 0:
             raise SystemExit(f"benchmark run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
                              f"{proc.stderr[-2000:]}")
@@ -81,11 +94,50 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
             (joined,) = conn.execute("select max(s) from (select min(started_at) as s from mp_executions "
                                      "group by owner)").fetchone()
             (after,) = conn.execute("select sum(calls) from mp_results where finished_at >= ?", (joined,)).fetchone()
+        stages = read_timeline(timeline, t0_epoch)
     if rows != n_questions or errors:
         raise SystemExit(f"benchmark run incomplete: {rows} of {n_questions} rows, {errors} errors")
+    # CPU of the whole `medpanel run` tree (the runner waits for its children, so theirs is in it).
+    runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return {"wall": wall, "calls": int(calls), "steady_s": float(last - first), "processes_seen": int(workers),
             "executions": int(executions), "all_rate": float(after or 0) / max(float(last - joined), 1e-9),
-            "join_s": float(joined - first)}
+            "join_s": float(joined - first), "first_s": float(first - t0_epoch), "tail_s": wall - (last - t0_epoch),
+            "runner_cpu_s": runner_cpu, "server_cpu_s": server1["cpu_s"] - server0["cpu_s"], "stages": stages}
+
+
+SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.runner end", "imports"),
+         ("Runner.create end", "created"), ("Runner.open end", "opened"), ("Runner.run start", "run"), ("Group.spawn start", "spawn"),
+         ("open_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
+         ("Store.commit end", "1st commit"), ("Group.wait start", "work done"), ("print_summary start", "summary"),
+         ("exit", "exit"))
+
+
+def read_timeline(folder: Path, t0: float) -> list[dict[str, Any]]:
+    """Each process's stages, seconds after the benchmark started the CLI (the runner first)."""
+    procs: dict[int, dict[str, Any]] = {}
+    for f in folder.glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            p = procs.setdefault(e["pid"], {"pid": e["pid"], "ppid": e["ppid"], "at": {}})
+            p["at"].setdefault(e["event"], e["t"] - t0)
+    for p in procs.values():
+        p["child"] = p["ppid"] in procs  # started by the runner
+    return sorted(procs.values(), key=lambda p: (p["child"], p["at"].get("exec", 0.0)))
+
+
+def print_timeline(stages: list[dict[str, Any]]) -> None:
+    for p in stages:
+        at = p["at"]
+        marks = "  ".join(f"{label} {at[key]:.2f}" for key, label in SHOWN if key in at)
+        print(f"     {'child ' if p['child'] else 'runner'} {p['pid']}: {marks}")
+
+
+def cpu_line(r: dict[str, Any]) -> str:
+    """CPU per call of the medpanel processes and of the server, and the rate two cores allow at that."""
+    runner_ms, server_ms = r["runner_cpu_s"] / r["calls"] * 1000, r["server_cpu_s"] / r["calls"] * 1000
+    cores = os.cpu_count() or 1
+    return (f"CPU per call: medpanel {runner_ms:.2f} ms + fake server {server_ms:.2f} ms; {cores} cores allow at most "
+            f"{cores * 1000 / (runner_ms + server_ms):.0f} calls/s at that CPU")
 
 
 def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
@@ -104,6 +156,8 @@ def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
             if p > 1:
                 print(f"     once all {p} work ({r['join_s']:.1f} s after the first question): "
                       f"{r['all_rate']:.0f} calls/s")
+            print(f"     {cpu_line(r)}")
+            print_timeline(r["stages"])
     print("  " + ratio_line("2 processes : 1", rates[2] / rates[1], RATIO_TARGET, higher=True))
 
 
@@ -119,8 +173,11 @@ def efficiency(widths: list[int], per_slot: int, processes: int, *, aio: bool = 
             target = EFFICIENCY_TARGETS.get(width)
             print(ratio_line(f"{line}: whole-CLI efficiency", eff, target, higher=True) if target else
                   f"{line}: whole-CLI efficiency {eff:.3f}")
-            print(f"     ideal {ideal:.1f} s / wall {r['wall']:.1f} s; after start-up "
+            print(f"     ideal {ideal:.1f} s / wall {r['wall']:.1f} s = first question {r['first_s']:.1f} s + "
+                  f"work {r['steady_s']:.1f} s + end {r['tail_s']:.1f} s; after start-up "
                   f"{ideal / r['steady_s']:.3f} [{before} -> {load()}]")
+            print(f"     {cpu_line(r)}")
+            print_timeline(r["stages"])
 
 
 def main() -> None:
