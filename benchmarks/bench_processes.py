@@ -120,7 +120,9 @@ def read_timeline(folder: Path, t0: float) -> list[dict[str, Any]]:
     for f in folder.glob("*.jsonl"):
         for line in f.read_text().splitlines():
             e = json.loads(line)
-            p = procs.setdefault(e["pid"], {"pid": e["pid"], "ppid": e["ppid"], "at": {}})
+            p = procs.setdefault(e["pid"], {"pid": e["pid"], "ppid": e["ppid"], "at": {}, "timed": {}})
+            if e["event"] == "totals":
+                p["timed"] = e["timed"]
             p["at"].setdefault(e["event"], e["t"] - t0)
     for p in procs.values():
         p["child"] = p["ppid"] in procs  # started by the runner
@@ -132,6 +134,10 @@ def print_timeline(stages: list[dict[str, Any]]) -> None:
         at = p["at"]
         marks = "  ".join(f"{label} {at[key]:.2f}" for key, label in SHOWN if key in at)
         print(f"     {'child ' if p['child'] else 'runner'} {p['pid']}: {marks}")
+        timed = "; ".join(f"{name.split('.')[-1]} {n:.0f} x {s / max(n, 1) * 1000:.1f} ms (longest {top * 1000:.0f} ms)"
+                          for name, (n, s, top) in sorted(p["timed"].items()))
+        if timed:
+            print(f"       in the store (wall, in its thread): {timed}")
 
 
 def cpu_line(r: dict[str, Any]) -> str:

@@ -39,6 +39,9 @@ STAGES: dict[str, tuple[str, ...]] = {
     "medpanel.experiments.cli.output": ("print_summary", "write_full_report"),
 }
 """Module -> the functions whose first start and end each process records."""
+TIMED = ("Store.claim", "Store.commit")
+"""Also summed over every call (wall seconds in the calling thread: SQLite's write lock, busy
+waits and the interpreter lock included), written when the process's session ends."""
 
 
 def _exec_time() -> float | None:
@@ -58,6 +61,18 @@ class _Log:
         self.path = os.path.join(directory, f"{os.getpid()}.jsonl")
         self.lock = threading.Lock()
         self.seen: set[str] = set()
+        self.timed: dict[str, list[float]] = {}
+        """name -> [calls, seconds, longest]"""
+
+    def add(self, name: str, seconds: float) -> None:
+        with self.lock:
+            t = self.timed.setdefault(name, [0, 0.0, 0.0])
+            t[0], t[1], t[2] = t[0] + 1, t[1] + seconds, max(t[2], seconds)
+
+    def totals(self) -> None:
+        with self.lock, open(self.path, "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "event": "totals", "t": time.time(),
+                                "timed": self.timed}) + "\n")
 
     def event(self, name: str, t: float | None = None, *, once: bool = True) -> None:
         with self.lock:
@@ -65,7 +80,7 @@ class _Log:
                 return
             self.seen.add(name)
             with open(self.path, "a") as f:
-                f.write(json.dumps({"pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[:3],
+                f.write(json.dumps({"pid": os.getpid(), "ppid": os.getppid(),
                                     "event": name, "t": time.time() if t is None else t}) + "\n")
 
 
@@ -73,10 +88,15 @@ def _wrap(log: _Log, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         log.event(f"{label} start")
+        t = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
+            if label in TIMED:
+                log.add(label, time.perf_counter() - t)
             log.event(f"{label} end")
+            if label == "Runner.run":
+                log.totals()
     return wrapper
 
 

@@ -19,6 +19,8 @@ import signal
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, frame: os._exit(3))
 
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -28,8 +30,20 @@ from medpanel.experiments.errors import UserError  # noqa: E402
 from medpanel.experiments.run.processes import MemberSpec, member_reporter  # noqa: E402
 from medpanel.experiments.run.runner import Runner  # noqa: E402
 
+# What Optuna's RDBStorage imports on first use (SQLAlchemy's ORM, alembic and its templates):
+# about 0.75 s, imported here, while the runner still opens the study, rather than after this
+# process has its part (the runner has imported them creating the run).
+STORAGE_MODULES = ("sqlalchemy.orm", "alembic.migration", "alembic.script", "optuna.storages._rdb.models")
+
+
+def _import_storage() -> None:
+    for name in STORAGE_MODULES:
+        with contextlib.suppress(ImportError):  # another Optuna's layout: imported on first use instead
+            importlib.import_module(name)
+
 
 def main(given: Path | None) -> int:
+    _import_storage()
     raw = sys.stdin.readline()
     if not raw.strip():
         return 0  # the runner found nothing for this child to do
