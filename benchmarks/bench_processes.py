@@ -17,6 +17,11 @@ call per question (the generalist without its Challenger), `model.cache: off`.
   included (the bar), and after the start-up. Targets >= 0.90 at 128, >= 0.85 at 256.
 
 The machine's load average is printed beside each figure: wall-time figures need idle cores.
+Each run also prints the CPU per call of the `medpanel run` process tree (start-up included) and of
+the fake server, with the rate the machine's cores allow at that CPU (the physical bound of the
+2 : 1 target where the server shares the cores), and a timeline per process (seconds after the
+CLI started: exec, imports, study, first claim and commit, exit; `benchmarks/timeline`) with its
+wall time in the store's claims and commits (SQLite's write lock included).
 """
 
 from __future__ import annotations
