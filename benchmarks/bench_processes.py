@@ -58,6 +58,8 @@ def _questions(path: Path, n: int) -> Path:
     return path
 
 
+PYCACHE: dict[str, str] = {}
+"""`--pycache DIR`: the runs' environment for a bytecode cache (see `bytecode_line`)."""
 TIMELINE_SITE = Path(__file__).with_name("timeline")
 """Its `sitecustomize` records each process's start-up stages (see benchmarks/timeline)."""
 
@@ -76,7 +78,7 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
         run_dir = Path(tmp) / "run"
         timeline = Path(tmp) / "timeline"
         timeline.mkdir()
-        env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench"),
+        env = {**os.environ, **PYCACHE, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench"),
                "MEDPANEL_TIMELINE_DIR": str(timeline),
                "PYTHONPATH": os.pathsep.join(p for p in (str(TIMELINE_SITE), os.environ.get("PYTHONPATH")) if p)}
         server0 = server_stats(base_url)
@@ -145,6 +147,22 @@ def print_timeline(stages: list[dict[str, Any]]) -> None:
             print(f"       in the store (wall, in its thread): {timed}")
 
 
+def bytecode_line() -> str:
+    """Whether the runs' imports read cached bytecode: with PYTHONDONTWRITEBYTECODE set and none
+    installed (uv installs none unless asked), every process compiles every module it imports from
+    source, about half its start-up here; a pip install, or any environment that may write
+    __pycache__, has it."""
+    import openai  # a package the run imports: is its bytecode there?
+
+    if PYCACHE:
+        return f"bytecode: cached under {PYCACHE['PYTHONPYCACHEPREFIX']} (--pycache)"
+    installed = (Path(openai.__file__).parent / "__pycache__").is_dir()
+    if installed or not sys.dont_write_bytecode:
+        return "bytecode: cached"
+    return ("bytecode: NONE (PYTHONDONTWRITEBYTECODE is set and site-packages has no __pycache__): each "
+            "process compiles its imports from source; --pycache DIR measures what an install with bytecode gets")
+
+
 def cpu_line(r: dict[str, Any]) -> str:
     """CPU per call of the medpanel processes and of the server, and the rate two cores allow at that."""
     runner_ms, server_ms = r["runner_cpu_s"] / r["calls"] * 1000, r["server_cpu_s"] / r["calls"] * 1000
@@ -177,6 +195,8 @@ def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
 def efficiency(widths: list[int], per_slot: int, processes: int, *, aio: bool = True) -> None:
     print(f"efficiency: L = 1 s, {processes} processes, {per_slot} questions per slot, whole CLI runs")
     with served_apart(1000.0, aio=aio) as url:
+        if PYCACHE:
+            cli_run(url, 20, processes, 4 * processes)  # warm-up: fills the bytecode cache
         for width in widths:
             before = load()
             r = cli_run(url, per_slot * width, processes, width // processes)
@@ -204,13 +224,20 @@ def main() -> None:
                     help="the fake server's thread-per-connection mode instead of its event loop")
     ap.add_argument("--quick", action="store_true", help="1,000 questions and 5 per slot (noisier)")
     ap.add_argument("--only", choices=("throughput", "efficiency"), default=None)
+    ap.add_argument("--pycache", type=Path, default=None,
+                    help="let the runs write and read bytecode under DIR (PYTHONPYCACHEPREFIX), as an install with "
+                         "bytecode would; the warm-up run fills it")
     args = ap.parse_args()
+    if args.pycache is not None:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the runs inherit it
+        PYCACHE["PYTHONPYCACHEPREFIX"] = str(args.pycache.resolve())
     if args.quick:
         args.questions, args.per_slot = 1000, 5
     # The fake server on one event loop by default: its thread-per-connection mode spends a core's
     # share of CPU the second process needs.
     aio = not args.threaded_server
-    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if aio else 'a thread per connection'}")
+    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if aio else 'a thread per connection'}; "
+          f"{bytecode_line()}")
     if args.only != "efficiency":
         throughput(args.questions, args.per_process, aio=aio)
     if args.only != "throughput":
