@@ -212,7 +212,7 @@ def test_a_second_ctrl_c_aborts_every_process_at_once(tmp_path: Path) -> None:
         _wait_for(lambda: _owners(run_dir) >= 2)  # both processes have questions at their first call
         children = _children(proc.pid)
         assert len(children) == 1, children
-        out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60)
+        out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60, processes=2)
         assert proc.returncode == 130, out
         assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
         _wait_for(lambda: not [c for c in children if _alive(c)], timeout=30)
