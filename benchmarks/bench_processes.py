@@ -17,6 +17,11 @@ call per question (the generalist without its Challenger), `model.cache: off`.
   included (the bar), and after the start-up. Targets >= 0.90 at 128, >= 0.85 at 256.
 
 The machine's load average is printed beside each figure: wall-time figures need idle cores.
+Each run also prints the CPU per call of the `medpanel run` process tree (start-up included) and of
+the fake server, with the rate the machine's cores allow at that CPU (the physical bound of the
+2 : 1 target where the server shares the cores), and a timeline per process (seconds after the
+CLI started: exec, imports, study, first claim and commit, exit; `benchmarks/timeline`) with its
+wall time in the store's claims and commits (SQLite's write lock included).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -34,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_width import ratio_line
-from benchmarks.fake_server import served_apart
+from benchmarks.fake_server import served_apart, server_stats
 
 WORKERS = 4
 EFFICIENCY_TARGETS = {128: 0.90, 256: 0.85}
@@ -52,6 +58,12 @@ def _questions(path: Path, n: int) -> Path:
     return path
 
 
+PYCACHE: dict[str, str] = {}
+"""`--pycache DIR`: the runs' environment for a bytecode cache (see `bytecode_line`)."""
+TIMELINE_SITE = Path(__file__).with_name("timeline")
+"""Its `sitecustomize` records each process's start-up stages (see benchmarks/timeline)."""
+
+
 def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -> dict[str, Any]:
     """One whole `medpanel run` of `n_questions` with `per_process` questions in flight in each process."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -64,11 +76,19 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
         path = Path(tmp) / "s.yaml"
         path.write_text(json.dumps(scenario))  # JSON is YAML
         run_dir = Path(tmp) / "run"
-        env = {**os.environ, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench")}
-        t0 = time.perf_counter()
+        timeline = Path(tmp) / "timeline"
+        timeline.mkdir()
+        env = {**os.environ, **PYCACHE, "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", "sk-bench"),
+               "MEDPANEL_TIMELINE_DIR": str(timeline),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(TIMELINE_SITE), os.environ.get("PYTHONPATH")) if p)}
+        server0 = server_stats(base_url)
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0_epoch, t0 = time.time(), time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(path), "--run-dir", str(run_dir),
                                "--quiet"], capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server1 = server_stats(base_url)
         if proc.returncode != 0:
             raise SystemExit(f"benchmark run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
                              f"{proc.stderr[-2000:]}")
@@ -81,11 +101,74 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
             (joined,) = conn.execute("select max(s) from (select min(started_at) as s from mp_executions "
                                      "group by owner)").fetchone()
             (after,) = conn.execute("select sum(calls) from mp_results where finished_at >= ?", (joined,)).fetchone()
+        stages = read_timeline(timeline, t0_epoch)
     if rows != n_questions or errors:
         raise SystemExit(f"benchmark run incomplete: {rows} of {n_questions} rows, {errors} errors")
+    # CPU of the whole `medpanel run` tree (the runner waits for its children, so theirs is in it).
+    runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     return {"wall": wall, "calls": int(calls), "steady_s": float(last - first), "processes_seen": int(workers),
             "executions": int(executions), "all_rate": float(after or 0) / max(float(last - joined), 1e-9),
-            "join_s": float(joined - first)}
+            "join_s": float(joined - first), "first_s": float(first - t0_epoch), "tail_s": wall - (last - t0_epoch),
+            "runner_cpu_s": runner_cpu, "server_cpu_s": server1["cpu_s"] - server0["cpu_s"], "stages": stages}
+
+
+SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.runner end", "imports"),
+         ("Runner.create end", "created"), ("Runner.open end", "opened"), ("Runner.run start", "run"),
+         ("Group.spawn start", "spawn"),
+         ("Runner._prior end", "prior"), ("Runner.prepare end", "prepared"), ("preload end", "preloaded"),
+         ("open_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
+         ("Store.commit end", "1st commit"), ("Group.wait start", "work done"), ("print_summary start", "summary"),
+         ("exit", "exit"))
+
+
+def read_timeline(folder: Path, t0: float) -> list[dict[str, Any]]:
+    """Each process's stages, seconds after the benchmark started the CLI (the runner first)."""
+    procs: dict[int, dict[str, Any]] = {}
+    for f in folder.glob("*.jsonl"):
+        for line in f.read_text().splitlines():
+            e = json.loads(line)
+            p = procs.setdefault(e["pid"], {"pid": e["pid"], "ppid": e["ppid"], "at": {}, "timed": {}})
+            if e["event"] == "totals":
+                p["timed"] = e["timed"]
+            p["at"].setdefault(e["event"], e["t"] - t0)
+    for p in procs.values():
+        p["child"] = p["ppid"] in procs  # started by the runner
+    return sorted(procs.values(), key=lambda p: (p["child"], p["at"].get("exec", 0.0)))
+
+
+def print_timeline(stages: list[dict[str, Any]]) -> None:
+    for p in stages:
+        at = p["at"]
+        marks = "  ".join(f"{label} {at[key]:.2f}" for key, label in SHOWN if key in at)
+        print(f"     {'child ' if p['child'] else 'runner'} {p['pid']}: {marks}")
+        timed = "; ".join(f"{name.split('.')[-1]} {n:.0f} x {s / max(n, 1) * 1000:.1f} ms (longest {top * 1000:.0f} ms)"
+                          for name, (n, s, top) in sorted(p["timed"].items()))
+        if timed:
+            print(f"       in the store (wall, in its thread): {timed}")
+
+
+def bytecode_line() -> str:
+    """Whether the runs' imports read cached bytecode: with PYTHONDONTWRITEBYTECODE set and none
+    installed (uv installs none unless asked), every process compiles every module it imports from
+    source, about half its start-up here; a pip install, or any environment that may write
+    __pycache__, has it."""
+    import openai  # a package the run imports: is its bytecode there?
+
+    if PYCACHE:
+        return f"bytecode: cached under {PYCACHE['PYTHONPYCACHEPREFIX']} (--pycache)"
+    installed = (Path(openai.__file__).parent / "__pycache__").is_dir()
+    if installed or not sys.dont_write_bytecode:
+        return "bytecode: cached"
+    return ("bytecode: NONE (PYTHONDONTWRITEBYTECODE is set and site-packages has no __pycache__): each "
+            "process compiles its imports from source; --pycache DIR measures what an install with bytecode gets")
+
+
+def cpu_line(r: dict[str, Any]) -> str:
+    """CPU per call of the medpanel processes and of the server, and the rate two cores allow at that."""
+    runner_ms, server_ms = r["runner_cpu_s"] / r["calls"] * 1000, r["server_cpu_s"] / r["calls"] * 1000
+    cores = os.cpu_count() or 1
+    return (f"CPU per call: medpanel {runner_ms:.2f} ms + fake server {server_ms:.2f} ms; {cores} cores allow at most "
+            f"{cores * 1000 / (runner_ms + server_ms):.0f} calls/s at that CPU")
 
 
 def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
@@ -104,12 +187,16 @@ def throughput(n_questions: int, per_process: int, *, aio: bool = True) -> None:
             if p > 1:
                 print(f"     once all {p} work ({r['join_s']:.1f} s after the first question): "
                       f"{r['all_rate']:.0f} calls/s")
+            print(f"     {cpu_line(r)}")
+            print_timeline(r["stages"])
     print("  " + ratio_line("2 processes : 1", rates[2] / rates[1], RATIO_TARGET, higher=True))
 
 
 def efficiency(widths: list[int], per_slot: int, processes: int, *, aio: bool = True) -> None:
     print(f"efficiency: L = 1 s, {processes} processes, {per_slot} questions per slot, whole CLI runs")
     with served_apart(1000.0, aio=aio) as url:
+        if PYCACHE:
+            cli_run(url, 20, processes, 4 * processes)  # warm-up: fills the bytecode cache
         for width in widths:
             before = load()
             r = cli_run(url, per_slot * width, processes, width // processes)
@@ -119,8 +206,11 @@ def efficiency(widths: list[int], per_slot: int, processes: int, *, aio: bool = 
             target = EFFICIENCY_TARGETS.get(width)
             print(ratio_line(f"{line}: whole-CLI efficiency", eff, target, higher=True) if target else
                   f"{line}: whole-CLI efficiency {eff:.3f}")
-            print(f"     ideal {ideal:.1f} s / wall {r['wall']:.1f} s; after start-up "
+            print(f"     ideal {ideal:.1f} s / wall {r['wall']:.1f} s = first question {r['first_s']:.1f} s + "
+                  f"work {r['steady_s']:.1f} s + end {r['tail_s']:.1f} s; after start-up "
                   f"{ideal / r['steady_s']:.3f} [{before} -> {load()}]")
+            print(f"     {cpu_line(r)}")
+            print_timeline(r["stages"])
 
 
 def main() -> None:
@@ -134,13 +224,20 @@ def main() -> None:
                     help="the fake server's thread-per-connection mode instead of its event loop")
     ap.add_argument("--quick", action="store_true", help="1,000 questions and 5 per slot (noisier)")
     ap.add_argument("--only", choices=("throughput", "efficiency"), default=None)
+    ap.add_argument("--pycache", type=Path, default=None,
+                    help="let the runs write and read bytecode under DIR (PYTHONPYCACHEPREFIX), as an install with "
+                         "bytecode would; the warm-up run fills it")
     args = ap.parse_args()
+    if args.pycache is not None:
+        os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the runs inherit it
+        PYCACHE["PYTHONPYCACHEPREFIX"] = str(args.pycache.resolve())
     if args.quick:
         args.questions, args.per_slot = 1000, 5
     # The fake server on one event loop by default: its thread-per-connection mode spends a core's
     # share of CPU the second process needs.
     aio = not args.threaded_server
-    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if aio else 'a thread per connection'}")
+    print(f"{os.cpu_count()} cores; {load()}; fake server: {'event loop' if aio else 'a thread per connection'}; "
+          f"{bytecode_line()}")
     if args.only != "efficiency":
         throughput(args.questions, args.per_process, aio=aio)
     if args.only != "throughput":

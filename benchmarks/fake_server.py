@@ -69,10 +69,10 @@ class FakeOpenAI:
                 pass
 
             def do_GET(self) -> None:  # /v1/models for health checks; /v1/stats for benchmarks
-                if self.path.endswith("/stats"):  # how many chat completions were asked for so far
+                if self.path.endswith("/stats"):  # chat completions asked for so far, this process's CPU
                     with outer.lock:
                         n = len(outer.requests)
-                    self._send(200, {}, _encode({"requests": n}))
+                    self._send(200, {}, _encode({"requests": n, "cpu_s": time.process_time()}))
                     return
                 self._send(200, {}, _encode({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
 
@@ -176,7 +176,8 @@ def serve_aio(latency_ms: float) -> None:
         return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
 
     async def stats(request: web.Request) -> web.Response:
-        return web.json_response({"requests": served})
+        # The server's own CPU: on a machine with few cores it is part of the bound a benchmark meets.
+        return web.json_response({"requests": served, "cpu_s": time.process_time()})
 
     async def run() -> None:
         app = web.Application()
@@ -191,6 +192,15 @@ def serve_aio(latency_ms: float) -> None:
         await asyncio.Event().wait()
 
     asyncio.run(run())
+
+
+def server_stats(base_url: str) -> dict[str, float]:
+    """`/v1/stats` of a server in another process: chat completions served and its CPU seconds."""
+    import urllib.request
+
+    with urllib.request.urlopen(base_url + "/stats", timeout=10) as r:
+        doc = json.loads(r.read())
+    return {"requests": float(doc["requests"]), "cpu_s": float(doc.get("cpu_s", 0.0))}
 
 
 @contextlib.contextmanager

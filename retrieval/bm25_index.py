@@ -12,26 +12,36 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import bm25s
+if TYPE_CHECKING:
+    import bm25s
 
 BM25_DIR = "bm25"
 STOPWORDS = "en"
 TOKENIZER_DESCRIPTION = "bm25s.tokenize(lower=True, stopwords='en', stemmer=None)"
 
-# bm25s sets its logger to DEBUG and logs "query is empty" per query at INFO; an app that enables
-# INFO logging would get a line per all-stopword query from every thread.
-logging.getLogger("bm25s").setLevel(logging.WARNING)
+
+
+def _bm25s() -> Any:
+    """bm25s, imported on first use: it pulls in numpy and scipy, which a run without a corpus never needs."""
+    import bm25s
+
+    # bm25s sets its logger to DEBUG and logs "query is empty" per query at INFO; an app that enables
+    # INFO logging would get a line per all-stopword query from every thread.
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
 
 
 def tokenize_query(query: str) -> list[str]:
     """Query terms as the index saw them (unknown terms are ignored by bm25s at scoring)."""
-    tokens = bm25s.tokenize(query, stopwords=STOPWORDS, return_ids=False, show_progress=False)
+    tokens = _bm25s().tokenize(query, stopwords=STOPWORDS, return_ids=False, show_progress=False)
     return list(tokens[0]) if tokens else []
 
 
 def build_index(texts: list[str]) -> bm25s.BM25:
     """Index `texts` in row order (row i of the index = row i of the doc store)."""
+    bm25s = _bm25s()
     tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, show_progress=False)
     index = bm25s.BM25()
     index.index(tokens, show_progress=False)
@@ -55,4 +65,4 @@ def save_index(index: bm25s.BM25, corpus_dir: Path) -> Path:
 
 def load_index(corpus_dir: Path) -> bm25s.BM25:
     """Load fully into memory (no mmap): queries then never touch the disk."""
-    return bm25s.BM25.load(str(corpus_dir / BM25_DIR), mmap=False, show_progress=False)
+    return _bm25s().BM25.load(str(corpus_dir / BM25_DIR), mmap=False, show_progress=False)

@@ -7,11 +7,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import typer
 
 from medpanel.experiments.cli.lazy import COMMANDS, LazyGroup
 from medpanel.experiments.cli.main import app
+from medpanel.experiments.run import children
 
 HEAVY = ("openai", "autogen_core", "autogen_agentchat", "scipy", "matplotlib", "chromadb", "optuna")
 
@@ -59,3 +61,43 @@ def test_a_command_loads_with_its_options_and_an_unknown_one_is_one_line() -> No
     bad = subprocess.run([sys.executable, "-m", "medpanel", "nosuch"], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: No such command 'nosuch'. See: medpanel --help"], bad.stderr
+
+
+# What a run never needs before its end (the report's analysis, plots, corpora, data frames) or at
+# all (the inspect_ai and Hugging Face extras) when its questions come from a file and it has no corpus.
+NOT_ON_THE_RUN_PATH = ("scipy", "statsmodels", "matplotlib", "jinja2", "chromadb", "bm25s", "pandas", "datasets",
+                       "inspect_ai", "medpanel.experiments.analysis", "medpanel.experiments.cli.output")
+
+
+def test_the_run_path_and_a_child_process_import_no_report_corpus_or_extra_module() -> None:
+    code = textwrap.dedent(f"""
+        import sys
+        from medpanel.experiments.cli import main, run  # the `run` command's module, as the CLI loads it
+        import medpanel.experiments.run.member  # what a child process of run.processes imports
+        from medpanel.experiments.cli.progress import make_progress
+        from medpanel.experiments.run.plan import make_plan
+        from medpanel.experiments.run.runner import Runner
+        print("LOADED", ",".join(m for m in {NOT_ON_THE_RUN_PATH!r} if m in sys.modules))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "LOADED", proc.stdout
+
+
+def test_before_its_imports_run_reads_how_many_processes_a_run_will_use(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: x\nrun: {processes: 3, workers: 2}\n")
+    assert children.planned_processes(scenario, None, None, None) == 3
+    assert children.planned_processes(scenario, None, 2, None) == 2  # --processes
+    assert children.planned_processes(scenario, None, None, ["run.processes=4"]) == 4  # --set
+    postgres = tmp_path / "pg.yaml"
+    postgres.write_text("name: x\nrun: {processes: 3, storage: 'postgresql://h/db'}\n")
+    assert children.planned_processes(postgres, None, None, None) == 1  # shared storage: no children
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("run: [processes\n")
+    assert children.planned_processes(broken, None, None, None) == 1  # the scenario's validation names it
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text('{"scenario": {"run": {"processes": 2}}}')
+    assert children.planned_processes(None, run_dir, None, None) == 2  # --resume: the record's
+    assert children.planned_processes(None, tmp_path / "missing", None, None) == 1

@@ -54,15 +54,19 @@ def _wait(run_dir: Path, table: str, at_least: int, timeout: float = 60) -> None
     raise AssertionError(f"fewer than {at_least} rows in {table} after {timeout}s")
 
 
-def ctrl_c_twice(proc: subprocess.Popen[str], send: Callable[[], None], *, timeout: float) -> tuple[str, float]:
-    """Send a Ctrl-C, wait for the runner's `stopping:` line, then send the second (two sent before
-    the first is handled would count as one). The whole output, and when the second was sent."""
+def ctrl_c_twice(proc: subprocess.Popen[str], send: Callable[[], None], *, timeout: float,
+                 processes: int = 1) -> tuple[str, float]:
+    """Send a Ctrl-C, wait for the `stopping:` line of each of `processes` (children of run.processes
+    share the runner's stderr, and one may print its line first), then send the second (two sent
+    before the first is handled would count as one). The whole output, and when the second was sent."""
     send()
     assert proc.stdout is not None
     seen = []
+    stops = 0
     for line in proc.stdout:
         seen.append(line)
-        if line.startswith("stopping:"):
+        stops += line.startswith("stopping:")
+        if stops == processes:
             break
     began = time.time()
     send()

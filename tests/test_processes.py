@@ -212,7 +212,7 @@ def test_a_second_ctrl_c_aborts_every_process_at_once(tmp_path: Path) -> None:
         _wait_for(lambda: _owners(run_dir) >= 2)  # both processes have questions at their first call
         children = _children(proc.pid)
         assert len(children) == 1, children
-        out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60)
+        out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60, processes=2)
         assert proc.returncode == 130, out
         assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
         _wait_for(lambda: not [c for c in children if _alive(c)], timeout=30)
@@ -291,3 +291,19 @@ def test_the_rate_limits_of_each_process_are_its_share(tmp_path: Path, monkeypat
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["scenario"]["run"]["processes"] == 3
     assert meta["scenario"]["run"]["requests_per_minute"] == 600  # the run's limit, as given
+
+
+def test_children_started_ahead_are_taken_by_the_session_and_the_rest_exit_when_discarded() -> None:
+    from medpanel.experiments.run import children
+
+    children.prestart(2)
+    try:
+        taken = children.take(1)  # the session needed one: the other is ended
+        assert len(taken) == 1 and taken[0].poll() is None
+    finally:
+        children.discard()
+    assert children.take(5) == []  # nothing is left ahead
+    for proc in taken:
+        assert proc.stdin is not None
+        proc.stdin.close()  # no part for it: it exits without working
+        assert proc.wait(timeout=120) == 0

@@ -11,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from medpanel.experiments.cli import run as cli_run
-from medpanel.experiments.run import processes
+from medpanel.experiments.run import children, processes, runner
 from medpanel.experiments.run.scenario import CLI_OPTIONS, SESSION_OPTIONS, RunSpec, session_overrides
 
 
@@ -44,7 +44,11 @@ def test_medpanel_run_passes_every_session_option_to_the_runner(tmp_path: Path,
             seen.update(values)
             raise _Overridden
 
-    monkeypatch.setattr(cli_run, "Runner", FakeRunner)
+    # The runner is imported inside the command (after the children are started), so it is
+    # replaced where it lives; the children `--processes 7` would start ahead are only counted.
+    monkeypatch.setattr(runner, "Runner", FakeRunner)
+    started: list[int] = []
+    monkeypatch.setattr(children, "prestart", started.append)
     app = typer.Typer()
     cli_run.register(app)
     argv = ["run", "--resume", str(tmp_path)]
@@ -53,6 +57,7 @@ def test_medpanel_run_passes_every_session_option_to_the_runner(tmp_path: Path,
     result = CliRunner().invoke(app, argv)
     assert isinstance(result.exception, _Overridden), result.output
     assert seen == dict.fromkeys(SESSION_OPTIONS, 7)
+    assert started == [6]
 
 
 def test_session_overrides_takes_exactly_the_session_keys() -> None:

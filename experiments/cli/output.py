@@ -9,13 +9,10 @@ be printed literally where markup is off).
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.panel import Panel
 from rich.text import Text
 
@@ -24,20 +21,13 @@ from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_tables, run_tables, write_report
 from medpanel.experiments.analysis.run_summary import run_summary
+from medpanel.experiments.cli.console import console as console  # re-exported: the commands print with it
+from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.store import Row
-
-
-def make_console() -> Console:
-    """A terminal's own width (or COLUMNS when set); piped output (CI logs, `| tee`) gets 160
-    columns, as rich would otherwise wrap it at 80."""
-    return Console(width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
-
-
-console = make_console()
 
 
 def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel report writes",

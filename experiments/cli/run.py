@@ -1,27 +1,28 @@
-"""`medpanel validate`, `run` (and `run --resume`) and `worker`."""
+"""`medpanel validate`, `run` (and `run --resume`) and `worker`.
+
+Start-up is on a run's clock (a run of 25 one-second calls per question in flight pays it whole),
+so this module imports only typer at its top. `run` first starts the child processes of
+`run.processes` (`children.prestart`, stdlib only), so their imports overlap its own; then it
+imports the runner; and it imports the report (`cli.output`: the analysis, scipy) in a thread
+while the run works, as only the summary at its end needs it.
+"""
 
 from __future__ import annotations
 
+import importlib
+import threading
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from medpanel.agents.model.replay import Replay
-from medpanel.experiments.cli.output import console, error_line, print_summary, write_full_report
-from medpanel.experiments.cli.progress import make_progress, progress_hook
-from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import (
-    DatasetSpec,
-    RunSpec,
-    check_cost_budget,
-    load_scenario,
-    session_overrides,
-    updated,
-)
-from medpanel.experiments.run.storage import is_shared
+from medpanel.experiments.errors import UserError, error_line
+from medpanel.experiments.run import children
+
+if TYPE_CHECKING:
+    from medpanel.agents.model.replay import Replay
+
+REPORT_MODULE = "medpanel.experiments.cli.output"
 
 
 def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
@@ -29,6 +30,10 @@ def validate(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file."
              set_: Annotated[list[str] | None, typer.Option("--set", help="Override a key: settings.rounds=1")] = None,
              ) -> None:
     """Check a scenario and print its conditions and question count."""
+    from medpanel.experiments.cli.console import console
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario import load_scenario
+
     sc = load_scenario(scenario, set_)
     plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
     console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
@@ -81,6 +86,33 @@ def run(
     if (scenario is None) == (resume is None):
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
+    # Before any import of the runner: the children import it meanwhile (see the module docstring).
+    children.prestart(children.planned_processes(scenario, resume, processes, set_) - 1)
+    try:
+        _run(scenario, resume, limit, workers, processes, run_dir, repeat, quiet, max_calls, max_tokens, max_cost_usd,
+             max_errors, max_wall_s, rpm, tpm, storage, set_, retry_errors, replay, replay_strict)
+    finally:
+        children.discard()  # any the session did not take
+
+
+def _run(scenario: Path | None, resume: Path | None, limit: int | None, workers: int | None, processes: int | None,
+         run_dir: Path | None, repeat: int | None, quiet: bool, max_calls: int | None, max_tokens: int | None,
+         max_cost_usd: float | None, max_errors: int | None, max_wall_s: float | None, rpm: float | None,
+         tpm: float | None, storage: str | None, set_: list[str] | None, retry_errors: bool, replay: Path | None,
+         replay_strict: bool) -> None:
+    from medpanel.experiments.cli.console import console
+    from medpanel.experiments.cli.progress import make_progress, progress_hook
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import (
+        DatasetSpec,
+        RunSpec,
+        check_cost_budget,
+        load_scenario,
+        session_overrides,
+        updated,
+    )
+
     session = session_overrides(workers=workers, processes=processes, max_calls=max_calls, max_tokens=max_tokens,
                                 max_cost_usd=max_cost_usd, max_errors=max_errors, max_wall_s=max_wall_s,
                                 requests_per_minute=rpm, tokens_per_minute=tpm)
@@ -116,16 +148,18 @@ def run(
                   f"{_processes(runner.plan.scenario.run.processes)}{runner.plan.scenario.run.workers} workers x "
                   f"{runner.plan.scenario.run.questions_per_worker} questions in flight, "
                   f"model {runner.plan.scenario.model.backend}")
+    report = _Meanwhile(REPORT_MODULE)
     with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
             tpm_limit = runner.plan.scenario.run.tokens_per_minute
             hook = progress_hook(progress, total, priced=bool(runner.plan.scenario.run.prices), tpm_limit=tpm_limit)
             hook(runner.tally, total)
-            status = runner.run(progress=hook)
-        print_summary(runner.run_dir)
+            status = runner.run(progress=report.started_by(hook))
+        output = report.module()
+        output.print_summary(runner.run_dir)
         if tracker is not None:
-            tracker.report(write_full_report(runner.run_dir))
+            tracker.report(output.write_full_report(runner.run_dir))
     if runner.replay is not None:
         console.print(f"replay: {runner.replay.hits} requests answered from {replay}, {runner.replay.misses} "
                       f"miss(es){' sent to the model' if runner.replay.misses and not replay_strict else ''}",
@@ -142,12 +176,52 @@ def run(
                   soft_wrap=True)
 
 
+class _Meanwhile:
+    """A module imported in a thread while the run works: from its first committed question (by then
+    the runner has started, and every process has its part), so the import delays none of it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.thread: threading.Thread | None = None
+        self.loaded: Any = None
+        self.error: BaseException | None = None
+
+    def _load(self) -> None:
+        try:
+            self.loaded = importlib.import_module(self.name)
+        except BaseException as exc:  # raised where the module is wanted
+            self.error = exc
+
+    def start(self) -> None:
+        if self.thread is None:
+            self.thread = threading.Thread(target=self._load, name="medpanel-import", daemon=True)
+            self.thread.start()
+
+    def started_by(self, hook: Any) -> Any:
+        """`hook` (a progress hook), starting the import at its first call."""
+        def first(*args: Any) -> Any:
+            self.start()
+            return hook(*args)
+        return first
+
+    def module(self) -> Any:
+        """The module: imported now if the run committed nothing, else once the thread has."""
+        if self.thread is None:
+            return importlib.import_module(self.name)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.loaded
+
+
 def _processes(n: int) -> str:
     return f"{n} processes x " if n > 1 else ""
 
 
 def open_replay(source: Path | None, strict: bool) -> Replay | None:
     """The source run's stored responses, checked before anything runs."""
+    from medpanel.agents.model.replay import Replay
+
     if source is None:
         if strict:
             raise UserError("--replay-strict needs --replay RUN_DIR", field="--replay-strict")
@@ -170,6 +244,11 @@ def worker(
     tpm: Annotated[float | None, typer.Option(help="This process's share of the tokens per minute.")] = None,
 ) -> None:
     """Join a run whose storage is shared (PostgreSQL) from this process or machine."""
+    from medpanel.experiments.cli.console import console
+    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.scenario import RunSpec, updated
+    from medpanel.experiments.run.storage import is_shared
+
     # Limits hold per process: N workers of one key each take a share (docs/operations.md, "Rate limits").
     limits = {"workers": workers, "requests_per_minute": rpm, "tokens_per_minute": tpm}
     updated(RunSpec(), limits, block="run")  # before connecting anywhere
@@ -192,6 +271,8 @@ def worker(
 
 
 def _print_progress(t: Any, total: int) -> None:
+    from medpanel.experiments.cli.console import console
+
     if t.done % 10 == 0 or t.done == total:
         console.print(f"{t.done}/{total} done, {t.errors} errors, {t.calls} calls")
 

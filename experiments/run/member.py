@@ -1,6 +1,7 @@
-"""A child process of a runner (`run.processes`): `python -m medpanel.experiments.run.member RUN_DIR`.
+"""A child process of a runner (`run.processes`): `python -m medpanel.experiments.run.member [RUN_DIR]`.
 
-Started by `processes.Group`, never by hand. Its own entry point rather than a `medpanel` command,
+Started by `processes.Group` or, ahead of its runner's session, by `children.prestart` (then
+without RUN_DIR: its part names it), never by hand. Its own entry point rather than a `medpanel` command,
 so it imports the runner and nothing of the CLI or the report (a second of CPU less before it
 takes its first question). Its part (`MemberSpec`) comes on stdin once the runner's study is
 open; its tally and final status go to stdout as JSON lines the runner reads. Exit codes as the
@@ -18,6 +19,8 @@ import signal
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, frame: os._exit(3))
 
+import contextlib  # noqa: E402
+import importlib  # noqa: E402
 import json  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -27,12 +30,30 @@ from medpanel.experiments.errors import UserError  # noqa: E402
 from medpanel.experiments.run.processes import MemberSpec, member_reporter  # noqa: E402
 from medpanel.experiments.run.runner import Runner  # noqa: E402
 
+# What Optuna's RDBStorage imports on first use (SQLAlchemy's ORM, alembic and its templates):
+# about 0.75 s, imported here, while the runner still opens the study, rather than after this
+# process has its part (the runner has imported them creating the run).
+STORAGE_MODULES = ("sqlalchemy.orm", "alembic.migration", "alembic.script", "optuna.storages._rdb.models")
 
-def main(run_dir: Path) -> int:
+
+def _import_storage() -> None:
+    for name in STORAGE_MODULES:
+        with contextlib.suppress(ImportError):  # another Optuna's layout: imported on first use instead
+            importlib.import_module(name)
+
+
+def main(given: Path | None) -> int:
+    _import_storage()
     raw = sys.stdin.readline()
     if not raw.strip():
         return 0  # the runner found nothing for this child to do
     spec = MemberSpec.model_validate_json(raw)
+    named = Path(spec.run_dir) if spec.run_dir is not None else None
+    run_dir = given or named
+    if run_dir is None or (given is not None and named is not None and named.resolve() != given.resolve()):
+        raise UserError(f"{given or 'no run directory'} is not the run directory of this process's runner "
+                        f"({named}): a member process is started by its runner (run.processes), never by hand",
+                        field="RUN_DIR")
     runner = Runner.open(run_dir, member=spec)
     runner.override(**spec.run)
     runner.retry_errors = spec.retry_errors
@@ -45,9 +66,18 @@ def main(run_dir: Path) -> int:
     return 0 if status["state"] == "complete" else 3
 
 
+def _exit(code: int) -> None:
+    """Exit without the interpreter's teardown (every module of the runner, a second or so of a
+    run's end the runner would wait for): what this process owes is flushed, its store closed."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     try:
-        sys.exit(main(Path(sys.argv[1])))
+        code = main(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
+    _exit(code)

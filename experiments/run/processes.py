@@ -41,6 +41,7 @@ from typing import IO, Any
 from pydantic import BaseModel
 
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run import children
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.run.scenario import SESSION_OPTIONS
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
@@ -51,6 +52,8 @@ from medpanel.experiments.run.worker import Shared, Worker
 log = logging.getLogger("medpanel.runner")
 WATCH_S = 0.1
 """How often the runner looks at its children (exits, its own stop) and a child at its runner."""
+CHECK_S = 0.05
+"""How often a process with nothing left to claim looks whether the others have finished (at least)."""
 REPORT_S = 0.25
 """The shortest interval between two tally lines of a child."""
 WAIT_MARGIN_S = 15.0
@@ -66,6 +69,8 @@ class MemberSpec(BaseModel):
 
     runner_pid: int
     """The runner, which must hold the run's lock: a child joins no other process's run."""
+    run_dir: str | None = None
+    """The run directory (a child started before its runner knew it has none on its command line)."""
     owner: str
     """The child's claim owner: known to the runner, which releases its claims if it dies."""
     index: int
@@ -115,14 +120,12 @@ class Group:
     # -- starting ------------------------------------------------------------------------------
 
     def spawn(self, count: int) -> None:
-        """Start `count` children now: each imports medpanel (seconds of CPU) while the runner opens
-        the study, then waits on its stdin for its part (`send`)."""
-        for _ in range(count):
-            # Its own session: a terminal's Ctrl-C reaches the runner only, which forwards it once
-            # (a child that got it from both would take the second as "abort now").
-            proc = subprocess.Popen([sys.executable, "-m", "medpanel.experiments.run.member", str(self.run_dir)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                    start_new_session=True)
+        """Have `count` children: those `medpanel run` started ahead (`children.prestart`) and new
+        ones for the rest. Each imports medpanel (seconds of CPU) while the runner opens the study,
+        then waits on its stdin for its part (`send`)."""
+        procs = children.take(count)
+        procs += [children.launch(self.run_dir) for _ in range(count - len(procs))]
+        for proc in procs:
             assert proc.stdout is not None
             child = _Child(proc, "")
             with self.lock:
@@ -134,7 +137,8 @@ class Group:
         """Each child its part: from now on it works (a child given none exits at once)."""
         for child, spec in zip(self.children, specs, strict=True):
             child.owner = spec.owner
-            self._close(child, spec.model_dump_json() + "\n")
+            # A child started ahead of the run learns its directory here.
+            self._close(child, spec.model_copy(update={"run_dir": str(self.run_dir)}).model_dump_json() + "\n")
 
     @staticmethod
     def _close(child: _Child, text: str = "") -> None:
@@ -328,7 +332,12 @@ def stay_until_done(shared: Shared, missing: Callable[[], list[Pair]], release: 
                     poll_s: float) -> None:
     """Stay until every pair is done, helping with any that is free (other processes may have taken
     the grid's last shards, and pairs they hold are running there). `release` frees the claims of
-    processes that are gone before each round."""
+    processes that are gone before each round.
+
+    A round tries to claim every missing pair (a write each), so rounds come `poll_s` apart; in
+    between, the missing pairs are only read, every `CHECK_S` or ten times as long as one read
+    takes, so a process leaves within a fraction of a second of the last commit instead of at its
+    next round."""
     while not shared.stop.is_set:
         todo = missing()
         if not todo:
@@ -340,6 +349,11 @@ def stay_until_done(shared: Shared, missing: Callable[[], list[Pair]], release: 
             shared.taken.difference_update(todo)
         shared.pending = todo
         asyncio.run(Worker(shared).work([]))
-        if not missing():
-            return
-        shared.stop.event.wait(poll_s)
+        deadline = time.monotonic() + poll_s
+        while True:
+            t = time.monotonic()
+            if not missing():
+                return
+            wait = min(max(CHECK_S, 10 * (time.monotonic() - t)), deadline - time.monotonic())
+            if wait <= 0 or shared.stop.event.wait(wait):
+                break
