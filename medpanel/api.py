@@ -40,15 +40,15 @@ from medpanel.experiments.run.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.rundir import RunData, load_record, load_transcript, transcript_path
 from medpanel.experiments.run.rundir import load_run as _load_run_data
 from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import CLI_OPTIONS, Scenario, check_cost_budget, load_scenario
+from medpanel.experiments.run.scenario import CLI_OPTIONS, SESSION_OPTIONS, Scenario, check_cost_budget, load_scenario
 from medpanel.experiments.run.storage import redact_url
 from medpanel.experiments.run.store import Row
 
 PANDAS_EXTRA = frames.PANDAS_EXTRA
 IF_EXISTS = ("error", "resume", "new")
-RUN_OPTIONS = ("workers", "repeats", "max_calls", "max_tokens", "max_cost_usd", "max_errors", "max_wall_s",
-               "requests_per_minute")
-"""Keywords that override the run block for this run, as `medpanel run --workers ...` does."""
+RUN_OPTIONS = (*SESSION_OPTIONS, "repeats")
+"""Keywords that override the run block for this run, as `medpanel run --workers ...` does: the
+session's options (the CLI's own list) and, for a new run, `repeats`."""
 
 
 @dataclass(frozen=True)

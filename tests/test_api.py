@@ -172,6 +172,25 @@ def test_an_unknown_override_is_a_user_error() -> None:
         medpanel.run(ROOT / "scenarios" / "quickstart.yaml", rounds=1)
 
 
+def test_every_session_option_of_the_cli_is_a_keyword_of_run_and_resume(tmp_path: Path) -> None:
+    from medpanel.experiments.run.scenario import SESSION_OPTIONS
+
+    result = medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run",
+                          tokens_per_minute=100_000, processes=1, max_wall_s=600)
+    assert result.complete and result.pairs == 4
+    with pytest.raises(UserError, match="unknown option 'rounds'") as err:
+        medpanel.resume(result.run_dir, rounds=1)
+    assert all(key in str(err.value) for key in SESSION_OPTIONS)
+
+
+def test_a_client_factory_with_child_processes_is_refused_before_any_call(tmp_path: Path) -> None:
+    calls: list[object] = []
+    with pytest.raises(UserError, match=r"run\.processes.*client_factory.*processes: 1"):
+        medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run",
+                     processes=2, client_factory=calls.append)
+    assert calls == []
+
+
 def _scenario(path: Path, pipeline: str) -> Path:
     path.write_text(f"name: advocate\npipeline: {pipeline}\nflags: {{d: [0, 1]}}\n"
                     "dataset: {source: sample, subsets: [medqa-style], limit: 2}\nmodel: {backend: scripted}\n"

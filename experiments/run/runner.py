@@ -254,6 +254,11 @@ class Runner:
         The run's own storage failing (disk full, a read-only folder) stops the run like a budget:
         the reason names the path and the cause, what was committed stays, and a resume goes on.
         """
+        if self.client_factory is not None and self.n_processes > 1:
+            # The child processes build their own clients from the scenario: a factory given in this
+            # process (a scripted model in a notebook) would answer only this process's share.
+            raise UserError(f"is {self.n_processes} with a client_factory, which only this process has. "
+                            "Set run.processes: 1 (processes=1) to use it", field="run.processes")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         install_log_redaction()  # an endpoint's echoed key must not reach a log either
         store = Store(self.storage_url, self.run_dir)
