@@ -307,3 +307,21 @@ def test_children_started_ahead_are_taken_by_the_session_and_the_rest_exit_when_
         assert proc.stdin is not None
         proc.stdin.close()  # no part for it: it exits without working
         assert proc.wait(timeout=120) == 0
+
+
+def test_a_signal_landing_while_the_handlers_forward_holds_the_lock_is_forwarded_too(tmp_path: Path) -> None:
+    # The signal handler forwards each Ctrl-C to the children under the group's lock, on the main
+    # thread; a second Ctrl-C can interrupt the first one's forward while it holds that lock. The
+    # nested forward must go through (a plain Lock waited for itself: the runner hung, abort lost).
+    group = processes.Group(tmp_path, Stop(), store=None, grace_s=1, backstop_s=1)  # type: ignore[arg-type]
+    done = threading.Event()
+
+    def first_forward_interrupted() -> None:
+        with group.lock:  # the first Ctrl-C's forward, interrupted here
+            group.forward(signal.SIGINT, 2)  # the second Ctrl-C's handler, on the same thread
+            done.set()
+
+    t = threading.Thread(target=first_forward_interrupted, daemon=True)
+    t.start()
+    assert done.wait(10), "the nested forward waited for the lock its own thread holds"
+    assert group.signals_sent == 2

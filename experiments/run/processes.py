@@ -112,7 +112,10 @@ class Group:
         self.wait_s = grace_s + backstop_s + WAIT_MARGIN_S
         self.children: list[_Child] = []
         self.signals_sent = 0
-        self.lock = threading.Lock()
+        # Re-entrant: `forward` runs in the signal handler, on the main thread, and a second Ctrl-C can
+        # land while the first one's `forward` holds the lock (a plain Lock then waits for itself
+        # forever, and the abort never comes).
+        self.lock = threading.RLock()
         self._done = threading.Event()
         self._threads: list[threading.Thread] = []
         self._show: Callable[[], None] | None = None
