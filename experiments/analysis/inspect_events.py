@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.files import safe_stem
 
 
@@ -37,40 +38,38 @@ def when(t: float) -> datetime:
     return datetime.fromtimestamp(t, tz=timezone.utc)
 
 
-def event_span(ev: dict[str, Any]) -> tuple[float, float] | None:
+def event_span(ev: TranscriptEvent) -> tuple[float, float] | None:
     """(start, end) epoch seconds of a transcript event: `t` is taken when the event is recorded, after
-    the reply, so a call started `latency_s` before it."""
-    t = ev.get("t")
-    if not isinstance(t, int | float) or t <= 0:
+    the reply, so a call started `latency_s` before it. An event stored without `t` (an early
+    transcript) has no time: the record's default, the time it was read, is not its time."""
+    if "t" not in ev.model_fields_set or ev.t <= 0:
         return None
-    lat = ev.get("latency_s") if ev.get("kind") == "call" else 0.0
-    return float(t) - float(lat if isinstance(lat, int | float) and lat > 0 else 0.0), float(t)
+    lat = ev.latency_s if ev.kind == "call" and ev.latency_s > 0 else 0.0
+    return ev.t - lat, ev.t
 
 
-def header(ev: dict[str, Any]) -> str:
+def header(ev: TranscriptEvent) -> str:
     """The card's first line: who spoke, in which part, and where in the debate."""
-    where = [f"round {ev['round']}"] if ev.get("round") else []
-    where += [f"turn {ev['turn']}"] if ev.get("turn") else []
-    parts = [f"**{ev.get('agent') or '?'}**", str(ev.get("role") or "?"), str(ev.get("step") or ev.get("kind") or "")]
+    where = [f"round {ev.round}"] if ev.round else []
+    where += [f"turn {ev.turn}"] if ev.turn else []
+    parts = [f"**{ev.agent or '?'}**", ev.role or "?", ev.step or ev.kind]
     if where:
         parts.append(", ".join(where))
     return " · ".join(p for p in parts if p)
 
 
-def _text(ev: dict[str, Any]) -> str:
-    return str(ev.get("content") or ev.get("error") or json.dumps(ev.get("data") or {}, ensure_ascii=False))
+def _text(ev: TranscriptEvent) -> str:
+    return ev.content or ev.error or json.dumps(ev.data, ensure_ascii=False)
 
 
-def _meta(ev: dict[str, Any], n: int) -> dict[str, Any]:
-    u = ev.get("usage") or {}
-    meta = {"agent": ev.get("agent", ""), "medpanel_role": ev.get("role", ""), "kind": ev.get("kind", ""),
-            "step": ev.get("step", ""), "round": ev.get("round", 0), "turn": ev.get("turn", 0), "event": n,
-            "invalid": bool(ev.get("invalid", False)), "cache_hit": bool(ev.get("cache_hit", False)),
-            "attempts": int(ev.get("attempts", 1) or 1),
-            "prompt_tokens": int(u.get("prompt_tokens", 0)), "completion_tokens": int(u.get("completion_tokens", 0))}
-    for key in ("parsed", "error", "data"):
-        if ev.get(key):
-            meta[key] = ev[key]
+def _meta(ev: TranscriptEvent, n: int) -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "agent": ev.agent, "medpanel_role": ev.role, "kind": ev.kind, "step": ev.step, "round": ev.round,
+        "turn": ev.turn, "event": n, "invalid": ev.invalid, "cache_hit": ev.cache_hit, "attempts": ev.attempts or 1,
+        "prompt_tokens": ev.usage.prompt_tokens, "completion_tokens": ev.usage.completion_tokens}
+    for key, value in (("parsed", ev.parsed), ("error", ev.error), ("data", ev.data)):
+        if value:
+            meta[key] = value
     return meta
 
 
@@ -146,12 +145,11 @@ class SampleEvents:
     role_usage: dict[str, Any]
 
 
-def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: Any) -> SampleEvents:
+def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Any, config: Any) -> SampleEvents:
     """The Inspect events of one transcript; `qualify` names a model the way `eval.model` does."""
     from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, SpanEndEvent
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
 
-    evs = list(doc.get("events") or [])
     spans = [s for s in (event_span(e) for e in evs) if s]
     t0 = min(s[0] for s in spans) if spans else None
     t1 = max(s[1] for s in spans) if spans else None
@@ -164,7 +162,7 @@ def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: A
         return {"timestamp": when(t), "working_start": max(0.0, t - (t0 or t))} if t else {}
 
     for n, ev in enumerate(evs):
-        agent = str(ev.get("agent") or ev.get("role") or "?")
+        agent = ev.agent or ev.role or "?"
         start, end = event_span(ev) or (None, None)
         if agent != span_agent:
             if span_id:
@@ -173,59 +171,57 @@ def sample_events(doc: dict[str, Any], sample_uuid: str, qualify: Any, config: A
             out.append(SpanBeginEvent(id=span_id, name=agent, type="agent", **stamp(start)))
         span_end = end or span_end
         meta = _meta(ev, n)
-        if ev.get("kind") != "call":
-            info = {"kind": ev.get("kind", ""), "role": ev.get("role", ""), "step": ev.get("step", ""),
-                    "round": ev.get("round", 0), "turn": ev.get("turn", 0), "text": _text(ev),
-                    "data": ev.get("data") or {}}
+        if ev.kind != "call":
+            info = {"kind": ev.kind, "role": ev.role, "step": ev.step, "round": ev.round, "turn": ev.turn,
+                    "text": _text(ev), "data": ev.data}
             out.append(InfoEvent(source=agent, span_id=span_id, metadata=meta, data=info, **stamp(end)))
             continue
-        model = qualify(ev.get("model"))
-        sent = list(ev.get("messages") or [])
+        model = qualify(ev.model or None)
+        sent = ev.messages
         thread = ids.thread(agent, sent)
         usage = ModelUsage(input_tokens=meta["prompt_tokens"], output_tokens=meta["completion_tokens"],
                            total_tokens=meta["prompt_tokens"] + meta["completion_tokens"])
-        role = str(ev.get("role") or "")
+        role = ev.role
         if role:
             role_usage[role] = role_usage.get(role, ModelUsage()) + usage
-        reply = ev.get("content") or ""
+        reply = ev.content
         choices = []
-        if reply or not ev.get("error"):
+        if reply or not ev.error:
             msg = ChatMessageAssistant(id=ids.reply(agent, thread[-1][0] if thread else "", reply), content=reply,
                                        model=model, source="generate", metadata=meta)
             choices = [ChatCompletionChoice(message=msg, stop_reason="stop")]
-        output = ModelOutput(model=model, choices=choices, usage=usage, time=ev.get("latency_s") or None,
-                             error=ev.get("error"))
+        output = ModelOutput(model=model, choices=choices, usage=usage, time=ev.latency_s or None, error=ev.error)
         extra = {"completed": when(end), "working_time": max(0.0, end - (start or end))} if end else {}
         sent_messages = [_chat(m, i, where, model) for m, (i, where) in zip(sent, thread, strict=True)]
         out.append(ModelEvent(model=model, role=role or None, input=sent_messages,
                               tools=[], tool_choice="none", config=config, output=output, span_id=span_id,
-                              error=ev.get("error"), cache="read" if ev.get("cache_hit") else None,
+                              error=ev.error, cache="read" if ev.cache_hit else None,
                               retries=max(0, meta["attempts"] - 1), metadata=meta, **stamp(start), **extra))
     if span_id:
         out.append(SpanEndEvent(id=span_id, **stamp(span_end)))
     return SampleEvents(events=out, started=t0, completed=t1, role_usage=role_usage)
 
 
-def debate_messages(doc: dict[str, Any], question_text: str, qualify: Any, prefix: str) -> list[Any]:
+def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any, prefix: str) -> list[Any]:
     """The Messages tab: the question, then one card per transcript event, each naming its agent."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
 
     messages: list[Any] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
-    for n, ev in enumerate(doc.get("events") or []):
-        is_call = ev.get("kind") == "call"
+    for n, ev in enumerate(evs):
+        is_call = ev.kind == "call"
         text = _text(ev)
-        if not is_call and ev.get("content") and ev.get("data"):  # a vote's letter, then who voted what
-            text += "\n\n```json\n" + json.dumps(ev["data"], ensure_ascii=False, indent=1) + "\n```"
+        if not is_call and ev.content and ev.data:  # a vote's letter, then who voted what
+            text += "\n\n```json\n" + json.dumps(ev.data, ensure_ascii=False, indent=1) + "\n```"
         messages.append(ChatMessageAssistant(
             id=f"{prefix}-d{n}", content=f"{header(ev)}\n\n{text}",
-            model=qualify(ev.get("model")) if is_call else None, source="generate" if is_call else None,
+            model=qualify(ev.model or None) if is_call else None, source="generate" if is_call else None,
             metadata=_card_meta(ev, n)))
     return messages
 
 
-def _card_meta(ev: dict[str, Any], n: int) -> dict[str, Any]:
+def _card_meta(ev: TranscriptEvent, n: int) -> dict[str, Any]:
     """A card's metadata: who and where; the tokens and the messages sent are in its model event."""
     meta = {k: v for k, v in _meta(ev, n).items() if k in ("agent", "medpanel_role", "kind", "step", "round", "turn",
                                                            "event", "error")}
-    meta.update({k: True for k in ("invalid", "cache_hit") if ev.get(k)})
+    meta.update({k: True for k, v in (("invalid", ev.invalid), ("cache_hit", ev.cache_hit)) if v})
     return meta

@@ -37,7 +37,7 @@ from medpanel.experiments.analysis.inspect_events import debate_messages, sample
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.rundir import RunData, load_run, load_transcript, transcript_path
 from medpanel.experiments.run.store import Row
 
 SCORER = "choice"
@@ -77,15 +77,18 @@ def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> 
     from inspect_ai.model import ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
-    doc = data.transcript(row) or {}
-    qd = data.questions.get(row.key) or doc.get("question") or {}
-    question = Question.model_validate(qd) if qd else None
+    path = transcript_path(data.run_dir, row)
+    record = load_transcript(path) if path.is_file() else None  # a missing file: the row alone, still a sample
+    events = record.events if record is not None else []
+    asked = data.questions.get(row.key)
+    question = Question.model_validate(asked) if asked else (
+        Question.model_validate(record.question.model_dump()) if record is not None else None)
     text = format_question(question) if question and question.options else (question.text if question else "")
     # Stable across exports of the same run (a re-export is the same samples), and apart for two runs
     # that share a folder name (the run's creation time is part of the key).
     sample_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
         ["medpanel", run_id, data.record.created, row.condition, row.dataset, row.qid, row.repeat])))
-    built = sample_events(doc, sample_uuid, qualify, config)
+    built = sample_events(events, sample_uuid, qualify, config)
     usage: dict[str, ModelUsage] = {}
     for ev in built.events:
         if ev.event == "model" and ev.output.usage is not None:
@@ -105,7 +108,7 @@ def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> 
     return EvalSample(
         id=f"{row.dataset}:{row.qid}", epoch=row.repeat + 1, uuid=sample_uuid, input=text,
         choices=list(question.options.values()) if question and question.options else None,
-        target=gold if len(gold) != 1 else gold[0], messages=debate_messages(doc, text, qualify, sample_uuid),
+        target=gold if len(gold) != 1 else gold[0], messages=debate_messages(events, text, qualify, sample_uuid),
         events=built.events, output=output, scores={SCORER: score}, model_usage=usage, role_usage=built.role_usage,
         error=error, started_at=when(started).isoformat() if started else None,
         completed_at=when(completed).isoformat() if completed else None,
