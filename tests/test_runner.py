@@ -290,7 +290,7 @@ def test_a_session_collects_less_while_it_works_and_leaves_the_collector_as_it_w
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from medpanel.experiments.run import runner as runner_module
+    from medpanel.experiments.run import collector
     from medpanel.experiments.run.worker import Worker
 
     seen: list[tuple[tuple[int, int, int], int]] = []
@@ -310,4 +310,4 @@ def test_a_session_collects_less_while_it_works_and_leaves_the_collector_as_it_w
         assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
     finally:
         gc.set_threshold(*before)
-    assert seen and all(t == (runner_module.GC_YOUNG_THRESHOLD, 10, 10) and frozen > 0 for t, frozen in seen)
+    assert seen and all(t == (collector.GC_YOUNG_THRESHOLD, 10, 10) and frozen > 0 for t, frozen in seen)

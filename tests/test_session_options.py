@@ -11,7 +11,8 @@ import typer
 from typer.testing import CliRunner
 
 from medpanel.experiments.cli import run as cli_run
-from medpanel.experiments.run import children, processes, runner
+from medpanel.experiments.cli import run_session
+from medpanel.experiments.run import children, processes
 from medpanel.experiments.run.scenario import CLI_OPTIONS, SESSION_OPTIONS, RunSpec, session_overrides
 
 
@@ -44,9 +45,9 @@ def test_medpanel_run_passes_every_session_option_to_the_runner(tmp_path: Path,
             seen.update(values)
             raise _Overridden
 
-    # The runner is imported inside the command (after the children are started), so it is
-    # replaced where it lives; the children `--processes 7` would start ahead are only counted.
-    monkeypatch.setattr(runner, "Runner", FakeRunner)
+    # The runner is imported by the commands' bodies (after the children are started), so it is
+    # replaced there; the children `--processes 7` would start ahead are only counted.
+    monkeypatch.setattr(run_session, "Runner", FakeRunner)
     started: list[int] = []
     monkeypatch.setattr(children, "prestart", started.append)
     app = typer.Typer()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import json
 import os
 import socket
@@ -43,6 +42,7 @@ from medpanel.experiments.run import directory, processes, shares, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimits
+from medpanel.experiments.run.collector import collecting_less
 from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
 from medpanel.experiments.run.plan import Plan
@@ -50,7 +50,7 @@ from medpanel.experiments.run.rundir import require_study
 from medpanel.experiments.run.runlock import refuse_if_running, run_lock
 from medpanel.experiments.run.scenario import updated
 from medpanel.experiments.run.state import ProgressHook, Stop, Tally
-from medpanel.experiments.run.storage import Pair, is_shared, normalize_url
+from medpanel.experiments.run.storage import Pair, is_shared, normalize_url, optuna_engine_kwargs
 from medpanel.experiments.run.store import Store
 from medpanel.experiments.run.study import open_study
 from medpanel.experiments.run.tracker import Tracker, open_tracker, tracking
@@ -59,39 +59,6 @@ from medpanel.retrieval.errors import RetrievalError, SourceConfigError
 
 SHARED_POLL_S = 1.0
 """Shared storage: how often a worker with nothing left checks whether others have finished."""
-
-GC_YOUNG_THRESHOLD = 10_000
-"""Allocations between the collector's youngest-generation passes while a session works (Python's
-default is 700); see `collecting_less`."""
-
-
-@contextlib.contextmanager
-def collecting_less() -> Iterator[None]:
-    """While the workers run: what the process holds already is frozen out of the cyclic garbage
-    collector's passes, and its youngest generation is collected 14 times less often.
-
-    Every full pass walked every object of the imports (AutoGen, pydantic's schemas, the SDKs,
-    Optuna, SQLAlchemy: about 190 ms a pass here), and at 700 allocations a young pass met the
-    dozens of questions in flight alive and promoted them, which brought full passes sooner: the
-    collector took about 0.37 ms of CPU a model call (`benchmarks/bench_lean.py`). A question's
-    objects mostly die once it is committed, so fewer young passes find fewer survivors. Both are
-    undone when the session ends (a notebook's process goes on with its own settings)."""
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], GC_YOUNG_THRESHOLD), *threshold[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()
-
-
-def _engine_kwargs(url: str) -> dict[str, Any]:
-    url = normalize_url(url)
-    if url.startswith("sqlite"):
-        return {"connect_args": {"timeout": 60}}
-    return {"pool_pre_ping": True}
-
 
 class Runner:
     """One run directory. `Runner.create` starts a run, `Runner.open` resumes one."""
@@ -219,7 +186,7 @@ class Runner:
         # revision scripts (~0.3 s). The check guards against a schema from another Optuna version;
         # a run reopened by the version that created it skips it.
         same = self.created_with.get("optuna") == optuna.__version__
-        return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=_engine_kwargs(self.storage_url),
+        return optuna.storages.RDBStorage(self.storage_url, engine_kwargs=optuna_engine_kwargs(self.storage_url),
                                           skip_compatibility_check=same)
 
     def prepare(self) -> None:

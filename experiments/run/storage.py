@@ -141,6 +141,15 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
+def optuna_engine_kwargs(url: str) -> dict[str, Any]:
+    """Optuna's own engine for the study: SQLite waits up to 60 s for the write lock (a busy run's
+    commits hold it in turns); a server's pooled connections are checked before use."""
+    url = normalize_url(url)
+    if url.startswith("sqlite"):
+        return {"connect_args": {"timeout": 60}}
+    return {"pool_pre_ping": True}
+
+
 def normalize_url(url: str) -> str:
     """`postgresql://` means the psycopg 3 driver (the `[postgres]` extra), for Optuna and the store."""
     if url.startswith("postgresql://") or url.startswith("postgres://"):

@@ -27,8 +27,11 @@ from sqlalchemy.exc import IntegrityError
 from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run import store_sql as sql
 from medpanel.experiments.run.files import inside, row_file, safe_dir, safe_stem, write_atomic
 from medpanel.experiments.run.records import TranscriptRecord, summary_record
+from medpanel.experiments.run.rows import Row as Row  # re-exported: readers import it from the store
+from medpanel.experiments.run.rows import row_of
 from medpanel.experiments.run.storage import (
     Pair,
     check_sqlite,
@@ -38,46 +41,12 @@ from medpanel.experiments.run.storage import (
     make_engine,
     meta,
     metadata,
-    prompt_cache,
     redact_url,
     resource_failure,
     results,
     transcripts,
     widen_keys,
 )
-
-
-@dataclass(frozen=True)
-class Row:
-    condition: str
-    dataset: str
-    qid: str
-    repeat: int
-    answer: str
-    gold: str
-    correct: bool
-    invalid: bool
-    error: str | None
-    error_kind: str | None
-    calls: int
-    logical_calls: int
-    tokens: int
-    latency_s: float
-    summary: dict[str, Any]
-    transcript: str
-    cost_usd: float = 0.0
-    cached_tokens: int = 0
-    """Prompt tokens the endpoint's prompt cache served (calls sent, cache hits excluded)."""
-    cache_saved_usd: float = 0.0
-    """What those cost less than ordinary input, at the model's `cached_input` price."""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.dataset, self.qid)
-
-    @property
-    def status(self) -> str:
-        return "error" if self.error else "invalid" if self.invalid else "correct" if self.correct else "wrong"
 
 
 @dataclass(frozen=True)
@@ -202,7 +171,7 @@ class Store:
 
     def _claim(self, pair: Pair, owner: str, retry_errors: bool, wait: bool) -> bool | None:
         now = time.time()
-        params = {**_key_params(pair), "owner": owner, "now": now}
+        params = {**sql.key_params(pair), "owner": owner, "now": now}
         if not self.shared:
             # SQLite: one statement takes the claim if the pair is open. A write transaction holds
             # the database's one write lock from its start (`BEGIN IMMEDIATE`), so its check and
@@ -210,12 +179,12 @@ class Store:
             # insert nothing instead of raising. (On PostgreSQL an `ON CONFLICT` insert that waits
             # for a committing worker's claim goes ahead once that commit deletes it, so there the
             # claim goes in before a check in its own statement, below.)
-            sql = _CLAIM_SQL_ANSWERABLE if retry_errors else _CLAIM_SQL_OPEN
+            statement = sql.CLAIM_SQL_ANSWERABLE if retry_errors else sql.CLAIM_SQL_OPEN
 
             def take(db: sqlite3.Connection) -> bool:
-                taken = bool(db.execute(sql, params).rowcount == 1)
+                taken = bool(db.execute(statement, params).rowcount == 1)
                 if taken:
-                    db.execute(_EXECUTION_SQL, params)
+                    db.execute(sql.EXECUTION_SQL, params)
                 return taken
 
             return self._sqlite_write(take, wait)
@@ -227,10 +196,10 @@ class Store:
                 # or waited for that commit. Checking first let a check that ran just before
                 # another worker's commit be followed by an insert just after it: on PostgreSQL
                 # (read committed) that executed finished pairs a second time.
-                conn.execute(_INSERT_CLAIM, params)
-                if conn.execute(_IS_ANSWERED if retry_errors else _IS_DONE, params).first() is not None:
+                conn.execute(sql.INSERT_CLAIM, params)
+                if conn.execute(sql.IS_ANSWERED if retry_errors else sql.IS_DONE, params).first() is not None:
                     raise _Finished  # leaving the block rolls the claim back
-                conn.execute(_INSERT_EXECUTION, params)
+                conn.execute(sql.INSERT_EXECUTION, params)
             return True
         except (IntegrityError, _Finished):
             return False
@@ -304,7 +273,7 @@ class Store:
 
     def release(self, pair: Pair, owner: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(_RELEASE_CLAIM, {**_key_params(pair), "owner": owner})
+            conn.execute(sql.RELEASE_CLAIM, {**sql.key_params(pair), "owner": owner})
 
     def commit(self, result: QuestionResult, question: Question, owner: str, cost_usd: float = 0.0, *,
                replace_error: bool = False, cache_saved_usd: float = 0.0) -> Row:
@@ -350,21 +319,21 @@ class Store:
         return self._record(staged, wait=False)
 
     def _record(self, staged: Staged, wait: bool) -> Row | None:
-        values, key = staged.values, _key_params(staged.pair)
+        values, key = staged.values, sql.key_params(staged.pair)
         prompt = {**key, "cached": staged.cached_tokens, "saved": staged.cache_saved_usd}
         replaced: list[str] = []
         if not self.shared:
             def insert(db: sqlite3.Connection) -> bool:
                 if staged.replace_error:
-                    old = db.execute(_ERROR_TRANSCRIPT_SQL, key).fetchone()
+                    old = db.execute(sql.ERROR_TRANSCRIPT_SQL, key).fetchone()
                     if old is not None:
                         replaced.append(old[0])
-                        db.execute(_DROP_ERROR_ROW_SQL, key)
-                        db.execute(_DROP_PROMPT_CACHE_SQL, key)
-                db.execute(_INSERT_RESULT_SQL, values)
+                        db.execute(sql.DROP_ERROR_ROW_SQL, key)
+                        db.execute(sql.DROP_PROMPT_CACHE_SQL, key)
+                db.execute(sql.INSERT_RESULT_SQL, values)
                 if staged.cached_tokens or staged.cache_saved_usd:
-                    db.execute(_INSERT_PROMPT_CACHE_SQL, prompt)
-                db.execute(_DROP_CLAIM_SQL, key)
+                    db.execute(sql.INSERT_PROMPT_CACHE_SQL, prompt)
+                db.execute(sql.DROP_CLAIM_SQL, key)
                 return True
 
             if self._sqlite_write(insert, wait) is None:
@@ -372,26 +341,26 @@ class Store:
         else:
             with self.engine.begin() as conn:
                 if staged.replace_error:
-                    old = conn.execute(_ERROR_TRANSCRIPT, key).first()
+                    old = conn.execute(sql.ERROR_TRANSCRIPT, key).first()
                     if old is not None:
                         replaced.append(old[0])
-                        conn.execute(_DROP_ERROR_ROW, key)
-                        conn.execute(_DROP_TRANSCRIPT, key)
-                        conn.execute(_DROP_PROMPT_CACHE, key)
-                conn.execute(_INSERT_RESULT, values)
+                        conn.execute(sql.DROP_ERROR_ROW, key)
+                        conn.execute(sql.DROP_TRANSCRIPT, key)
+                        conn.execute(sql.DROP_PROMPT_CACHE, key)
+                conn.execute(sql.INSERT_RESULT, values)
                 if staged.cached_tokens or staged.cache_saved_usd:
-                    conn.execute(_INSERT_PROMPT_CACHE, prompt)
-                conn.execute(_INSERT_TRANSCRIPT, {**key, "body": staged.body})
-                conn.execute(_DROP_CLAIM, key)
+                    conn.execute(sql.INSERT_PROMPT_CACHE, prompt)
+                conn.execute(sql.INSERT_TRANSCRIPT, {**key, "body": staged.body})
+                conn.execute(sql.DROP_CLAIM, key)
         for relative in replaced:
             old_path = inside(self.run_dir, relative)
             if old_path is not None and old_path != staged.path.resolve():
                 old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
-        return _row(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
+        return row_of(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
 
     def rows(self) -> list[Row]:
         with self.engine.connect() as conn:
-            return [_row(dict(r._mapping)) for r in conn.execute(_ROWS)]
+            return [row_of(dict(r._mapping)) for r in conn.execute(sql.ROWS)]
 
     def executions(self) -> list[Pair]:
         with self.engine.connect() as conn:
@@ -418,76 +387,5 @@ class Store:
         self.engine.dispose()
 
 
-def _key_params(pair: Pair) -> dict[str, Any]:
-    return {"k_condition": pair[0], "k_dataset": pair[1], "k_qid": pair[2], "k_repeat": pair[3]}
-
-
-def _key_match(table: sa.Table) -> list[Any]:
-    return [table.c.condition == sa.bindparam("k_condition"), table.c.dataset == sa.bindparam("k_dataset"),
-            table.c.qid == sa.bindparam("k_qid"), table.c.repeat == sa.bindparam("k_repeat")]
-
-
-def _key_values(**extra: Any) -> dict[str, Any]:
-    return {"condition": sa.bindparam("k_condition"), "dataset": sa.bindparam("k_dataset"),
-            "qid": sa.bindparam("k_qid"), "repeat": sa.bindparam("k_repeat"), **extra}
-
-
 class _Finished(Exception):
     """A claim met the pair's row: roll the claim back."""
-
-
-# The statements of a claim and a commit, built once: building a SQLAlchemy expression per call
-# (values, where clauses, cache keys) cost several milliseconds a question, which shows directly
-# in the runner's overhead per model call. Executed with a parameter dict, SQLAlchemy reuses
-# their compiled form.
-_IS_DONE = sa.select(results.c.qid).where(*_key_match(results))
-_IS_ANSWERED = sa.select(results.c.qid).where(*_key_match(results), results.c.error.is_(None))
-_CLAIM_SQL = (
-    'INSERT INTO {claims} (condition, dataset, qid, "repeat", owner, claimed_at) '
-    "SELECT :k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now WHERE NOT EXISTS ("
-    'SELECT 1 FROM {results} WHERE condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid '
-    'AND "repeat" = :k_repeat{answered}) ON CONFLICT DO NOTHING'
-)
-_CLAIM_SQL_OPEN = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered="")
-"""SQLite: claim the pair unless it has a row or a claim."""
-_CLAIM_SQL_ANSWERABLE = _CLAIM_SQL.format(claims=claims.name, results=results.name, answered=" AND error IS NULL")
-"""SQLite, `--retry-errors`: claim the pair unless it has an answered row or a claim."""
-_EXECUTION_SQL = (f'INSERT INTO {executions.name} (condition, dataset, qid, "repeat", owner, started_at) '
-                  "VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :owner, :now)")
-_KEY_SQL = 'condition = :k_condition AND dataset = :k_dataset AND qid = :k_qid AND "repeat" = :k_repeat'
-_INSERT_RESULT_SQL = "INSERT INTO {} ({}) VALUES ({})".format(
-    results.name, ", ".join(f'"{c.name}"' for c in results.c), ", ".join(f":{c.name}" for c in results.c))
-"""SQLite, on sqlite3 itself: the statements of a commit (`Store.record`)."""
-_INSERT_PROMPT_CACHE_SQL = (f'INSERT INTO {prompt_cache.name} (condition, dataset, qid, "repeat", cached_tokens, '
-                            "saved_usd) VALUES (:k_condition, :k_dataset, :k_qid, :k_repeat, :cached, :saved)")
-_DROP_CLAIM_SQL = f"DELETE FROM {claims.name} WHERE {_KEY_SQL}"
-_ERROR_TRANSCRIPT_SQL = f"SELECT transcript FROM {results.name} WHERE {_KEY_SQL} AND error IS NOT NULL"
-_DROP_ERROR_ROW_SQL = f"DELETE FROM {results.name} WHERE {_KEY_SQL} AND error IS NOT NULL"
-_DROP_PROMPT_CACHE_SQL = f"DELETE FROM {prompt_cache.name} WHERE {_KEY_SQL}"
-_ERROR_TRANSCRIPT = sa.select(results.c.transcript).where(*_key_match(results), results.c.error.is_not(None))
-_DROP_ERROR_ROW = results.delete().where(*_key_match(results), results.c.error.is_not(None))
-_DROP_TRANSCRIPT = transcripts.delete().where(*_key_match(transcripts))
-_INSERT_CLAIM = claims.insert().values(_key_values(owner=sa.bindparam("owner"), claimed_at=sa.bindparam("now")))
-_INSERT_EXECUTION = executions.insert().values(_key_values(owner=sa.bindparam("owner"),
-                                                           started_at=sa.bindparam("now")))
-_RELEASE_CLAIM = claims.delete().where(*_key_match(claims), claims.c.owner == sa.bindparam("owner"))
-_DROP_CLAIM = claims.delete().where(*_key_match(claims))
-_INSERT_RESULT = results.insert()
-_INSERT_PROMPT_CACHE = prompt_cache.insert().values(_key_values(cached_tokens=sa.bindparam("cached"),
-                                                                saved_usd=sa.bindparam("saved")))
-_DROP_PROMPT_CACHE = prompt_cache.delete().where(*_key_match(prompt_cache))
-_ROWS = sa.select(results, prompt_cache.c.cached_tokens, prompt_cache.c.saved_usd).select_from(
-    results.outerjoin(prompt_cache, sa.and_(*(results.c[k] == prompt_cache.c[k]
-                                              for k in ("condition", "dataset", "qid", "repeat")))))
-_INSERT_TRANSCRIPT = transcripts.insert().values(_key_values(body=sa.bindparam("body")))
-
-
-def _row(v: dict[str, Any]) -> Row:
-    summary = v["summary"]
-    return Row(condition=v["condition"], dataset=v["dataset"], qid=v["qid"], repeat=int(v["repeat"]),
-               answer=v["answer"], gold=v["gold"], correct=bool(v["correct"]), invalid=bool(v["invalid"]),
-               error=v["error"], error_kind=v["error_kind"], calls=int(v["calls"]),
-               logical_calls=int(v["logical_calls"]), tokens=int(v["tokens"]), latency_s=float(v["latency_s"]),
-               summary=json.loads(summary) if isinstance(summary, str) else summary, transcript=v["transcript"],
-               cost_usd=float(v.get("cost_usd") or 0.0), cached_tokens=int(v.get("cached_tokens") or 0),
-               cache_saved_usd=float(v.get("saved_usd") or 0.0))
