@@ -155,3 +155,16 @@ def test_a_transcript_of_the_wrong_shape_is_one_error_naming_the_file_and_field(
     path.write_text('{"condition": "c0", "events": [', encoding="utf-8")
     with pytest.raises(UserError, match=r"q2\.json: not valid JSON"):
         list(read_digests(run_dir, rows))
+
+
+def test_the_reports_field_lists_are_the_records_own() -> None:
+    # The report checks transcripts against TypedDicts (no pydantic model per event), which repeat
+    # the records' keys: a field added to a record and not here would make the report refuse every
+    # new transcript, or read a key the record no longer writes.
+    from medpanel.agents.types import TranscriptEvent
+    from medpanel.experiments.analysis.event_facts import EventFields, QuestionFields, TranscriptFields
+    from medpanel.experiments.run.records import QuestionRecord, TranscriptRecord
+
+    assert set(TranscriptFields.__annotations__) == set(TranscriptRecord.model_fields)
+    assert set(QuestionFields.__annotations__) == set(QuestionRecord.model_fields)
+    assert set(EventFields.__annotations__) <= set(TranscriptEvent.model_fields)

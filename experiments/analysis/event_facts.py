@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, get_args
 
 from pydantic import ConfigDict, TypeAdapter, with_config
 from typing_extensions import Required, TypedDict
 
-KINDS = frozenset(("call", "note", "vote", "decision", "error"))
+from medpanel.agents.types import EventKind
+
+KINDS: frozenset[str] = frozenset(get_args(EventKind))
 """`agents.types.EventKind`: an event of any other kind is a damaged transcript."""
 _EMPTY: Mapping[str, Any] = {}
 
@@ -35,7 +37,7 @@ class EventFields(TypedDict, total=False):
     `latency_s`, `invalid` and `t`, and any key the record lacks, are skipped unread: `medpanel show`
     and the API validate whole events)."""
 
-    kind: Required[Literal["call", "note", "vote", "decision", "error"]]
+    kind: Required[EventKind]
     role: str
     agent: str
     round: int
