@@ -111,6 +111,8 @@ class TranscriptEvent(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
     """Anything else the step records (votes, recruited roles, routes ...)."""
     t: float = Field(default_factory=time.time)
+    """Epoch seconds when the event was recorded; a call's is when its reply came back, so it ran
+    from `t - latency_s` (transcripts written before this rule hold the time the call was made)."""
 
 
 class QuestionResult(BaseModel):

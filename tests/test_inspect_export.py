@@ -3,13 +3,19 @@ events, its dataframes). The viewer in a browser: tests/test_inspect_viewer.py."
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from autogen_core.models import UserMessage
 from typer.testing import CliRunner
 
+from medpanel.agents.model.client import CallTag, QuestionSession, RecordingClient
+from medpanel.agents.model.scripted import ScriptedChatCompletionClient
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
@@ -217,3 +223,37 @@ def test_a_conversation_sent_again_still_counts_each_reply(tmp_path: Path) -> No
         ("assistant", "generate"): 3,  # every reply, though the second repeats the first word for word
         ("system", "input"): 1,  # the history the calls share, once
         ("user", "input"): 3}  # "Who is missing?", sent again, and "And now?"
+
+
+def test_a_slow_call_after_a_quick_one_is_placed_after_it(tmp_path: Path) -> None:
+    """A call's time is when its reply came back, and the log places it from `t - latency_s`: a slow
+    call that followed a quick one starts after the quick one ended. (The viewer lists an agent's spans
+    by their start, so a call placed too early would be shown before the calls that preceded it.)"""
+    inner = ScriptedChatCompletionClient(lambda r: "a reply")
+    session = QuestionSession(spec=ModelSpec(backend="scripted", cache="off"), inner=inner)
+    client = RecordingClient(session)
+    client.tag = CallTag(role="specialist", agent="vexillologist", step="turn", round=1, turn=1)
+
+    async def quick_then_slow() -> tuple[float, float, float]:
+        before = time.time()
+        await client.create([UserMessage(content="first", source="user")])
+        between = time.time()
+        inner.latency_ms = 300
+        client.tag = CallTag(role="specialist", agent="vexillologist", step="turn", round=1, turn=2)
+        await client.create([UserMessage(content="second", source="user")])
+        return before, between, time.time()
+
+    before, between, after = asyncio.run(quick_then_slow())
+    quick, slow = session.events
+    eps = 0.002  # latency_s is read on perf_counter and t on the wall clock, which may slew apart a little
+    assert slow.latency_s >= 0.3
+    assert before - eps <= quick.t - quick.latency_s <= quick.t <= between
+    assert between - eps <= slow.t - slow.latency_s <= slow.t <= after
+    run_dir = events_run(tmp_path, session.events)
+    out = tmp_path / "logs"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(out)]).exit_code == 0
+    (sample,) = next(iter(_logs(out).values())).samples
+    first, second = [e for e in sample.events if e.event == "model"]
+    assert first.completed is not None and second.completed is not None
+    assert first.timestamp <= first.completed <= second.timestamp + timedelta(seconds=eps) <= second.completed
+    assert (second.completed - second.timestamp).total_seconds() >= 0.3

@@ -110,9 +110,16 @@ def _scroll_tops(page: Any) -> list[int]:
                               ".map(e => e.scrollTop)"))
 
 
-def _shows(page: Any, text: str) -> None:
-    """Wait until `text` is rendered on the page (innerText: what is laid out, not hidden copies)."""
-    page.wait_for_function("t => document.body.innerText.includes(t)", arg=text)
+def _shows(page: Any, text: str, where: str) -> None:
+    """Wait until `text` is rendered on the page (innerText: what is laid out, not hidden copies); fail
+    naming `where` and showing what the page did render."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function("t => document.body.innerText.includes(t)", arg=text)
+    except PlaywrightTimeout:
+        shown = page.evaluate("() => document.body.innerText")
+        pytest.fail(f"{where}: {text!r} was not rendered; the page shows:\n{shown[-3000:]}")
 
 
 def _has_text(card: Any, *texts: str) -> None:
@@ -174,5 +181,5 @@ def test_the_transcript_tab_shows_each_agents_calls_and_the_decision(viewer: tup
         page.goto(transcript)
         _scroll_to(page, page.get_by_text(f"SUB-AGENT: {agent}"), f"span of {agent}").click()
         page.get_by_text(heading).first.wait_for()
-        _shows(page, shown)
+        _shows(page, shown, f"the span of {agent}")
         page.close()

@@ -296,6 +296,10 @@ class RecordingClient(ChatCompletionClient):
                 lock.release()
 
     def _finish(self, event: TranscriptEvent) -> None:
+        # A call's time is when its reply (or error) came back: the event was built before the call,
+        # and readers place the call at (t - latency_s, t). Stamped at creation, a slow call would seem
+        # to start before the calls that finished ahead of it.
+        event.t = time.time()
         self.last_event = event
         self.session.record(event)
 
