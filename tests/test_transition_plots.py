@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 
 from medpanel.experiments.analysis.transition_plots import COLOURS, flow_counts, write_transition_plots
-from medpanel.experiments.analysis.transitions import trajectories
 
 from .test_transitions import P1, Q1, Q2, Q3, Q4
-from .transition_fixtures import doc, ev, turn, vote
+from .transition_fixtures import doc, ev, trajectories, turn, vote
 
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -14,11 +14,22 @@ from medpanel.experiments.analysis.transitions import (
     CELLS,
     attribution_table,
     net_gain,
-    trajectories,
     transition_table,
 )
 
-from .transition_fixtures import bad_turn, brief, critique, doc, ev, gate, recruitment, route, turn, vote
+from .transition_fixtures import (
+    bad_turn,
+    brief,
+    critique,
+    doc,
+    ev,
+    gate,
+    recruitment,
+    route,
+    trajectories,
+    turn,
+    vote,
+)
 
 
 def rows_of(table: Table) -> list[dict[str, Any]]:

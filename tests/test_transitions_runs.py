@@ -21,7 +21,6 @@ from medpanel.experiments.analysis.trajectory import columns
 from medpanel.experiments.analysis.transitions import (
     CELLS,
     attribution_table,
-    trajectories,
     transition_table,
     transition_tables,
 )
@@ -33,7 +32,7 @@ from medpanel.experiments.run.scenario import Scenario
 
 from .test_clear import Q3, Script, docs, installer, judgement, run_clear, verdict
 from .test_transitions import pick, rows_of
-from .transition_fixtures import stored_digests, stored_docs
+from .transition_fixtures import stored_digests, stored_docs, trajectories
 
 TOKEN = "CRIT-7Q2Z"
 """Only the Challenger writes it: an agent whose request carries it has seen the critique."""

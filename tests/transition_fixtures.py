@@ -8,9 +8,15 @@ from typing import Any
 
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.analysis.digest import RowDigest, read_digests
+from medpanel.experiments.analysis.trajectory import Trajectory, trajectory
 from medpanel.experiments.run.store import Store
 
 OPTIONS = {"A": "a", "B": "b", "C": "c", "D": "d"}
+
+
+def trajectories(docs: list[dict[str, Any]]) -> list[Trajectory]:
+    """Each document's trajectory, scored exactly (the report reads them from digests)."""
+    return [trajectory(d) for d in docs]
 
 
 def ev(kind: str, role: str, agent: str, step: str, *, round: int = 0, turn: int = 0,

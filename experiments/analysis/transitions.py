@@ -30,7 +30,7 @@ This is association within a debate, not causation (docs/reports.md: "Answer tra
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,6 @@ from medpanel.experiments.analysis.trajectory import (
     Stage,
     Trajectory,
     direction,
-    trajectory,
     transition_of,
 )
 from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
@@ -58,10 +57,6 @@ TRANSITION_COLUMNS = ["condition", "dataset", "n", *CELLS, "net_gain", "net_gain
 ATTRIBUTION_COLUMNS = ["condition", "intervention", "transitions", "questions", "flips", "to_right", "to_wrong",
                        "to_other_wrong", "agent_changes", "nothing_changed_q", "nothing_changed_%"]
 NONE_ROW = "(none)"
-
-
-def trajectories(docs: Iterable[Mapping[str, Any]], *, scoring: str = "exact_set") -> list[Trajectory]:
-    return [trajectory(d, scoring=scoring) for d in docs]
 
 
 def cell_of(t: Trajectory) -> str:
