@@ -155,13 +155,14 @@ def test_printed_summary_of_a_scripted_run(tmp_path: Path, monkeypatch: pytest.M
     lines = buf.getvalue().splitlines()
     assert len(lines) <= 25 and max(len(x) for x in lines) <= width
     cells = {x.split()[0]: x.split() for x in lines if re.match(r"c[01]\s+\d+/\d+\s", x)}
-    # c0: calls = the initial answer (one re-ask on question 5): 6 / 5; c1 adds the critique and the
-    # reconsideration on every question: 16 / 5. Each dollar is a token.
+    # c0: calls = the initial answer (one re-ask on question 5): 6 / 5; c1 adds the critique, its
+    # rewrite ("Recheck the ECG." names option A, the answer screen re-asks it and redacts the rewrite)
+    # and the reconsideration on every question: 21 / 5. Each dollar is a token.
     lo0, hi0 = wilson(2, 5)
     assert cells["c0"][:7] == ["c0", "2/5", "40.0", f"[{lo0:.1f},", f"{hi0:.1f}]", "1", "0"]
     assert cells["c0"][7] == "1.2"
     lo1, hi1 = wilson(5, 5)
-    assert cells["c1"][:8] == ["c1", "5/5", "100.0", f"[{lo1:.1f},", f"{hi1:.1f}]", "0", "0", "3.2"]
+    assert cells["c1"][:8] == ["c1", "5/5", "100.0", f"[{lo1:.1f},", f"{hi1:.1f}]", "0", "0", "4.2"]
     for c in ("c0", "c1"):
         assert float(cells[c][9]) == pytest.approx(float(cells[c][8]), abs=1.0)  # usd/q = tokens/q at $1 a token
     # 3 discordant questions, all c1's: exact McNemar p = 2 / 2^3, one comparison so Holm leaves it

@@ -7,8 +7,6 @@ the team: a leaking challenge is re-asked once, and a rewrite that still leaks i
 
 from __future__ import annotations
 
-import functools
-import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,6 +16,8 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
 from medpanel.agents.prompting import Prompts
+from medpanel.agents.roles.leak_screen import leaks as leaks  # re-exported: the screen's callers ask here
+from medpanel.agents.roles.leak_screen import sentences
 from medpanel.agents.types import Question
 
 PROMPTS = Prompts(__name__)
@@ -39,59 +39,16 @@ class Critique(BaseModel):
     gap_type: GapType = Field(description="The kind of weakness, or none.")
     challenge: str = Field(description="One targeted challenge to the team; never the answer.")
 
-# Words that make an option *the answer* ("(C) fits better", "B is the correct answer"). The
-# lookahead keeps causal statements apart: "B is more likely to cause hypokalaemia" is an argument
-# about a drug, not a verdict.
-_VERDICT = (r"(?:better|best|correct|right|preferable|preferred|more\s+likely|most\s+likely|likeliest"
-            r"|(?:the\s+)?answer|the\s+(?:best|correct|right|most\s+likely|likeliest)\s+(?:answer|option|choice)"
-            r"|the\s+(?:diagnosis|cause))")
-_VERDICT_END = (r"(?=\s*(?:$|[.,;:!?)\]]|(?:than|here|overall|answer|option|choice|diagnosis|explanation|with|given"
-                r"|because|since|for|in)\b))")
-_VERB = r"(?:fits|fit|matches|match|is|seems|looks|appears|would\s+be|must\s+be|should\s+be|remains)"
-_CUE = (r"(?:(?:the\s+)?(?:answer|(?:correct|best|right)\s+(?:option|choice|answer))\s*(?:is|should\s+be|must\s+be"
-        r"|would\s+be|=|:)|choose|select|pick|go\s+with|opt\s+for|switch\s+to|change\s+(?:the\s+|your\s+)?answer\s+to)")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
 REDACTED = "Re-examine the reasoning for the chosen option."
 """What is left of a challenge whose every sentence named an answer."""
-
-
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[()\[\].,:;!?'\"]", " ", text.lower()).split())
-
-
-@functools.lru_cache(maxsize=256)
-def _patterns(options: tuple[tuple[str, str], ...]) -> tuple[re.Pattern[str], frozenset[str]]:
-    """One pattern for an option set, and the normalised texts a whole challenge may not be.
-
-    Letters are matched case-sensitively (the article "a" is no option) and never as a possessive
-    ("option C's mechanism"); option texts case-insensitively, as whole words.
-    """
-    alts = []
-    bare = set()
-    for letter, text in options:
-        alts.append(rf"(?i:(?:option|choice)\s+)?(?<![\w'’])\(?{re.escape(letter)}\)?(?![\w'’])")
-        if text.strip():
-            alts.append(rf"(?<!\w)(?i:{re.escape(text.strip())})(?!\w)")
-            bare |= {_norm(text), _norm(f"{letter} {text}")}
-        bare |= {_norm(letter), _norm(f"option {letter}"), _norm(f"answer {letter}"), _norm(f"answer is {letter}"),
-                 _norm(f"the answer is {letter}")}
-    alt = "(?:" + "|".join(alts) + ")"
-    pattern = re.compile(rf"(?i:\b{_CUE})\s*{alt}|{alt}\s+(?i:{_VERB}\s+(?:(?:a|the)\s+)?{_VERDICT}){_VERDICT_END}")
-    return pattern, frozenset(bare)
-
-
-def leaks(text: str, options: dict[str, str]) -> bool:
-    """Does this text name an option as the answer, or consist of nothing but an option?"""
-    pattern, bare = _patterns(tuple(options.items()))
-    return _norm(text) in bare or bool(pattern.search(text))
 
 
 def screen(critique: Critique, options: dict[str, str]) -> tuple[Critique, bool]:
     """Remove the sentences of the challenge that state an answer; report whether any did."""
     if not leaks(critique.challenge, options):
         return critique, False
-    sentences = _SENTENCE.split(critique.challenge)
-    kept = [s for s in sentences if not leaks(s, options)]
+    kept = [s for s in sentences(critique.challenge) if not leaks(s, options)]
     text = " ".join(kept).strip()
     if not text or leaks(text, options):
         text = REDACTED
