@@ -62,6 +62,9 @@ class Summary(BaseModel):
     re-asks included, whichever pipeline answered (a seed condition runs another one)."""
     requested_tokens: int | None = None
     """Benchmark runs: the tokens of those calls (prompt + completion)."""
+    critiques_screened: int | None = None
+    """The Challenger's critiques that named an option as the answer (re-asked, then redacted if the
+    rewrite still did); set by the runner from the events marked `answer_leak`, when there were any."""
     _order: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="wrap")

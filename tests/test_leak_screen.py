@@ -1,5 +1,6 @@
 """The Challenger's answer screen on the phrasings medical questions ask for: the team's labelled set
-(benchmarks/leak_screen.yaml) at its targets, the screen's families one by one, and its redaction."""
+(benchmarks/leak_screen.yaml) at its targets, the screen's families one by one, its redaction, and a
+screened critique counted in the result and the report's protocol line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from benchmarks.bench_leak_screen import FALSE_POSITIVE_TARGET, RECALL_TARGET, S
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
+from medpanel.experiments.analysis.protocol import protocol_line, screened_critiques
+from medpanel.experiments.run.store import Row
 
 from .scripted_helpers import cond, run
 
@@ -100,7 +103,7 @@ def test_the_screen_drops_the_leaking_sentence_and_keeps_the_challenge() -> None
                                   "from Graves disease?")
 
 
-def test_a_critique_in_the_stems_phrasing_is_reasked() -> None:
+def test_a_critique_in_the_stems_phrasing_is_reasked_and_counted() -> None:
     q = Question(dataset="unit", qid="u1", text="A woman has dysuria and flank pain. Most appropriate treatment?",
                  options=UTI, gold=("C",))
     leaking = "The most appropriate treatment in this patient is oral ciprofloxacin (Cipro)."
@@ -116,6 +119,7 @@ def test_a_critique_in_the_stems_phrasing_is_reasked() -> None:
     assert first.data["answer_leak"] is True and first.data["rewrite_requested"] is True
     assert [e.step for e in result.events if e.role == "challenger"] == ["critique", "critique:rewrite"]
     assert "ciprofloxacin (Cipro)" not in client.requests[-1].last and "REWRITE" in client.requests[-1].last
+    assert result.summary["critiques_screened"] == 1
 
 
 def test_the_panel_screens_its_critiques_through_the_same_screen() -> None:
@@ -136,6 +140,27 @@ def test_the_panel_screens_its_critiques_through_the_same_screen() -> None:
     result, client = run(condition, q, responder)
     reviews = [e for e in result.events if e.role == "challenger" and e.step == "critique"]
     assert reviews and all(e.data.get("answer_leak") for e in reviews)
+    assert result.summary["critiques_screened"] == len(reviews)
     later = [r.last for r in client.requests if r.tag.role == "specialist"]
     assert any("The uptake was ignored." in text for text in later)
     assert not any("most likely diagnosis is painless thyroiditis" in text for text in later)
+
+
+def _row(condition: str, qid: str, screened: int = 0, error: str | None = None) -> Row:
+    return Row(condition=condition, dataset="d", qid=qid, repeat=0, answer="A", gold="A", correct=True,
+               invalid=False, error=error, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.0,
+               summary={"critiques_screened": screened} if screened else {}, transcript="")
+
+
+def test_the_protocol_line_gives_each_conditions_screened_rate() -> None:
+    # c1: 8 questions, critiques screened on two (1 and 2 critiques), one error row counted as a question;
+    # c0 has no Challenger: not listed. By hand: 2/8 = 25.0%, 3 critiques.
+    rows = [_row("c0", f"q{i}") for i in range(8)]
+    rows += [_row("c1", "q0", 1), _row("c1", "q1", 2)] + [_row("c1", f"q{i}") for i in range(2, 7)]
+    rows.append(_row("c1", "q7", error="timeout"))
+    assert screened_critiques(rows, ["c0", "c1"]) == ("Challenger critiques screened for a named answer: "
+                                                     "c1 2/8 questions (25.0%, 3 critiques)")
+    line = protocol_line({"name": "s", "pipeline": "generalist", "flags": {"c": [0, 1]}}, rows, ["c0", "c1"])
+    assert line.endswith("; Challenger critiques screened for a named answer: c1 2/8 questions (25.0%, 3 critiques)")
+    clean = [_row("c1", f"q{i}") for i in range(4)]
+    assert "screened" not in protocol_line({"name": "s", "pipeline": "generalist"}, clean)

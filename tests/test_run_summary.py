@@ -163,6 +163,9 @@ def test_printed_summary_of_a_scripted_run(tmp_path: Path, monkeypatch: pytest.M
     assert cells["c0"][7] == "1.2"
     lo1, hi1 = wilson(5, 5)
     assert cells["c1"][:8] == ["c1", "5/5", "100.0", f"[{lo1:.1f},", f"{hi1:.1f}]", "0", "0", "4.2"]
+    protocol = " ".join(" ".join(lines).split())  # the protocol line, wrapped at the console's width
+    assert "Challenger critiques screened for a named answer: c1 5/5 questions (100.0%, 5 critiques)" in protocol
+    assert "c0 0/" not in protocol  # a condition without a screened critique is not listed
     for c in ("c0", "c1"):
         assert float(cells[c][9]) == pytest.approx(float(cells[c][8]), abs=1.0)  # usd/q = tokens/q at $1 a token
     # 3 discordant questions, all c1's: exact McNemar p = 2 / 2^3, one comparison so Holm leaves it

@@ -134,6 +134,9 @@ async def run_resolved(
     try:
         with prompt_overrides(prompts or {}):
             outcome = await pipeline(question, plan, session, settings)
+        screened = sum(1 for e in session.events if e.data.get("answer_leak"))
+        if screened:  # the report's protocol line gives each condition's rate
+            outcome.summary.critiques_screened = screened
         result.answer = outcome.answer
         result.invalid = outcome.invalid
         result.summary = outcome.summary.data()

@@ -30,6 +30,7 @@ shipped scenario to it), and every report header prints the deviations of the ru
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.experiments.analysis import benchmark_protocol
 from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.store import Row
 
 PANEL_PIPELINES = ("panel", "calibrated")
 """Pipelines whose conditions are multi-specialist discussions (calibrated: its group levels)."""
@@ -162,13 +164,33 @@ def method_differences(scenario: dict[str, Any]) -> list[str]:
             for m in methods_in(scenario)]
 
 
-def protocol_line(scenario: dict[str, Any]) -> str:
+def screened_critiques(rows: Sequence[Row], order: Sequence[str] = ()) -> str | None:
+    """Per condition, the share of its questions on which the Challenger named an option as the answer
+    (its critique re-asked, and redacted if the rewrite did too; a row's `critiques_screened`); None
+    when no critique was screened. Error rows count among the questions, never as screened."""
+    questions: dict[str, int] = {}
+    screened: dict[str, list[int]] = {}
+    for r in rows:
+        questions[r.condition] = questions.get(r.condition, 0) + 1
+        n = int(r.summary.get("critiques_screened") or 0)
+        if n:
+            screened.setdefault(r.condition, []).append(n)
+    if not screened:
+        return None
+    names = [c for c in order if c in screened] + [c for c in screened if c not in order]
+    return "Challenger critiques screened for a named answer: " + "; ".join(
+        f"{c} {len(screened[c])}/{questions[c]} questions ({100 * len(screened[c]) / questions[c]:.1f}%, "
+        f"{sum(screened[c])} critique{'' if sum(screened[c]) == 1 else 's'})" for c in names)
+
+
+def protocol_line(scenario: dict[str, Any], rows: Sequence[Row] = (), order: Sequence[str] = ()) -> str:
     """One line for a report header: the deviations in force (or that the run keeps the protocol),
-    then how each published multi-agent method in the run differs from its code."""
+    then how each published multi-agent method in the run differs from its code, then (given the
+    run's rows) the rate of screened Challenger critiques per condition, when any was screened."""
     found = deviations(scenario)
     line = ("keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)" if not found
             else "differs from the papers' protocol: " + "; ".join(map(str, found)))
-    line = "; ".join([line, *method_differences(scenario)])
+    line = "; ".join([line, *method_differences(scenario), *filter(None, [screened_critiques(rows, order)])])
     variants = {str(c.get("flags", {}).get("variant", "")) for c in _conditions(scenario)}
     design = benchmark_protocol.by_design(benchmark_protocol.methods_of(str(scenario.get("pipeline", "")), variants))
     return f"{line}. Differs from the benchmark's code by design: {design}" if design else line

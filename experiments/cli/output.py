@@ -52,12 +52,13 @@ def _read(run_dir: Path) -> tuple[RunRecord, list[Row]]:
     return record, rows
 
 
-def print_header(record: RunRecord) -> None:
-    """What was run and how it departs from the papers: printed before any number is read."""
+def print_header(record: RunRecord, rows: list[Row] | None = None) -> None:
+    """What was run and how it departs from the papers (with `rows`: the screened critiques' rate per
+    condition): printed before any number is read."""
     sc = record.scenario
     console.print(Text.assemble(("scenario ", "bold"), str(sc.get("name", record.name)),
                                 f": {sc['description']}" if sc.get("description") else ""))
-    console.print(Text(f"protocol: {protocol_line(sc)}"))
+    console.print(Text(f"protocol: {protocol_line(sc, rows or (), record.slugs)}"))
     for line in header_lines(record):
         console.print(line, markup=False, highlight=False)
 
@@ -81,7 +82,7 @@ def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | No
     if not rows:
         console.print("No finished questions yet.")
         return None, None
-    print_header(record)
+    print_header(record, rows)
     read = read_run_tables(run_dir, rows, record)
     return _print_and_write(run_dir, rows, read.tables, write), read
 
@@ -122,7 +123,7 @@ def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     if not rows:
         console.print("No finished questions yet.")
         return
-    print_header(record)
+    print_header(record, rows)
     summary = run_summary(rows, record, n_boot=n_boot)
     where = f"medpanel report {run_dir}"
     print_table(summary.accuracy, where=where, compact=True)

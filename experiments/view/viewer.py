@@ -95,7 +95,7 @@ def _header(data: RunData) -> dict[str, Any]:
     return {
         "name": record.name, "run_dir": data.run_dir.name,
         "description": sc.get("description", ""), "pipeline": sc.get("pipeline", ""),
-        "protocol": protocol_line(sc),
+        "protocol": protocol_line(sc, data.rows, record.slugs),
         "scenario_file": record.scenario_file or "",
         "model": f"{model.backend or ''}/{model.name or 'default'}",
         "base_url": _redact(model.base_url) if model.base_url else "",
