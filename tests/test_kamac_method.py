@@ -102,16 +102,18 @@ def test_no_kamac_call_sets_a_reply_cap() -> None:
     assert all("max_tokens" not in r.extra for r in client.requests)
 
 
-def test_a_multi_answer_set_is_one_position_for_the_moderator() -> None:
+def test_the_moderator_may_choose_any_option_and_a_multi_answer_set_is_a_list() -> None:
+    """1309-1322: the moderator replies in free text and `get_status` (1344-1381) reads any letter;
+    nothing limits it to the specialists' answers. A multi-answer question: any set of its letters."""
     from .scripted_helpers import QMULTI
 
     rules = {"assess.initial": {"reasoning": "r", "answer": ["C", "A"]},
-             "decision.moderator": {"reasoning": "r", "answer": "A,C"}}
+             "decision.moderator": {"reasoning": "r", "answer": ["A", "B"]}}
     result, client = run(method("kamac"), QMULTI, reply(rules))
-    moderator = next(r for r in client.requests if r.tag.step == "decision.moderator")
-    prop = moderator.model.model_json_schema()["properties"]["answer"]
-    assert prop.get("enum", [prop.get("const")]) == ["A,C"]  # a one-value Literal is a `const`
-    assert result.answer == ("A", "C") and result.correct
+    (moderator,) = sent(client, "decision.moderator")
+    assert moderator.model.model_json_schema()["properties"]["answer"]["items"]["enum"] == QMULTI.letters
+    assert "answer A,C" in moderator.last
+    assert result.answer == ("A", "B") and result.summary["rule"] == "moderator"
 
 
 def test_each_turn_records_how_many_talked_once() -> None:
