@@ -108,3 +108,14 @@ def test_the_azure_path_posts_a_temperature_none_override_as_no_field() -> None:
     asyncio.run(chat.create(model="m", messages=[], temperature=0.0))
     assert "temperature" not in bodies[0] and bodies[0]["seed"] == 42
     assert bodies[1]["temperature"] == 0.0
+
+
+def test_the_protocol_line_says_which_mdagents_calls_send_a_temperature() -> None:
+    from medpanel.experiments.analysis.protocol import protocol_line
+
+    line = protocol_line({"name": "m", "pipeline": "multiagent", "variants": ["mdagents", "kamac"]})
+    assert "temperature 0 on every call that sends one" in line
+    assert "mdagents sends a temperature only where its code does" in line and "provider's default" in line
+    alone = protocol_line({"name": "k", "pipeline": "kamac"})
+    assert "(temperature 0, seed 42" in alone and "provider's default" not in alone
+    assert "a seed on every call (model.seed; the code sends none)" in alone
