@@ -150,6 +150,7 @@ METHOD_DIFFERENCES: dict[str, tuple[str, ...]] = {
               "turns bounded by max_turns, panel by max_agents (code: unbounded)",
               "every role on the run's model (code: recruiter, assistant, moderator on gpt-4.1-mini)",
               "the first turn shows full opinions (code: only the letters when all agree)",
+              "the plain assessment prompt (the README's runs: --cot, a RADCURE survival prompt)",
               "a skipped recruitment leaves the specialists' histories as they were (code: overwrites their "
               "last message)", "a turn added by a skipped recruitment before the last turn runs (code: its gap "
               "check fails with a KeyError)", SEED),
