@@ -170,8 +170,8 @@ def test_self_refine_is_stateless_and_its_review_and_revision_see_no_options() -
     x (a review shown `problem=question_text` and the solution, line 157, returning False only if more than
     95 percent confident it is wrong, line 36; if it is judged wrong, a revision shown the question text,
     the solution and the review's feedback, lines 190-194). Every call a lone user message (line 65-66).
-    All judged wrong: 1 + 3 x 2 = 7 calls."""
-    result, client = run(method("self-refine"), Q4, refining(False, ["B", "C", "D", "A"]))
+    All judged wrong: 1 + 3 x 2 = 7 calls. (`refine_verdict: review`: the review's own verdict decides.)"""
+    result, client = run(method("self-refine", refine_verdict="review"), Q4, refining(False, ["B", "C", "D", "A"]))
     assert steps(client) == ["answer", "review", "refine", "review", "refine", "review", "refine"]
     assert all(stateless(r) for r in client.requests)
     assert all(t in client.requests[0].last for t in OPTION_TEXTS)
@@ -189,12 +189,73 @@ def test_self_refine_is_stateless_and_its_review_and_revision_see_no_options() -
 
 def test_self_refine_stops_at_the_first_review_that_finds_the_solution_correct() -> None:
     """self_refine.py lines 178-187: a review that returns True ends the loop; the solution it reviewed
-    stands. Judged correct at once: 2 calls; at the second review: 4."""
-    result, client = run(method("self-refine"), Q4, refining(True, ["B"]))
+    stands. Judged correct at once: 2 calls; at the second review: 4 (`refine_verdict: review`)."""
+    result, client = run(method("self-refine", refine_verdict="review"), Q4, refining(True, ["B"]))
     assert steps(client) == ["answer", "review"] and result.answer == ("B",)
     assert result.summary["stopped"] == "judged_correct"
-    later, client = run(method("self-refine"), Q4, refining([False, True], ["B", "C"]))
+    later, client = run(method("self-refine", refine_verdict="review"), Q4, refining([False, True], ["B", "C"]))
     assert steps(client) == ["answer", "review", "refine", "review"] and later.answer == ("C",)
+
+
+def parsing(review_says: bool, parser_says: list[bool], answers: list[str]) -> Any:
+    """Reviews that say `review_says`; the parser calls' verdicts in turn; the solutions' letters."""
+    verdicts, letters, n = iter(parser_says), iter(answers), iter(range(100))
+
+    def respond(r: ScriptedRequest) -> Any:
+        if r.tag.step == "review":
+            return {"explanation": f"zqreview-{r.tag.round}", "correct": review_says}
+        if r.tag.step == "review_parse":
+            return {"explanation": f"zqparsed-{r.tag.round}", "review_result": next(verdicts)}
+        return {"reasoning": f"zqsolution-{next(n)}", "answer": next(letters)}
+    return respond
+
+
+def test_self_refine_decides_from_a_parser_call_that_is_never_shown_the_review() -> None:
+    """self_refine.py line 176 parses each review with `parse_answer(..., explanation=True,
+    review_result=True)`; in lines 100-105 the conditional expression binds last, so with `explanation`
+    set the prompt is the extractor's opening instruction alone: no review text (nor question, nor
+    solution). Its `review_result` decides the stop (178) and its `explanation` is the revision's
+    feedback (190-194). Reviews that all say "correct", a parser that says False three times: the loop
+    runs on, 1 + 3 x (review + parse + revision) = 10 calls; the parser calls carry no temperature
+    (the call passes none, lines 108-114) and each its own seed."""
+    result, client = run(method("self-refine"), Q4, parsing(True, [False, False, False], ["B", "C", "D", "A"]))
+    assert steps(client) == ["answer"] + ["review", "review_parse", "refine"] * 3
+    parses = [r for r in client.requests if r.tag.step == "review_parse"]
+    for r in parses:
+        assert stateless(r) and "zqreview" not in text(r) and "zqsolution" not in text(r) and Q4.text not in text(r)
+        assert r.extra["temperature"] is None
+    assert len({r.extra["seed"] for r in parses}) == 3
+    revisions = [r for r in client.requests if r.tag.step == "refine"]
+    assert all(f"zqparsed-{k}" in r.last and "zqreview" not in r.last for k, r in enumerate(revisions, start=1))
+    assert result.answer == ("A",) and result.summary["stopped"] == "iterations_done"
+    assert [(i["judged_correct"], i["review_said"]) for i in result.summary["iterations"]] == [(False, True)] * 3
+    # The parser's True ends the loop whatever the review said: 3 calls, the first solution stands.
+    result, client = run(method("self-refine"), Q4, parsing(False, [True], ["B"]))
+    assert steps(client) == ["answer", "review", "review_parse"] and result.answer == ("B",)
+    assert result.summary["stopped"] == "judged_correct"
+
+
+def test_the_review_verdict_is_a_declared_setting_against_the_codes_blind_parser() -> None:
+    from medpanel.experiments.analysis.protocol import protocol_line
+
+    line = protocol_line({"name": "r", "pipeline": "self-refine", "settings": {"refine_verdict": "review"}})
+    assert "refine_verdict = review (benchmark's code: blind-parser)" in line
+    assert "refine_verdict" not in protocol_line({"name": "b", "pipeline": "self-refine"})
+    assert "the blind parser call" in protocol_line({"name": "b", "pipeline": "self-refine"})
+
+
+def test_the_blind_parser_call_differs_by_question_so_a_cache_cannot_decide_them_all(tmp_path: Any) -> None:
+    """The parser's request text is the same for every question (it holds no review); each question's
+    own seed keeps the cache from answering one question's verdict with another's."""
+    from medpanel.agents.model.cache import ResponseCache
+    from medpanel.agents.types import Question
+
+    other = Question(dataset="unit", qid="q2", text="A child has a fever. Next step?", options=Q4.options, gold=("A",))
+    cache = ResponseCache(tmp_path / "cache")
+    _, first = run(method("self-refine"), Q4, parsing(True, [True], ["A"]), cache=cache)
+    _, second = run(method("self-refine"), other, parsing(True, [True], ["A"]), cache=cache)
+    assert [r.tag.step for r in second.requests] == ["answer", "review", "review_parse"]
+    assert first.requests[-1].last == second.requests[-1].last
 
 
 # -- cot-sc: cot_sc.py -------------------------------------------------------------------------------------
@@ -284,7 +345,7 @@ def test_self_refine_ends_when_a_revision_is_invalid_and_keeps_the_last_answer()
             return {"explanation": "e", "correct": False}
         return {"reasoning": "r", "answer": next(answers)}
 
-    result, client = run(method("self-refine"), Q4, respond)
+    result, client = run(method("self-refine", refine_verdict="review"), Q4, respond)
     assert steps(client) == ["answer", "review", "refine", "refine:reask"]
     assert result.answer == ("B",) and not result.invalid and result.summary["stopped"] == "revision_invalid"
 

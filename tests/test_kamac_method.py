@@ -4,6 +4,7 @@ counted by hand from that file; each test names its lines."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedRequest
@@ -102,16 +103,84 @@ def test_no_kamac_call_sets_a_reply_cap() -> None:
     assert all("max_tokens" not in r.extra for r in client.requests)
 
 
-def test_a_multi_answer_set_is_one_position_for_the_moderator() -> None:
+def test_the_moderator_may_choose_any_option_and_a_multi_answer_set_is_a_list() -> None:
+    """1309-1322: the moderator replies in free text and `get_status` (1344-1381) reads any letter;
+    nothing limits it to the specialists' answers. A multi-answer question: any set of its letters."""
     from .scripted_helpers import QMULTI
 
     rules = {"assess.initial": {"reasoning": "r", "answer": ["C", "A"]},
-             "decision.moderator": {"reasoning": "r", "answer": "A,C"}}
+             "decision.moderator": {"reasoning": "r", "answer": ["A", "B"]}}
     result, client = run(method("kamac"), QMULTI, reply(rules))
-    moderator = next(r for r in client.requests if r.tag.step == "decision.moderator")
-    prop = moderator.model.model_json_schema()["properties"]["answer"]
-    assert prop.get("enum", [prop.get("const")]) == ["A,C"]  # a one-value Literal is a `const`
-    assert result.answer == ("A", "C") and result.correct
+    (moderator,) = sent(client, "decision.moderator")
+    assert moderator.model.model_json_schema()["properties"]["answer"]["items"]["enum"] == QMULTI.letters
+    assert "answer A,C" in moderator.last
+    assert result.answer == ("A", "B") and result.summary["rule"] == "moderator"
+
+
+def test_at_the_turn_limit_the_moderator_reads_the_comments_the_last_turn_began_with() -> None:
+    """`start_discuss` 538-548 and 620-638: each turn starts from `turn_comments[turn_num]`; a turn with
+    talk and no gap writes everyone's new answers into `turn_comments[turn_num + 1]` (`consensus`
+    1068-1091); at the turn limit the round's result is `turn_comments[turn_num - 1]` after the
+    increment (634-637): what the last turn began with. The moderator (1309-1322) reads that (648-657),
+    so the third turn's answers never reach it. Initial A; answers after turns 1, 2, 3: B, C, D."""
+    def answer(r: ScriptedRequest) -> dict[str, Any]:
+        return {"reasoning": f"SAID-AFTER-TURN-{r.tag.turn}", "answer": "BCD"[r.tag.turn - 1]}
+
+    rules = {**SELF_TALK, "discussion.answer": answer}
+    result, client = run(method("kamac"), Q4, reply(rules))
+    assert steps(result).count("discussion.answer") == 3  # the code asks for them all
+    (moderator,) = sent(client, "decision.moderator")
+    assert "answer C" in moderator.last and "SAID-AFTER-TURN-2" in moderator.last
+    assert "SAID-AFTER-TURN-3" not in moderator.last and "answer D" not in moderator.last
+    tally = next(e for e in result.events if e.step == "decision.tally")
+    assert tally.data["by_agent"] == {"specialist_1": "C"}
+
+
+def test_after_a_skipped_recruitment_the_next_turn_begins_from_no_comments() -> None:
+    """782-788: `<skip recruitment>` returns before any `turn_comments[turn_num + 1]` is written (and
+    `update_with_discussion` 943-948 adds a turn), so turn 2 begins from the empty `turn_comments[1]`
+    set up at 538. Turn 2 is silent with no gap: the discussion ends (621-625) with that empty set, and
+    the moderator is shown no answers. talk, choose, message, gap, sift, recruit (skip), then talk
+    and gap: 1 + 1 + 6 + 2 + 1 = 11 calls."""
+    def talk(r: ScriptedRequest) -> dict[str, Any]:
+        return {"talk": r.tag.turn == 1}
+
+    def gap(r: ScriptedRequest) -> dict[str, Any]:
+        return GAP if r.tag.turn == 1 else {"gap": False, "expert": "", "reason": ""}
+
+    rules = {**SELF_TALK, "debate.talk": talk, "gap.assess": gap,
+             "assess.initial": {"reasoning": "FIRST-OPINION", "answer": "B"},
+             "gap.recruit": {"count": 0, **{f"expert_{i}": "" for i in range(1, 10)}},
+             "decision.moderator": {"reasoning": "r", "answer": "D"}}
+    result, client = run(method("kamac"), Q4, reply(rules))
+    assert len(client.requests) == 11
+    (moderator,) = sent(client, "decision.moderator")
+    assert "(none)" in moderator.last and "FIRST-OPINION" not in moderator.last
+    assert result.answer == ("D",) and result.summary["rule"] == "moderator_without_answers"
+
+
+def test_the_gap_assistant_keeps_one_history_and_reads_every_specialists_reply() -> None:
+    """`DiscussionPanel.__init__` 507-513 makes one assistant per question, and `Agent.temp_responses`
+    appends every prompt and reply to its history (`agent/client.py` 662-667, 858), so the second
+    sifting call carries the first. Its prompt lists `round_gap[turn_num]` (752-754): every
+    specialist's gap reply, a "no" included. Two specialists; specialist_1 reports a gap in turns 1
+    and 2 (both recruitments skipped), specialist_2 none."""
+    def gap(r: ScriptedRequest) -> dict[str, Any]:
+        if r.tag.agent == "specialist_1":
+            return {**GAP, "reason": f"GAP-OF-TURN-{r.tag.turn}"}
+        return {"gap": False, "expert": "", "reason": ""}
+
+    def sift(r: ScriptedRequest) -> dict[str, Any]:
+        return {"recommendations": f"SIFTED-IN-TURN-{r.tag.turn}"}
+
+    rules = {**SELF_TALK, "gap.assess": gap, "gap.summary": sift,
+             "gap.recruit": {"count": 0, **{f"expert_{i}": "" for i in range(1, 9)}}}
+    _, client = run(method("kamac", initial_agents=2, max_turns=4), Q4, reply(rules))
+    first, second = sent(client, "gap.summary")[:2]
+    assert first.tag.agent == second.tag.agent == "assistant"
+    assert "specialist_2" in first.last and "no gap" in first.last
+    history = json.dumps(second.messages)
+    assert "GAP-OF-TURN-1" in history and "SIFTED-IN-TURN-1" in history and "GAP-OF-TURN-2" in second.last
 
 
 def test_each_turn_records_how_many_talked_once() -> None:

@@ -212,3 +212,41 @@ def test_a_test_split_is_refused_as_the_exemplar_file(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="test split"):
         MDAgentsSettings(exemplar_file=str(path))
     assert MDAgentsSettings(exemplar_file=str(tmp_path / "train.jsonl")).exemplar_file
+
+
+def test_no_expert_is_told_the_hierarchy() -> None:
+    """utils.py 370-398: the recruiter's "Hierarchy:" lines only build the printed tree (`parse_hierarchy`
+    194-223, `print_tree` 425); each expert's instruction names its role and description and asks it to
+    collaborate with the other experts as a team (393-396), the same words for every expert."""
+    rules = {**MODERATE, "mdt.recruit": {**{f"expert_{i}": f"SPECIALTY-{i}" for i in range(1, 6)}, "lead": 2}}
+    result, client = run(method("mdagents"), Q4, reply(rules))
+    systems = {r.tag.agent: r.system for r in client.requests if r.tag.role == "mdt_expert"}
+    assert len(systems) == 5
+    for i in range(1, 6):
+        assert systems[f"expert_{i}"] == systems["expert_1"].replace("SPECIALTY-1", f"SPECIALTY-{i}")
+        assert "lead" not in systems[f"expert_{i}"].lower() and "report" not in systems[f"expert_{i}"].lower()
+    assert result.summary["lead"] == "expert_2"  # recorded, as the code prints it
+
+
+def test_the_moderator_may_choose_any_option_as_the_codes_free_reply_allows() -> None:
+    """utils.py 539-557: the moderator replies in free text and the parser takes any single letter of
+    the question's; nothing limits it to the experts' answers. Every expert says A; the moderator
+    is offered every option and its C stands."""
+    rules = {**MODERATE, "mdt.final": {"reasoning": "r", "answer": "A"},
+             "decision.moderator": {"reasoning": "r", "answer": "C"}}
+    result, client = run(method("mdagents"), Q4, reply(rules))
+    (moderator,) = sent(client, "decision.moderator")
+    assert moderator.model.model_json_schema()["properties"]["answer"]["enum"] == Q4.letters
+    assert result.answer == ("C",) and result.summary["rule"] == "moderator"
+
+
+def test_no_reply_is_asked_to_keep_to_a_number_of_sentences_the_codes_do_not_set() -> None:
+    """The ICT's lead and members reply in free text (`Group.interact` 140-189), the experts' answers
+    and the decision too (440, 498, 641); only the exemplar rationales ask for "1-2 sentences" (415)."""
+    for level in ("moderate", "high"):
+        _, client = run(method("mdagents", rounds=1, turns=1), Q4, reply({**triage(level), **TALK_ALL}))
+        for r in client.requests:
+            if r.tag.step == "mdt.rationale":
+                continue
+            fields = json.dumps(r.model.model_json_schema()) if r.model else ""
+            assert "sentence" not in fields and "Brief" not in fields, (level, r.tag.step)

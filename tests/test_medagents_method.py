@@ -158,3 +158,20 @@ def test_the_stage_caps_reach_the_endpoint_in_each_request_body(monkeypatch: Any
     assert {b["max_tokens"] for b in original if fields(b) == {"revisions"}} == {500}
     assert {b["max_tokens"] for b in original} == {50, 300, 2500, 30, 500}
     assert {b["max_tokens"] for b in default} == {700}
+
+
+def test_analyses_are_asked_for_no_length_and_the_decision_for_the_letter_alone() -> None:
+    """MedAgentsBench's `prompt_utils.py` 17-24 and 38-51 ask for the analyses with no limit (its
+    `utils.py` 49 and 59 set no cap; gersteinlab/MedAgents caps their tokens at 300, `utils.py` 38 and 46,
+    which the `original` variant sends as `max_tokens`); `get_final_answer_prompt_wsyn` (`prompt_utils.py`
+    79-87; the original's `prompt_generator.py` 78-86) asks for the chosen option's letter and nothing
+    else, so the decision's reply holds the answer and no reasoning."""
+    for variant in (None, "original"):
+        result, client = run(method("medagents", variant), Q4, reply(YES))
+        analyses = [r for r in client.requests if r.tag.step.startswith("analysis.")]
+        assert len(analyses) == 7
+        for r in analyses:
+            assert r.model.model_json_schema()["properties"]["analysis"]["description"] == "Your analysis."
+        (decision,) = sent(client, "decision.answer")
+        assert list(decision.model.model_json_schema()["properties"]) == ["answer"], variant
+        assert result.answer == ("A",)

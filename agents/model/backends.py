@@ -18,6 +18,7 @@ from autogen_core.models import ChatCompletionClient, ModelInfo
 from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 
+from medpanel.agents.model.client import unsent
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.lean_chat import LeanChatClient, sent
 from medpanel.agents.model.probe import note_usage, on_response
@@ -121,9 +122,8 @@ class PostedChat:
                      **params: Any) -> ChatCompletion:
         if stream:
             raise ValueError("medpanel roles do not stream")
-        body = {k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {})
-        if "max_tokens" in body and body["max_tokens"] is None:
-            del body["max_tokens"]  # a per-call `max_tokens: None` override: no cap, the endpoint's own limit
+        # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
+        body = unsent({k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {}))
         options: dict[str, Any] = {}
         if not isinstance(timeout, openai.NotGiven):
             options["timeout"] = timeout

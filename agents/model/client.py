@@ -78,7 +78,18 @@ def to_openai(message: LLMMessage) -> dict[str, Any]:
 
 SAMPLING_OVERRIDES = ("seed", "temperature", "max_tokens")
 """What `RecordingClient.overrides` may change per call; `max_tokens` is a stage's own cap as its
-method's code sets it, or None for none (the endpoint's limit)."""
+method's code sets it, or None for none (the endpoint's limit); `temperature` None sends none, so
+the provider's default applies (a method whose code passes no temperature on that call)."""
+
+
+def unsent(body: dict[str, Any]) -> dict[str, Any]:
+    """`body` without the sampling fields a per-call override set to None: such a field is left out
+    of the request (the endpoint's own default), never sent as a null. The cache key keeps the None,
+    so such a call never shares a reply with one that sent a value."""
+    for key in SAMPLING_OVERRIDES:
+        if key in body and body[key] is None:
+            del body[key]
+    return body
 
 
 @dataclass

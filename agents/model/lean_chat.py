@@ -10,7 +10,8 @@ talk to AutoGen's interface (`RecordingClient` wraps this like any other `ChatCo
 What stays as it was with the SDK:
 - the request: AutoGen's message conversion (`client.to_openai`, consecutive system messages merged
   and stripped as AutoGen does for models without `multiple_system_messages`), the model block's
-  `create_args`, the per-call `extra_create_args`, a `max_tokens: None` override sent as no cap;
+  `create_args`, the per-call `extra_create_args`, a `max_tokens: None` or `temperature: None`
+  override sent as no such field;
 - errors: a non-2xx reply is raised as the SDK's own exception for it (`RateLimitError`,
   `AuthenticationError`, `InternalServerError`..., built by the SDK from the status, headers and
   body), a transport failure as `APIConnectionError`, a timeout as `APITimeoutError`, each with the
@@ -47,7 +48,7 @@ from autogen_ext.models._utils.parse_r1_content import parse_r1_content
 from openai.types.chat import ChatCompletion
 from yarl import URL
 
-from medpanel.agents.model.client import to_openai
+from medpanel.agents.model.client import to_openai, unsent
 from medpanel.agents.model.probe import note_cached, observe
 
 SDK_HTTPX: Any = getattr(sdk_base, "httpx2", None) or getattr(sdk_base, "httpx")  # noqa: B009
@@ -144,10 +145,8 @@ class LeanChatClient(ChatCompletionClient):
         return self._session
 
     def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, Any]) -> dict[str, Any]:
-        body = {"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra}
-        if "max_tokens" in body and body["max_tokens"] is None:
-            del body["max_tokens"]  # a per-call `max_tokens: None` override: no cap, the endpoint's own limit
-        return body
+        # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
+        return unsent({"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra})
 
     async def create(
         self,

@@ -7,7 +7,7 @@ named variants that keep the original papers' shape (`spp`, `medprompt-shuffle`)
 | `cot-sc` | `n_samples` CoT samples + 1 aggregation (6) | `cot_sc.py` `run` / `ensemble_solutions` |
 | `multipersona` | 3 roles x `persona_rounds` + 1 decision (7) | `multi_persona.py` `run` |
 | `spp` | 3 + `persona_rounds` in one conversation (5) | Wang et al.'s Solo Performance Prompting |
-| `self-refine` | 1 + 2 x rounds revised, + the last review (2 to 7) | `self_refine.py` `run` |
+| `self-refine` | 1 + per round review, parse, revise; no revision after "correct" (3 to 10) | `self_refine.py` `run` |
 | `medprompt` | `medprompt_generations` + `medprompt_choices` (6) | `medprompt.py` `run` (medprompt-3) |
 | `medprompt-shuffle` | `shuffles` (5) | Nori et al.'s choice-shuffle ensemble |
 
@@ -35,10 +35,13 @@ Overrides = Mapping[str, Any]
 
 
 class Iteration(Fact):
-    """self-refine: one review (and its revision, unless the review judged the solution correct)."""
+    """self-refine: one review (and its revision, unless the verdict judged the solution correct)."""
 
     iteration: int
     judged_correct: bool
+    """The verdict that decided (the blind parser's, by default; the review's own under `refine_verdict: review`)."""
+    review_said: bool | None = None
+    """The review's own verdict (what the benchmark's parser is never shown)."""
     answer: list[str] | None = None
     """The revision's letters; None when it was invalid (then `fell_back`: the last answer stands)."""
     fell_back: bool | None = None
@@ -178,7 +181,11 @@ async def spp(question: Question, session: QuestionSession, settings: BenchmarkS
 
 async def self_refine(question: Question, session: QuestionSession, settings: BenchmarkSettings,
                       caps: Overrides, facts: BenchmarkSummary) -> tuple[str, ...]:
-    """Generate; then up to `refine_iterations` x (review; revise unless the review finds it correct)."""
+    """Generate; then up to `refine_iterations` x (review; revise unless the verdict is "correct").
+
+    The verdict and the revision's feedback come, as in the benchmark's code, from a parser call that
+    is never shown the review (`refine_verdict: blind-parser`, `Refiner.parse_review`), or from the
+    review's own reply (`refine_verdict: review`)."""
     refiner = benchmark.Refiner(session, question, caps)
     parsed = await refiner.generate()
     iterations: list[Iteration] = []
@@ -186,24 +193,33 @@ async def self_refine(question: Question, session: QuestionSession, settings: Be
         facts.iterations, facts.stopped = iterations, "generation_invalid"
         return ()
     solution, answer = benchmark.solution_text(parsed), letters_of(parsed)
+    blind = settings.refine_verdict == "blind-parser"
     stopped = "iterations_done"
     for it in range(1, settings.refine_iterations + 1):
         review = await refiner.review(solution, it)
         if review is None:
             stopped = "review_unparsed"
             break
-        if review.correct and settings.refine_stop_early:
-            iterations.append(Iteration(iteration=it, judged_correct=True))
+        correct, feedback = review.correct, review.explanation
+        if blind:
+            verdict = await refiner.parse_review(it)
+            if verdict is None:
+                stopped = "review_parse_invalid"
+                break
+            correct, feedback = verdict.review_result, verdict.explanation
+        if correct and settings.refine_stop_early:
+            iterations.append(Iteration(iteration=it, judged_correct=True, review_said=review.correct))
             stopped = "judged_correct"
             break
-        revised = await refiner.revise(solution, review.explanation, it)
+        revised = await refiner.revise(solution, feedback, it)
         if revised is None:  # the benchmark ends its loop when a revision fails; the last answer stands
-            iterations.append(Iteration(iteration=it, judged_correct=review.correct, answer=None, fell_back=True))
+            iterations.append(Iteration(iteration=it, judged_correct=correct, review_said=review.correct, answer=None,
+                                        fell_back=True))
             stopped = "revision_invalid"
             break
         solution, answer = benchmark.solution_text(revised), letters_of(revised)
-        iterations.append(Iteration(iteration=it, judged_correct=review.correct, answer=list(answer),
-                                    fell_back=False))
+        iterations.append(Iteration(iteration=it, judged_correct=correct, review_said=review.correct,
+                                    answer=list(answer), fell_back=False))
     facts.iterations, facts.stopped = iterations, stopped
     return answer
 

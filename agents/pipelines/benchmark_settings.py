@@ -29,7 +29,11 @@ class BenchmarkSettings(BaselineSettings):
     refine_iterations: int = Field(default=3, ge=1, le=10)
     """self-refine: review rounds at most (the benchmark's self_refine-3)."""
     refine_stop_early: bool = True
-    """self-refine: stop when a review finds the solution correct (as the benchmark does)."""
+    """self-refine: stop when the verdict finds the solution correct (as the benchmark does)."""
+    refine_verdict: Literal["blind-parser", "review"] = "blind-parser"
+    """self-refine: where the stop verdict and the revision's feedback come from. `blind-parser`: as the
+    benchmark's code, a parser call that is not shown the review (`self_refine.py` lines 100-105 and
+    176), one call more per review; `review`: the review's own verdict and explanation."""
     persona_rounds: int = Field(default=2, ge=1, le=10)
     """multipersona: debate rounds (the benchmark's multipersona-2); spp: collaboration rounds."""
     reply_caps: Literal["benchmark", "model"] = "benchmark"

@@ -19,8 +19,8 @@ The page `docs/methods/mdagents.md` lists what follows which code and what diffe
 | `ict`      | high: the recruiter forms `ict_groups` (3) teams of `ict_members` (3); the Initial     |
 |            | Assessment Team (the first), then the others, then the Final Review team again, each   |
 |            | on its own: the lead plans, each member investigates, the lead answers                 |
-| `decision` | mdt: the moderator decides by majority over the final answers (its answer type admits  |
-|            | only their letters; an invalid reply falls back to the coded majority); ict: the       |
+| `decision` | mdt: the moderator decides by majority over the final answers (any option, as its      |
+|            | code's free reply; an invalid reply falls back to the coded majority); ict: the        |
 |            | decision maker answers from the Initial Assessment Team's report only; solo: final     |
 
 Calls per question (re-asks not counted), with x exemplars, E experts, R rounds, T turns: low
@@ -29,6 +29,10 @@ and at most 2 + x + E + R(1 + T(2E + E*E)) + E + 1 when every expert writes to e
 (itself included, as the codes allow) every turn (898 with 5 exemplars, 893 without); high
 3 + 4 * (groups + 1) (19).
 MedAgentsBench's code adds one answer-parser call per question on every route.
+
+Temperature: both codes send none on `Agent.chat` (the provider's default) and 0 on the three
+`temp_responses` calls; `chat_agent` sends none, and the solo answer, the moderator and the ICT
+decision send the model block's (0 by default).
 """
 
 from __future__ import annotations
@@ -42,9 +46,18 @@ from pydantic import Field, field_validator
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of
+from medpanel.agents.model.structured import FREE_REASONING, letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
-from medpanel.agents.pipelines.multiagent_common import answer_key, ask_once, moderate, opinions_block, record_final
+from medpanel.agents.pipelines.multiagent_common import (
+    PROVIDER_TEMPERATURE,
+    answer_key,
+    ask_once,
+    method_answer,
+    moderate,
+    opinions_block,
+    record_final,
+    sampled,
+)
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, talk_turn
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
@@ -128,6 +141,13 @@ def draw_exemplars(question: Question, settings: MDAgentsSettings) -> list[dict[
     return [{"question": e.question, "options": e.options, "answer_idx": e.answer} for e in drawn]
 
 
+def chat_agent(session: QuestionSession, *, name: str, role: str, system: str) -> RoleAgent:
+    """An agent whose every call sends no temperature, as both codes' `Agent.chat` (the provider's
+    default). Only the three `temp_responses` calls (the solo answer, the moderator, the ICT
+    decision) send one: 0 in the codes, the model block's temperature here."""
+    return sampled(RoleAgent(session, name=name, role=role, system_message=system), PROVIDER_TEMPERATURE)
+
+
 def _note(session: QuestionSession, step: str, content: str, **data: Any) -> None:
     session.record(TranscriptEvent(kind="note", role="pipeline", agent="mdagents", step=step, content=content,
                                    data=data))
@@ -161,7 +181,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         original = plan.variant == ORIGINAL
         triage = await ask_once(session, role="triage", name="complexity_judge",
                                 system=PROMPTS.render("triage_system"), request=PROMPTS.render("triage", question=q),
-                                model=Triage, step="triage.complexity")
+                                model=Triage, step="triage.complexity", sampling=PROVIDER_TEMPERATURE)
         facts = MDAgentsSummary(method="mdagents", variant=ORIGINAL if original else "benchmark")
         if triage is not None:
             level, facts.route_from = triage.complexity, "triage"
@@ -191,21 +211,20 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
     async def _solo(self, question: Question, q: str, session: QuestionSession, settings: MDAgentsSettings,
                     facts: MDAgentsSummary) -> tuple[str, ...]:
         system = PROMPTS.render("solo_system")
-        writer = RoleAgent(session, name="medical_agent", role="solo_expert", system_message=system)
+        writer = chat_agent(session, name="medical_agent", role="solo_expert", system=system)
         shown = await solved_examples(session, writer, self._examples(question, session, settings, facts),
                                       prompt="rationale", step="solo.rationale")
         request = PROMPTS.render("solo", question=q, examples="\n\n".join(shown)) if shown else q
+        # The code's `temp_responses`: the model block's temperature (the code's 0), its "think step by step".
         final = await ask_once(session, role="solo_expert", name="solo_expert", system=system, request=request,
-                               model=answer_model(question.letters, multi=question.multi_answer),
-                               step="solo.answer")
+                               model=method_answer(question, reasoning=FREE_REASONING), step="solo.answer")
         facts.rule = "solo"
         return letters_of(final) if final is not None else ()
 
     async def _mdt(self, question: Question, q: str, session: QuestionSession, settings: MDAgentsSettings,
                    facts: MDAgentsSummary, original: bool) -> tuple[str, ...]:
         n = settings.mdt_experts
-        recruiter = RoleAgent(session, name="recruiter", role="recruiter",
-                              system_message=PROMPTS.render("recruiter_system"))
+        recruiter = chat_agent(session, name="recruiter", role="recruiter", system=PROMPTS.render("recruiter_system"))
         recruit = await recruiter.speak(PROMPTS.render("mdt_recruit", question=q, n=n), roles.recruit_model(n),
                                         step="mdt.recruit")
         specialties = recruit.slots if recruit is not None else ["general medicine"] * n
@@ -213,18 +232,18 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         names = [f"expert_{i}" for i in range(1, n + 1)]
         lead_role = specialties[lead - 1]
         members: list[Member] = []
-        for i, (name, role) in enumerate(zip(names, specialties, strict=True), 1):
-            position = "You lead the team." if i == lead else f"You report to the team lead, the {lead_role}."
-            system = PROMPTS.render("mdt_expert", role=role, position=position)
-            members.append(Member(name, role, RoleAgent(session, name=name, role="mdt_expert", system_message=system)))
+        for name, role in zip(names, specialties, strict=True):
+            # The hierarchy reaches no expert: both codes only print it as a tree.
+            members.append(Member(name, role, chat_agent(session, name=name, role="mdt_expert",
+                                                         system=PROMPTS.render("mdt_expert", role=role))))
         facts.experts, facts.lead = specialties, names[lead - 1]
-        _note(session, "mdt.hierarchy", f"{names[lead - 1]} ({lead_role}) leads; the others report to it.",
+        _note(session, "mdt.hierarchy", f"{names[lead - 1]} ({lead_role}) leads (recorded; no expert is told).",
               lead=names[lead - 1], experts=dict(zip(names, specialties, strict=True)))
         # The recruiter writes the exemplars' rationales, in its own history (both codes).
         shown = await solved_examples(session, recruiter, self._examples(question, session, settings, facts),
                                       prompt="mdt_rationale", step="mdt.rationale")
         examples = ("Solved examples:\n" + "\n\n".join(shown) + "\n\n") if shown else ""
-        a_type = answer_model(question.letters, multi=question.multi_answer)
+        a_type = method_answer(question)
         first: dict[str, str | None] = {}
         texts: dict[str, str] = {}
         for m in members:
@@ -250,7 +269,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
             # fill the round's reports for round 1 only), and no expert is shown the summary.
             await ask_once(session, role="assistant", name="assistant", system=PROMPTS.render("assistant_system"),
                            request=PROMPTS.render("summarise", opinions=opinions if r == 1 else "(no reports)"),
-                           model=roles.TeamSummary, step="debate.summary", round=r)
+                           model=roles.TeamSummary, step="debate.summary", round=r, sampling=PROVIDER_TEMPERATURE)
             silent = False
             for t in range(1, settings.turns + 1):
                 turns_run += 1
@@ -281,7 +300,7 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         shown_final = opinions_block(final, final_texts) if final else "(none)"
         decided_answer, decided = await moderate(session, question, system=PROMPTS.render("moderator_system"),
                                                  request=PROMPTS.render("moderate", question=q, opinions=shown_final),
-                                                 answers=final, method="mdagents", open_when_empty=original)
+                                                 answers=final, method="mdagents")
         facts.rule = decided["rule"]
         return decided_answer
 
@@ -290,15 +309,15 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         g_n, m_n = settings.ict_groups, settings.ict_members
         recruit = await ask_once(session, role="recruiter", name="recruiter", system=PROMPTS.render("recruiter_system"),
                                  request=PROMPTS.render("ict_recruit", question=q, groups=g_n, members=m_n),
-                                 model=roles.ict_model(g_n, m_n), step="ict.recruit")
+                                 model=roles.ict_model(g_n, m_n), step="ict.recruit", sampling=PROVIDER_TEMPERATURE)
         teams: list[Team] = []
         agents: list[tuple[str, list[str], list[RoleAgent]]] = []
         recruited = recruit.teams if recruit is not None else [("", ["general medicine"] * m_n) for _ in range(g_n)]
         for g, (name, specialties) in enumerate(recruited, 1):
             team = name or f"team {g}"
-            seated = [RoleAgent(session, name=f"team_{g}_{'lead' if m == 1 else f'member_{m}'}",
-                                role="ict_lead" if m == 1 else "ict_member",
-                                system_message=PROMPTS.render("ict_member", role=role, team=team))
+            seated = [chat_agent(session, name=f"team_{g}_{'lead' if m == 1 else f'member_{m}'}",
+                                 role="ict_lead" if m == 1 else "ict_member",
+                                 system=PROMPTS.render("ict_member", role=role, team=team))
                       for m, role in enumerate(specialties, 1)]
             agents.append((team, specialties, seated))
             teams.append(Team(team=team, members=specialties))
@@ -330,7 +349,6 @@ class MDAgentsPipeline(Pipeline[MDAgentsSettings, ConditionPlan]):
         final = await ask_once(session, role="decision_maker", name="decision_maker",
                                system=PROMPTS.render("decider_system"),
                                request=PROMPTS.render("decide", question=q, reports=initial),
-                               model=answer_model(question.letters, multi=question.multi_answer),
-                               step="decision.answer")
+                               model=method_answer(question), step="decision.answer")
         facts.rule = "decision_maker"
         return letters_of(final) if final is not None else ()

@@ -19,7 +19,7 @@ Five stages, each call's step named `<stage>.<what>`:
 |            | rewrites the report with the advice, and while attempts are left (`max_attempts`,   |
 |            | 3) the experts vote again on it. An unparseable vote counts as yes (the codes'      |
 |            | rule), recorded                                                                     |
-| `decision` | the decision maker answers from the latest report (letter-constrained)              |
+| `decision` | the decision maker answers from the latest report: the letter alone, constrained    |
 
 Calls per question, re-asks not counted, with Q + O = D domain experts and a attempts: 2 + D + 1 +
 a*D + (no votes) + (failed votes) + 1. With the defaults: 18 when the first vote is unanimous, 56
@@ -32,9 +32,9 @@ from __future__ import annotations
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model, letters_of
+from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
-from medpanel.agents.pipelines.multiagent_common import ask_once, labelled, numbered_model, record_final
+from medpanel.agents.pipelines.multiagent_common import ask_once, labelled, method_answer, numbered_model, record_final
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles import medagents as roles
@@ -179,10 +179,11 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                            content=f"No consensus after {attempt} vote(s); the decision reads the "
                                                    f"report of the last revision."))
 
+        # Both codes ask for the chosen option's letter and nothing else.
         final = await ask_once(session, role="decision_maker", name="decision_maker", system=PROMPTS.render("decider"),
                                request=PROMPTS.render("decide", report=report),
-                               model=answer_model(question.letters, multi=question.multi_answer),
-                               step="decision.answer", max_tokens=cap("decision"))
+                               model=method_answer(question, reasoning=None), step="decision.answer",
+                               max_tokens=cap("decision"))
         answer = letters_of(final) if final is not None else ()
         record_final(session, "medagents", answer, attempts=attempt, consensus=consensus)
         summary = MedAgentsSummary(

@@ -9,15 +9,37 @@ invalid reply is re-asked once and then counted as invalid, never defaulted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field, create_model
 
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import AnswerReply, R, Slots, answer_model, letters_of, letters_type
+from medpanel.agents.model.structured import AnswerReply, R, Slots, answer_model, letters_of
 from medpanel.agents.pipelines.baselines import vote
 from medpanel.agents.types import Question, TranscriptEvent
+
+REASONING = "Your reasoning."
+"""The reasoning field of the methods' answers: no length asked for, as none of the codes asks for
+one (their replies are free text); the model block's `max_tokens` is the only bound."""
+
+PROVIDER_TEMPERATURE: Mapping[str, Any] = {"temperature": None}
+"""The sampling of a call whose code passes no temperature (MDAgents' `Agent.chat`): the request
+carries none, so the provider's default applies (OpenAI's is 1.0)."""
+
+
+def method_answer(question: Question, *, name: str = "Answer", reasoning: str | None = REASONING) -> type[AnswerReply]:
+    """A method's answer over the question's letters: a reasoning field of free length first, or
+    none (`reasoning=None`: a code that asks for the letter alone)."""
+    return answer_model(question.letters, multi=question.multi_answer, name=name, reasoning=reasoning is not None,
+                        reasoning_hint=reasoning or REASONING)
+
+
+def sampled(agent: RoleAgent, sampling: Mapping[str, Any]) -> RoleAgent:
+    """`agent` with these sampling overrides on every call it makes (`PROVIDER_TEMPERATURE`)."""
+    agent.client.overrides.update(sampling)
+    return agent
 
 
 def numbered_model(name: str, prefix: str, n: int, description: str, **extra: Any) -> type[Slots]:
@@ -56,35 +78,22 @@ def unanimous(answers: dict[str, str | None]) -> bool:
 
 
 async def moderate(session: QuestionSession, question: Question, *, system: str, request: str,
-                   answers: dict[str, str | None], method: str, step: str = "decision.moderator",
-                   open_when_empty: bool = False) -> tuple[tuple[str, ...], dict[str, Any]]:
+                   answers: dict[str, str | None], method: str,
+                   step: str = "decision.moderator") -> tuple[tuple[str, ...], dict[str, Any]]:
     """The moderator's final decision over the experts' final answers.
 
-    Its answer type admits only the positions some expert holds (it cannot pick a letter nobody
-    proposed). An invalid moderator reply falls back to the coded majority, and says so; with no
-    valid expert answer at all the question is invalid, unless `open_when_empty` (an original whose
-    moderator is asked even when no final answers were collected): then it may pick any option."""
+    As in both codes (MDAgents' and KAMAC's moderator replies in free text, read for any letter),
+    it may choose any of the question's options, and it is asked even when no expert's answer was
+    collected or valid. An invalid moderator reply falls back to the coded majority, and says so;
+    with no valid expert answer either, the question is invalid."""
     result = tally(session, answers, agent=method, step="decision.tally")
-    positions = sorted({a for a in answers.values() if a})
-    if not positions and open_when_empty:
-        answer_type = answer_model(question.letters, multi=question.multi_answer, name="ModeratorDecision")
-        moderator = RoleAgent(session, name="moderator", role="moderator", system_message=system)
-        parsed = await moderator.speak(request, answer_type, step=step)
-        return (letters_of(parsed) if parsed is not None else ()), {"rule": "moderator_without_answers",
-                                                                   "tally": result}
-    if not positions:
-        return (), {"rule": "no_valid_answer", "tally": result}
-    model = create_model("ModeratorDecision", __base__=AnswerReply,
-                         reasoning=(str, Field(description="Brief reasoning.")),
-                         answer=(letters_type(positions), Field(description="The final option, one of the "
-                                                                            "experts' answers.")))
     moderator = RoleAgent(session, name="moderator", role="moderator", system_message=system)
-    parsed = await moderator.speak(request, model, step=step)
+    parsed = await moderator.speak(request, method_answer(question, name="ModeratorDecision"), step=step)
     if parsed is not None:
-        final, rule = str(parsed.answer), "moderator"
-    else:
-        final, rule = str(result["answer"]), "majority_after_invalid_moderator"
-    return tuple(final.split(",")), {"rule": rule, "tally": result}
+        return letters_of(parsed), {"rule": "moderator" if answers else "moderator_without_answers", "tally": result}
+    if result["answer"]:
+        return tuple(str(result["answer"]).split(",")), {"rule": "majority_after_invalid_moderator", "tally": result}
+    return (), {"rule": "no_valid_answer", "tally": result}
 
 
 def record_final(session: QuestionSession, method: str, answer: tuple[str, ...], **data: Any) -> None:
@@ -112,8 +121,8 @@ def capped(agent: RoleAgent, max_tokens: int | None) -> RoleAgent:
 
 async def ask_once(session: QuestionSession, *, role: str, name: str, system: str, request: str,
                    model: type[R], step: str, round: int = 0, turn: int = 0,
-                   max_tokens: int | None = None) -> R | None:
+                   max_tokens: int | None = None, sampling: Mapping[str, Any] = {}) -> R | None:
     """One stateless call by a fresh agent (the methods' stages are independent prompts, so two
     conditions that ask the same stage share the request and the response cache)."""
-    agent = capped(RoleAgent(session, name=name, role=role, system_message=system), max_tokens)
+    agent = sampled(capped(RoleAgent(session, name=name, role=role, system_message=system), max_tokens), sampling)
     return await agent.speak(request, model, step=step, round=round, turn=turn)

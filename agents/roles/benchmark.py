@@ -12,6 +12,7 @@ a reply cap for zero-shot only). The control flow lives in `agents/pipelines/ben
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,6 +47,14 @@ class Collaboration(BaseModel):
 class Review(BaseModel):
     explanation: str = Field(description="Your step-by-step check of the solution, and the error if you found one.")
     correct: bool = Field(description="False only if you are more than 95 percent confident the solution is wrong.")
+
+
+class ParsedReview(BaseModel):
+    """What the benchmark's parser call returns for a review (`self_refine.py` line 176): an
+    explanation and a verdict, its schema's two required fields, with no descriptions."""
+
+    explanation: str
+    review_result: bool
 
 
 class SolutionChoice(BaseModel):
@@ -163,6 +172,18 @@ class Refiner:
         content = PROMPTS.render("refine.review", stem=self.question.text, solution=solution)
         reply = await self._fresh("review").speak(content, Review, step="review", round=iteration)
         return reply
+
+    async def parse_review(self, iteration: int) -> ParsedReview | None:
+        """The benchmark's parser call on a review, as its code builds it: an operator-precedence slip
+        in `parse_answer` (`self_refine.py` lines 100-105) leaves the review's text out of the prompt,
+        so the parser is asked to extract from a text it is never shown. Sent with no temperature, as
+        that call passes none, and a seed of its own per question and iteration: the request is the
+        same for every question, and one cached reply must not decide them all."""
+        key = f"{self.question.dataset}/{self.question.qid}/review-parse/{iteration}"
+        seed = (self.session.spec.seed or 0) + int(hashlib.sha256(key.encode()).hexdigest()[:8], 16)
+        agent = _agent(self.session, name="refiner_parser", role="self-refine-parser", system=None,
+                       overrides={**self.overrides, "temperature": None, "seed": seed})
+        return await agent.speak(PROMPTS.render("refine.parse"), ParsedReview, step="review_parse", round=iteration)
 
     async def revise(self, solution: str, feedback: str, iteration: int) -> AnswerReply | None:
         content = PROMPTS.render("refine.revise", stem=self.question.text, solution=solution, feedback=feedback)

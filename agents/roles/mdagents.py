@@ -17,7 +17,7 @@ Complexity = Literal["low", "moderate", "high"]
 
 
 class Triage(BaseModel):
-    reasoning: str = Field(description="Brief reasoning.")
+    reasoning: str = Field(description="Your reasoning.")  # the code asks for no length
     complexity: Complexity = Field(description="low, moderate or high.")
 
 
@@ -26,7 +26,8 @@ class Rationale(BaseModel):
 
 
 class Text(BaseModel):
-    text: str = Field(description="Your reply, at most 5 sentences.")
+    # No length asked for: the code's ICT replies are free text of any length.
+    text: str = Field(description="Your reply.")
 
 
 class TeamSummary(BaseModel):

@@ -31,7 +31,8 @@ class Advice(BaseModel):
 
 
 class Analysis(BaseModel):
-    analysis: str = Field(description="Your analysis, at most 5 sentences.")
+    # No length asked for: the codes ask for the analysis alone (the original caps its tokens at 300).
+    analysis: str = Field(description="Your analysis.")
 
 
 def report_text(stem: str, options: str, total_analysis: str) -> str:

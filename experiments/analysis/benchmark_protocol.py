@@ -22,7 +22,8 @@ CODE_SETTINGS: dict[str, list[tuple[str, Any]]] = {
     "few-shot": [("k_shots", 5)],                                  # few_shot.py line 218: train.jsonl[:5]
     "cot-sc": [("n_samples", 5), ("temperature", 0.0)],            # run_experiments_cot_sc.sh; cot_sc.py line 72
     "multipersona": [("persona_rounds", 2)],                       # run_experiments_multi_persona.sh
-    "self-refine": [("refine_iterations", 3), ("refine_stop_early", True)],  # run_experiments_self_refine.sh
+    "self-refine": [("refine_iterations", 3), ("refine_stop_early", True),  # run_experiments_self_refine.sh
+                    ("refine_verdict", "blind-parser")],  # self_refine.py 100-105, 176: the parser sees no review
     "medprompt": [("knn_k", 3), ("medprompt_generations", 3), ("medprompt_choices", 3)],  # medprompt.py 276-284
 }
 EVERY_METHOD = [("reply_caps", "benchmark")]
@@ -36,7 +37,9 @@ BY_DESIGN: dict[str, str] = {
                 "instead of the dataset's train.jsonl[:5] with the answer text",
     "cot-sc": "each sample its own seed",
     "multipersona": "a role's unparsed reply is shown to the others as \"(no valid reply)\"",
-    "self-refine": "a review that cannot be parsed ends the loop",
+    "self-refine": "a review that cannot be parsed ends the loop; the blind parser call (shown no review, as the "
+                   "code's) runs on the run's model and is counted (code: AZURE_PARSE_ANSWER_MODEL, left out of "
+                   "its token logs)",
     "medprompt": "kNN by BM25 over the pool's stems (builtin: the team's six) instead of embeddings of the first "
                  "100 train items (whose helper gives every text the first text's vector, medprompt.py line 110, so "
                  "all are equally near and its tie-break picks); each generation its own seed; the choosing "

@@ -16,7 +16,8 @@ The settings both papers fix, and where they say so:
 The published multi-agent methods (MedAgents, MDAgents, KAMAC) follow the code behind
 MedAgentsBench's numbers; what still differs from that code is a fixed list per method
 (`METHOD_DIFFERENCES`, each written out in `docs/methods/<method>.md`), and a report whose run holds
-one of them names those differences in its `protocol:` line.
+one of them names those differences in its `protocol:` line. MDAgents' code sends no temperature on
+most calls; the line says which of its calls send one (`METHOD_SAMPLING`).
 
 For the benchmark context's single-model methods the reference is MedAgentsBench's own code
 (`benchmark_protocol`): the values it fixes count as deviations too, written `(benchmark's code: X)`,
@@ -132,20 +133,34 @@ def undeclared(description: str, found: list[Deviation]) -> list[Deviation]:
 
 
 MULTIAGENT_METHODS = ("medagents", "mdagents", "kamac")
+SEED = "a seed on every call (model.seed; the code sends none)"
 METHOD_DIFFERENCES: dict[str, tuple[str, ...]] = {
     # What differs from the method's code (MedAgentsBench's copy; KAMAC's own), short; the docs page
     # `docs/methods/<method>.md` gives each one in full, with the reason.
     "medagents": ("medpanel's own prompt wording", "structured replies with the answer constrained to the "
                   "question's letters, one re-ask, invalid counted (code: regex parse, non-letters dropped)",
-                  "votes are a yes/no field (code: first 'yes'/'no' substring)"),
+                  "votes are a yes/no field (code: first 'yes'/'no' substring)", SEED),
     "mdagents": ("medpanel's own prompt wording", "structured replies replace the answer-parser call "
-                 "(one call fewer)", "no agent-opening calls (code: each agent first sends its own "
-                 "instruction)", "options in their order (code: unseeded shuffle)",
+                 "(one call fewer); an invalid moderator reply falls back to the experts' majority",
+                 "no agent-opening calls (code: each agent first sends its own instruction)",
+                 "options in their order (code: unseeded shuffle)",
                  "exemplars drawn seeded from exemplar_file, the builtin six by default (code: 5 from the "
-                 "dataset's train split, unseeded)"),
-    "kamac": ("medpanel's own prompt wording", "structured replies, moderator limited to the held answers",
+                 "dataset's train split, unseeded)",
+                 "experts named by specialty alone (code: with the recruiter's one-line description)", SEED),
+    "kamac": ("medpanel's own prompt wording", "structured replies, one re-ask, invalid counted; an invalid "
+              "moderator reply falls back to the majority",
               "turns bounded by max_turns, panel by max_agents (code: unbounded)",
-              "every role on the run's model (code: recruiter, assistant, moderator on gpt-4.1-mini)"),
+              "every role on the run's model (code: recruiter, assistant, moderator on gpt-4.1-mini)",
+              "the first turn shows full opinions (code: only the letters when all agree)",
+              "the plain assessment prompt (the README's runs: --cot, a RADCURE survival prompt)",
+              "a skipped recruitment leaves the specialists' histories as they were (code: overwrites their "
+              "last message)", "a turn added by a skipped recruitment before the last turn runs (code: its gap "
+              "check fails with a KeyError)", SEED),
+}
+METHOD_SAMPLING: dict[str, str] = {
+    # A method whose code sends no temperature on some calls: the clause says which calls do send one.
+    "mdagents": "mdagents sends a temperature only where its code does (the solo answer, the moderator, the "
+                "ICT decision: model.temperature); every other call sends none, so the provider's default applies",
 }
 
 
@@ -159,9 +174,14 @@ def methods_in(scenario: dict[str, Any]) -> list[str]:
 
 
 def method_differences(scenario: dict[str, Any]) -> list[str]:
-    """One clause per published method in the run: how it still differs from its code."""
-    return [f"{m} differs from its code in: {', '.join(METHOD_DIFFERENCES[m])} (docs/methods/{m}.md)"
-            for m in methods_in(scenario)]
+    """One clause per published method in the run: how it still differs from its code (after what it
+    sends as temperature, where its code leaves the temperature out)."""
+    clauses: list[str] = []
+    for m in methods_in(scenario):
+        if m in METHOD_SAMPLING:
+            clauses.append(METHOD_SAMPLING[m])
+        clauses.append(f"{m} differs from its code in: {', '.join(METHOD_DIFFERENCES[m])} (docs/methods/{m}.md)")
+    return clauses
 
 
 def screened_critiques(rows: Sequence[Row], order: Sequence[str] = ()) -> str | None:
@@ -188,8 +208,10 @@ def protocol_line(scenario: dict[str, Any], rows: Sequence[Row] = (), order: Seq
     then how each published multi-agent method in the run differs from its code, then (given the
     run's rows) the rate of screened Challenger critiques per condition, when any was screened."""
     found = deviations(scenario)
-    line = ("keeps the papers' protocol (temperature 0, seed 42, and the pipeline's paper settings)" if not found
-            else "differs from the papers' protocol: " + "; ".join(map(str, found)))
+    # A method that leaves the temperature out of some calls: 0 is what the calls that send one send.
+    where = " on every call that sends one" if set(methods_in(scenario)) & set(METHOD_SAMPLING) else ""
+    line = (f"keeps the papers' protocol (temperature 0{where}, seed 42, and the pipeline's paper settings)"
+            if not found else "differs from the papers' protocol: " + "; ".join(map(str, found)))
     line = "; ".join([line, *method_differences(scenario), *filter(None, [screened_critiques(rows, order)])])
     variants = {str(c.get("flags", {}).get("variant", "")) for c in _conditions(scenario)}
     design = benchmark_protocol.by_design(benchmark_protocol.methods_of(str(scenario.get("pipeline", "")), variants))
