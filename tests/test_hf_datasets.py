@@ -239,9 +239,9 @@ def test_options_that_are_not_text_are_refused_not_stringified(tmp_path: Path) -
 
 
 def test_a_gold_that_is_not_among_the_options_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match="neither an option letter"):
+    with pytest.raises(UserError, match="'E' is not an option letter"):
         _load(_jsonl(tmp_path / "e.jsonl", [{**MEDQA[0], "answer_idx": "E"}]), preset="medqa")
-    with pytest.raises(UserError, match="neither an option letter"):
+    with pytest.raises(UserError, match="'Thyroiditis' is none of the option texts"):
         _load(_jsonl(tmp_path / "qa.jsonl", [{**BIGBIO_QA[0], "answer": ["Thyroiditis"]}]), preset="medqa")
 
 

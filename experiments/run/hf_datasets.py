@@ -6,8 +6,10 @@ mapping (`fields:`, or a `preset:` of the common medical benchmarks, `hf_presets
 columns hold the stem, the options, the answer and the id. Only mapped columns reach a `Question`:
 explanations, long answers and other gold-revealing columns are never read.
 
-No row is mapped silently wrong: every option must be text (a dict read as text is refused), the
-gold must be one of the options, an integer answer's base must be known (see `HFFields.index_base`),
+No row is mapped silently wrong (`hf_values.py`): the stem, every option and a string id must be
+non-empty text (a null is never sent as "None", a dict never read as text), ids are unique, the
+gold is read as the layout gives it (`HFFields.answer_form`: a letter, an option's text or an
+index) and must be one option, an integer answer's base must be known (`HFFields.index_base`),
 and a hidden label (-1) is refused with the labelled split to use.
 
 Nothing is downloaded: the loader sets `HF_DATASETS_OFFLINE` / `HF_HUB_OFFLINE` before it touches
@@ -16,15 +18,18 @@ the library, and a hub name without a local copy is one line saying how to save 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.hf_presets import LETTERS, HFFields, resolve_fields
+from medpanel.experiments.run import hf_values as check
+from medpanel.experiments.run.hf_presets import HFFields, resolve_fields
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -49,11 +54,27 @@ def _library() -> Any:
     return datasets
 
 
+@contextlib.contextmanager
+def _quiet(lib: Any) -> Iterator[None]:
+    """The library's "Generating train split" bars and notes off while it reads, as they were after:
+    a one-line refusal stays one line, and a run's output is medpanel's own."""
+    bars = lib.is_progress_bar_enabled()
+    verbosity = lib.logging.get_verbosity()
+    lib.disable_progress_bars()
+    lib.logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        lib.logging.set_verbosity(verbosity)
+        if bars:
+            lib.enable_progress_bars()
+
+
 def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
     lib = _library()
     where = str(path)
-    with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache:
+    with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache, _quiet(lib):
         try:
             if path.is_dir():
                 ds = lib.load_from_disk(str(path))
@@ -77,13 +98,16 @@ def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
             raise UserError(f"cannot be read by datasets ({msg}). Check that it is a save_to_disk folder, a "
                             f"parquet or a JSONL file", file=where, field="dataset.path") from None
         except Exception as exc:  # pyarrow raises its own errors for damaged files
-            raise UserError(f"cannot be read by datasets ({type(exc).__name__}: {str(exc)[:200]}). Check the file",
+            first = (str(exc).splitlines() or [""])[0][:200]
+            raise UserError(f"cannot be read by datasets ({type(exc).__name__}: {first}). Check the file",
                             file=where, field="dataset.path") from None
 
 
 def _get(row: dict[str, Any], column: str, where: str) -> Any:
     value: Any = row
     for part in column.split("."):
+        if value is None:
+            return None  # a null on the way (PubMedQA's context): the field's own check says what it needs
         if not isinstance(value, dict) or part not in value:
             raise UserError(f"has no column {column!r} (columns: {', '.join(row)}). Fix dataset.fields or the preset",
                             file=where, field="dataset.fields")
@@ -91,101 +115,31 @@ def _get(row: dict[str, Any], column: str, where: str) -> Any:
     return value
 
 
-def _text(value: Any, letter: str, where: str) -> str:
-    # A dict or a list here is a layout the mapping does not fit (bigbio's {key, value} read as text).
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise UserError(f"option {letter} is {type(value).__name__} {str(value)[:60]!r}, not text: the options "
-                        "mapping does not fit this layout. Fix dataset.fields.options or the preset", file=where,
-                        field="dataset.fields.options")
-    return str(value)
-
-
 def _options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
     if f.choices is not None:
-        texts: list[Any] = list(f.choices)
-    elif isinstance(f.options, list):
-        texts = [_get(row, c, where) for c in f.options]
-    elif f.options is not None:
-        value = _get(row, f.options, where)
-        if isinstance(value, dict):
-            # Arrow gives every row the union of the keys: a 4-option row has E: None.
-            return {str(k).strip().upper(): _text(v, str(k), where) for k, v in value.items() if v is not None}
-        if not isinstance(value, list):
-            raise UserError(f"column {f.options!r} is neither a letter->text dict nor a list",
-                            file=where, field="dataset.fields.options")
-        if value and all(isinstance(v, dict) and set(v) == {"key", "value"} for v in value):
-            return {str(v["key"]).strip().upper(): _text(v["value"], str(v["key"]), where) for v in value}  # bigbio
-        texts = value
-    else:
+        return check.listed(list(f.choices), where)
+    if isinstance(f.options, list):
+        return check.listed([_get(row, c, where) for c in f.options], where)
+    if f.options is None:
         raise UserError("dataset.fields needs options (a column or columns) or choices (fixed texts)",
                         file=where, field="dataset.fields")
-    return {LETTERS[i]: _text(t, LETTERS[i], where) for i, t in enumerate(texts)}
+    value = _get(row, f.options, where)
+    if isinstance(value, dict):
+        return check.options(value, where)
+    if not isinstance(value, list):
+        raise UserError(f"column {f.options!r} is {'null' if value is None else type(value).__name__}, neither a "
+                        "letter->text dict nor a list of texts. Fix the row or dataset.fields.options",
+                        file=where, field="dataset.fields.options")
+    if value and all(isinstance(v, dict) and set(v) == {"key", "value"} for v in value):
+        return check.options(value, where)  # bigbio's *_source: a list of {key, value}
+    return check.listed(value, where)
 
 
-def _values(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list) else [value]
-
-
-def _index_base(f: HFFields, answers: list[Any], sizes: list[int], feature: Any, where: str) -> int:
-    """The base of the integer answers: the user's, a ClassLabel's (0), or what the answers prove."""
-    if f.index_base is not None:
-        return f.index_base
-    if type(feature).__name__ == "ClassLabel":
-        return 0
-    ints = [(v, n) for a, n in zip(answers, sizes, strict=True) for v in _values(a)
-            if isinstance(v, int) and not isinstance(v, bool)]
-    if not ints:
-        return 0  # no integer answer: the base is never used
-    for v, n in ints:
-        if v > n:
-            raise UserError(f"answer index {v} is outside the {n} options under either base", file=where,
-                            field="dataset.fields.answer")
-    zero = any(v == 0 for v, _ in ints)
-    top = any(v == n for v, n in ints)
-    if zero and top:
-        raise UserError(f"answers in {f.answer!r} include 0 and the number of options: neither 0- nor 1-based fits. "
-                        "Check dataset.fields.answer", file=where, field="dataset.fields.answer")
-    if zero or top:
-        return 0 if zero else 1
-    raise UserError(f"answers in {f.answer!r} are integers that fit both a 0-based and a 1-based index. Say which: "
-                    "dataset.fields.index_base: 0 (openlifescienceai/medmcqa, cais/mmlu) or 1 (the original MedMCQA "
-                    "release JSON)", file=where, field="dataset.fields.index_base")
-
-
-def _check_labelled(value: Any, where: str) -> None:
-    # Checked before the base is inferred: a split of -1s would otherwise read as an ambiguous base.
-    for v in _values(value):
-        if isinstance(v, int) and not isinstance(v, bool) and v < 0:
-            raise UserError(f"answer {v} marks a hidden label: this split publishes no answers (MedMCQA's test "
-                            "split). Use a labelled split: dataset.split: validation (or the validation file)",
-                            file=where, field="dataset.split")
-
-
-def _gold(value: Any, options: dict[str, str], f: HFFields, base: int, where: str) -> tuple[str, ...]:
-    values = _values(value)
-    if not values:
-        raise UserError(f"answer {value!r} is empty: the row has no gold", file=where, field="dataset.fields.answer")
-    return tuple(dict.fromkeys(_one_gold(v, options, f, base, where) for v in values))
-
-
-def _one_gold(value: Any, options: dict[str, str], f: HFFields, base: int, where: str) -> str:
-    if isinstance(value, bool) or value is None:
-        raise UserError(f"answer {value!r} is not a letter, an option text or an index", file=where,
-                        field="dataset.fields.answer")
-    if isinstance(value, int):
-        i = value - base
-        if not 0 <= i < len(options):
-            raise UserError(f"answer index {value} is outside the {len(options)} options (index_base {base})",
-                            file=where, field="dataset.fields.answer")
-        return list(options)[i]
-    text = str(value).strip()
-    if text.upper() in options:
-        return text.upper()
-    by_text = [k for k, v in options.items() if v.strip().lower() == text.lower()]
-    if len(by_text) == 1:
-        return by_text[0]
-    raise UserError(f"answer {text!r} is neither an option letter ({', '.join(options)}) nor one option's text",
-                    file=where, field="dataset.fields.answer")
+def _where(file: Path, n: int, row: dict[str, Any], f: HFFields) -> str:
+    """A row as a message names it: its number and, where it has one, its id as stored."""
+    value = row.get(f.id) if f.id and "." not in f.id else None
+    named = isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip()
+    return f"{file} (row {n}, id {str(value)[:80]!r})" if named else f"{file} (row {n})"
 
 
 def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | None, *, name: str,
@@ -208,23 +162,33 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
     f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))
     mapped = []
     for n, row in enumerate(rows):
-        where = f"{file} (row {n})"
+        where = _where(file, n, row, f)
         options = _options(row, f, where)
         if len(options) < 2:
             raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
         answer = _get(row, f.answer, where)
-        _check_labelled(answer, where)
+        if f.answer_form in (None, "index"):
+            check.check_labelled(answer, where)
         mapped.append((where, row, options, answer))
-    base = _index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer), str(file))
+    base = check.index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer),
+                            str(file))
     out = []
+    first: dict[tuple[str, str], int] = {}
     for n, (where, row, options, answer) in enumerate(mapped):
-        text = str(_get(row, f.question, where))
+        text = check.text(_get(row, f.question, where), "question", "dataset.fields.question", where,
+                          fix="Every row needs its stem: fix the row or drop it")
         if f.context:
-            ctx = _get(row, f.context, where)
-            ctx = "\n\n".join(map(str, ctx)) if isinstance(ctx, list) else str(ctx or "")
+            ctx = check.context(_get(row, f.context, where), where)
             text = f"{ctx}\n\n{text}" if ctx else text
-        qid = str(_get(row, f.id, where)) if f.id else str(n)
-        dataset = str(_get(row, f.dataset, where)) if f.dataset else name
+        qid = check.item_id(_get(row, f.id, where), where) if f.id else str(n)
+        dataset = check.text(_get(row, f.dataset, where), "dataset", "dataset.fields.dataset", where,
+                             fix="Name every row's subset") if f.dataset else name
+        if (dataset, qid) in first:
+            # Two rows with one id are one pair of the run: one would be dropped and the run never finish.
+            raise UserError(f"duplicate id {qid!r} in dataset {dataset!r} (first on row {first[(dataset, qid)]}). "
+                            "Give every row a unique id: drop the repeated row or map a unique column in "
+                            "dataset.fields.id", file=where, field="dataset.fields.id")
+        first[(dataset, qid)] = n
         out.append(Question(dataset=dataset, qid=qid, text=text, options=options,
-                            gold=_gold(answer, options, f, base, where)))
+                            gold=check.gold(answer, options, f, base, where)))
     return out

@@ -11,6 +11,7 @@ answer's base is known).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +35,10 @@ class HFFields(BaseModel):
     answer: str = "answer"
     """The gold column: a letter, an option's text, an index (see `index_base`), or a list of these
     (bigbio's `answer: [text]`)."""
+    answer_form: Literal["letter", "text", "index"] | None = None
+    """How the gold reads: an option's `letter`, an option's `text` (matched exactly, else ignoring
+    case) or an option's `index`. Unset, an integer is an index and a string is a letter or a text,
+    and a string that is one option's letter and another option's text is refused as ambiguous."""
     index_base: int | None = Field(default=None, ge=0, le=1)
     """What an integer answer counts from: 0 or 1. Unset, it is known only where the data says so:
     a `ClassLabel` column (0-based), a 0 among the answers (0-based) or an answer equal to the
@@ -61,11 +66,13 @@ PRESETS: dict[str, tuple[Layout, ...]] = {
         # GBaker/MedQA-USMLE-4-options: `options` a letter->text dict. bigbio/med_qa `*_source`: the
         # same columns, `options` a list of {key, value}. `answer` (the text) is not read: `answer_idx` is.
         Layout("GBaker/MedQA-USMLE-4-options or bigbio/med_qa *_source",
-               HFFields(question="question", options="options", answer="answer_idx"),
+               HFFields(question="question", options="options", answer="answer_idx", answer_form="letter"),
                needs=("question", "options", "answer_idx")),
-        # bigbio/med_qa `*_bigbio_qa` (what inspect_evals reads): `choices` texts, `answer` a list of texts.
+        # bigbio/med_qa `*_bigbio_qa` (what inspect_evals reads): `choices` texts, `answer` a list of texts,
+        # read as texts: MedQA has items whose options are letters ("B", "C", "D", "E").
         Layout("bigbio/med_qa *_bigbio_qa",
-               HFFields(question="question", options="choices", answer="answer", id="id", context="context"),
+               HFFields(question="question", options="choices", answer="answer", answer_form="text", id="id",
+                        context="context"),
                needs=("question", "choices", "answer", "id")),
     ),
     "medmcqa": (
@@ -73,19 +80,21 @@ PRESETS: dict[str, tuple[Layout, ...]] = {
         # hidden). The original MedMCQA release JSON has the same columns with `cop` 1-based: in JSON the
         # base is read from the answers or set with index_base. `exp` (the explanation) is never read.
         Layout("openlifescienceai/medmcqa or the MedMCQA release JSON",
-               HFFields(question="question", options=["opa", "opb", "opc", "opd"], answer="cop", id="id"),
+               HFFields(question="question", options=["opa", "opb", "opc", "opd"], answer="cop", answer_form="index",
+                        id="id"),
                needs=("question", "opa", "opb", "opc", "opd", "cop")),
     ),
     "pubmedqa": (
         # qiaojin/PubMedQA pqa_labeled: yes/no/maybe over the abstract; `long_answer` (the rationale) is not read.
         Layout("qiaojin/PubMedQA pqa_labeled",
                HFFields(question="question", options=None, choices=["yes", "no", "maybe"], answer="final_decision",
-                        id="pubid", context="context.contexts"),
+                        answer_form="text", id="pubid", context="context.contexts"),
                needs=("question", "final_decision", "context")),
     ),
     "mmlu": (
         # cais/mmlu: `choices` a list, `answer` a ClassLabel (0-based); `subject` names the subject.
-        Layout("cais/mmlu", HFFields(question="question", options="choices", answer="answer", dataset="subject"),
+        Layout("cais/mmlu", HFFields(question="question", options="choices", answer="answer", answer_form="index",
+                                     dataset="subject"),
                needs=("question", "choices", "answer", "subject")),
     ),
 }
@@ -109,6 +118,8 @@ def resolve_fields(preset: str | None, overrides: dict[str, object] | None, colu
             raise UserError(f"matches no layout of preset {preset!r}: {wanted}. Its columns are {', '.join(columns)}; "
                             "map them with dataset.fields", file=where, field="dataset.preset")
         base = (match or layouts[0]).fields.model_dump()
+        if overrides and overrides.get("answer", base["answer"]) != base["answer"] and "answer_form" not in overrides:
+            base["answer_form"] = None  # the preset's form describes its own answer column, not the user's
     try:
         return HFFields.model_validate({**base, **(overrides or {})})
     except ValueError as exc:
