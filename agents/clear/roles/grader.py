@@ -101,23 +101,33 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
             raise TaskFileError(f"{where}: not valid JSON ({exc.msg}). Write one object per line") from None
         if not isinstance(raw, dict):
             raise TaskFileError(f"{where}: expected a JSON object")
-        qid = next((raw[k] for k in ("prompt_id", "id", "realidx") if k in raw), None)
-        if qid is None or str(qid).strip() == "":
-            raise TaskFileError(f"{where}: missing id. Give prompt_id, id or realidx")
+        key = next((k for k in ("prompt_id", "id", "realidx") if k in raw), "id")
+        qid = raw.get(key)
+        # Ids and subsets are text as given (an integer id too): a null or an object is never str()-ed.
+        if isinstance(qid, bool) or not isinstance(qid, str | int) or str(qid).strip() == "":
+            raise TaskFileError(f"{where}: {key}: {qid!r} is not an id. Give prompt_id, id or realidx as a "
+                                "non-empty string or an integer")
+        dataset = raw.get("dataset", file.stem)
+        if not isinstance(dataset, str) or not dataset.strip():
+            raise TaskFileError(f"{where}: dataset: {dataset!r} is not a subset name. Name it with a non-empty "
+                                "string, or drop the field")
         prompt = raw.get("prompt")
         if isinstance(prompt, str):
             prompt = [{"role": "user", "content": prompt}]
         try:
-            task = FreeTextTask.model_validate({"dataset": str(raw.get("dataset") or file.stem),
-                                                "qid": str(qid).strip(), "prompt": prompt,
-                                                "rubrics": raw.get("rubrics")})
+            task = FreeTextTask.model_validate({"dataset": dataset.strip(), "qid": str(qid).strip(),
+                                                "prompt": prompt, "rubrics": raw.get("rubrics")})
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
             raise TaskFileError(f"{where}: {loc}: {err['msg']}. Each task needs prompt and rubrics "
                                 "[{criterion, points}]") from None
+        blank = next((i for i, t in enumerate(task.prompt) if not t.content.strip()), None)
+        if blank is not None:  # a blank turn would reach the agents as an empty message
+            raise TaskFileError(f"{where}: prompt.{blank}.content: the turn is empty. Give every turn its words")
         if task.key in seen:
-            raise TaskFileError(f"{where}: duplicate id {task.qid!r} in dataset {task.dataset!r}")
+            raise TaskFileError(f"{where}: duplicate id {task.qid!r} in dataset {task.dataset!r}. Give every task "
+                                "a unique id")
         seen.add(task.key)
         tasks.append(task)
     return tasks
