@@ -69,12 +69,13 @@ def test_every_log_reads_back_with_the_runs_counts_scores_and_usage(exported: tu
             assert [m.metadata["medpanel_role"] for m in s.messages[1:]] == [e["role"] for e in events]
             assert [m.text.split("\n", 1)[0].split(" · ")[:2] for m in s.messages[1:]] == \
                 [[f"**{e['agent']}**", e["role"]] for e in events]
-            calls = [e for e in events if e["kind"] == "call"]
-            p = sum(e["usage"]["prompt_tokens"] for e in calls)
-            c = sum(e["usage"]["completion_tokens"] for e in calls)
+            sent = [e for e in events if e["kind"] == "call" and not e["cache_hit"]]  # hits spent nothing
+            p = sum(e["usage"]["prompt_tokens"] for e in sent)
+            c = sum(e["usage"]["completion_tokens"] for e in sent)
             assert list(s.model_usage) == [MODEL]
             assert s.model_usage[MODEL].input_tokens == p and s.model_usage[MODEL].output_tokens == c
-            assert s.metadata["tokens"] == row.tokens and s.metadata["calls"] == row.calls
+            assert s.model_usage[MODEL].total_tokens == row.tokens == s.metadata["tokens"]
+            assert s.metadata["calls"] == row.calls
             total_in, total_out = total_in + p, total_out + c
             if cond.startswith("c1"):
                 assert any(m.metadata["medpanel_role"] == "challenger" for m in s.messages[1:])
@@ -83,6 +84,7 @@ def test_every_log_reads_back_with_the_runs_counts_scores_and_usage(exported: tu
         assert ev.eval.model == MODEL and list(ev.stats.model_usage) == [MODEL]
         assert ev.stats.model_usage[MODEL].input_tokens == total_in
         assert ev.stats.model_usage[MODEL].output_tokens == total_out
+        assert ev.stats.model_usage[MODEL].total_tokens == sum(r.tokens for r in rows.values())
         acc = sum(r.correct for r in rows.values()) / len(rows)
         assert ev.results.scores[0].metrics["accuracy"].value == pytest.approx(acc)
         assert Counter(s.scores["choice"].value for s in ev.samples)["C"] == sum(r.correct for r in rows.values())
@@ -129,7 +131,10 @@ def test_each_call_is_a_model_event_and_each_note_or_vote_an_info_event(exported
             spans = {e.id: e.name for e in s.events if e.event == "span_begin"}
             assert [spans[e.span_id] for e in model_events] == [c["agent"] for c in calls]
             assert s.role_usage["specialist"].input_tokens == sum(
-                c["usage"]["prompt_tokens"] for c in calls if c["role"] == "specialist")
+                c["usage"]["prompt_tokens"] for c in calls if c["role"] == "specialist" and not c["cache_hit"])
+            # a reply from medpanel's cache stays in the transcript as a cache read, with its tokens
+            for me, call in zip(model_events, calls, strict=True):
+                assert me.cache == ("read" if call["cache_hit"] else None)
 
 
 def test_samples_have_stable_uuids_and_times_and_the_log_its_real_span(exported: tuple[Path, Path],
@@ -257,3 +262,31 @@ def test_a_slow_call_after_a_quick_one_is_placed_after_it(tmp_path: Path) -> Non
     assert first.completed is not None and second.completed is not None
     assert first.timestamp <= first.completed <= second.timestamp + timedelta(seconds=eps) <= second.completed
     assert (second.completed - second.timestamp).total_seconds() >= 0.3
+
+
+def test_cache_hits_are_cache_reads_and_not_tokens_spent(tmp_path: Path) -> None:
+    """A reply from medpanel's response cache is a `cache="read"` event that keeps its usage, and counts in
+    no `model_usage` or `role_usage` (Inspect's rule for its own cache); the endpoint's prompt-cache reads
+    are `input_tokens_cache_read`, apart from the input tokens charged at the full rate."""
+    def call(step: str, usage: Usage, hit: bool) -> TranscriptEvent:
+        return TranscriptEvent(kind="call", role="specialist", agent="cardiologist", step=step, content="C",
+                               messages=[{"role": "user", "content": step}], usage=usage, cache_hit=hit,
+                               model="scripted")
+
+    run_dir = events_run(tmp_path, [call("turn", Usage(prompt_tokens=100, completion_tokens=10, cached_tokens=60),
+                                         False),
+                                    call("again", Usage(prompt_tokens=900, completion_tokens=90), True),
+                                    call("last", Usage(prompt_tokens=50, completion_tokens=5), False)])
+    (row,) = load_run(run_dir).rows
+    assert row.tokens == 165  # medpanel's figure: the two calls sent
+    out = tmp_path / "logs"
+    assert CliRunner().invoke(app, ["export", str(run_dir), "--format", "inspect", "--out", str(out)]).exit_code == 0
+    (ev,) = _logs(out).values()
+    (sample,) = ev.samples
+    for usage in (sample.model_usage[MODEL], ev.stats.model_usage[MODEL], sample.role_usage["specialist"],
+                  ev.stats.role_usage["specialist"]):
+        assert (usage.input_tokens, usage.input_tokens_cache_read, usage.output_tokens, usage.total_tokens) == \
+            (90, 60, 15, row.tokens)
+    first, hit, last = [e for e in sample.events if e.event == "model"]
+    assert (first.cache, hit.cache, last.cache) == (None, "read", None)
+    assert (hit.output.usage.input_tokens, hit.output.usage.output_tokens) == (900, 90)  # visible, not counted

@@ -3,7 +3,9 @@
 Each transcript event becomes, in order:
 - a model call -> one `ModelEvent`: its input is the messages that call sent (system prompt included),
   its output the reply, `role` the medpanel role (Inspect's viewer titles it "Model Call (role): model"),
-  with the agent, step, round and turn in its metadata and the call's tokens in its usage;
+  with the agent, step, round and turn in its metadata and the call's tokens in its usage (the
+  endpoint's prompt-cache reads as `input_tokens_cache_read`); a reply from medpanel's response cache
+  is `cache="read"` and, as in Inspect's own logs, counts in no `model_usage` or `role_usage`;
 - a note, vote, brief, recruitment, decision or error -> one `InfoEvent` whose `source` is the agent;
 - each run of events by one agent sits in a `span` of type "agent" named for that agent, so the
   Transcript tab says who acted.
@@ -179,10 +181,14 @@ def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Any, co
         model = qualify(ev.model or None)
         sent = ev.messages
         thread = ids.thread(agent, sent)
-        usage = ModelUsage(input_tokens=meta["prompt_tokens"], output_tokens=meta["completion_tokens"],
-                           total_tokens=meta["prompt_tokens"] + meta["completion_tokens"])
+        cached = ev.usage.cached_tokens
+        # Inspect's input_tokens are those charged at the full rate: the endpoint's prompt-cache reads
+        # are apart, in input_tokens_cache_read; the total is the endpoint's (prompt + completion).
+        usage = ModelUsage(input_tokens=meta["prompt_tokens"] - cached, output_tokens=meta["completion_tokens"],
+                           total_tokens=meta["prompt_tokens"] + meta["completion_tokens"],
+                           input_tokens_cache_read=cached or None)
         role = ev.role
-        if role:
+        if role and not ev.cache_hit:  # a reply from medpanel's cache spent nothing (see `spent`)
             role_usage[role] = role_usage.get(role, ModelUsage()) + usage
         reply = ev.content
         choices = []
@@ -200,6 +206,15 @@ def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Any, co
     if span_id:
         out.append(SpanEndEvent(id=span_id, **stamp(span_end)))
     return SampleEvents(events=out, started=t0, completed=t1, role_usage=role_usage)
+
+
+def spent(event: Any) -> bool:
+    """Whether a model event's usage was spent: a reply from medpanel's response cache was not sent.
+
+    As Inspect logs its own cache: the event is marked `cache="read"` and keeps the usage of the call
+    that first produced the reply, and it is left out of the sample's and the log's `model_usage`
+    (what `inspect view`'s tokens read), so they count the tokens medpanel counts."""
+    return event.event == "model" and event.output.usage is not None and event.cache != "read"
 
 
 def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any, prefix: str) -> list[Any]:

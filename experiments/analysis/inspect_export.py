@@ -18,6 +18,8 @@ What maps where:
   its last event); the log its samples' span;
 - one model name, `backend/name` (`scripted/scripted`, `openai/gpt-4o-mini`), in `eval.model`,
   `model_usage` (sample and log) and every `ModelEvent`; tokens per medpanel role -> `role_usage`;
+  both count the tokens sent, as medpanel's tables do: a reply from medpanel's response cache is a
+  `cache="read"` event that keeps its usage but counts in neither (Inspect's rule for its own cache);
 - run.json (scenario, plan, model, accommodations) and the git commit -> the log's metadata and
   `EvalSpec.revision`.
 """
@@ -33,7 +35,7 @@ from typing import Any
 
 from medpanel.agents.prompting import format_question
 from medpanel.agents.types import Question
-from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, when
+from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, spent, when
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.records import RunRecord
@@ -91,7 +93,7 @@ def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> 
     built = sample_events(events, sample_uuid, qualify, config)
     usage: dict[str, ModelUsage] = {}
     for ev in built.events:
-        if ev.event == "model" and ev.output.usage is not None:
+        if spent(ev):
             usage[ev.model] = usage.get(ev.model, ModelUsage()) + ev.output.usage
     answer = row.answer or ""
     output = ModelOutput.from_content(qualify(None), answer, error=row.error)
