@@ -103,7 +103,7 @@ def print_plan(n: int, effect: float, accuracy: float, rho: float, calls: dict[s
     price = {"gpt-4o-mini": Price(input=0.15, output=0.60)}
     profiles = [CostProfile(c, "gpt-4o-mini", calls[c], calls[c] * tokens_in, calls[c] * tokens_out) for c in calls]
     for row in cost_projection(profiles, n, price):
-        print(f"  cost {row['condition']:6s} {row['calls']:10,.0f} calls {row['tokens'] / 1e6:8.1f} M tokens "
+        print(f"  cost {row['condition']:6s} {row['sent_calls']:10,.0f} calls sent {row['tokens'] / 1e6:8.1f} M tokens "
               f"${row['usd']:8.2f}")
     wall = wall_time_s(profiles, n, latency_s=latency_s, workers=workers)
     print(f"  wall time at {workers} workers, {latency_s:g} s a call: {wall / 3600:.1f} h")

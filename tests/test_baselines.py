@@ -263,7 +263,8 @@ def test_budget_matched_sc_spends_the_reference_calls_per_question(tmp_path: Pat
                  if t.title == "Accuracy and compute")
     line = dict(zip(table.columns, table.rows[0], strict=True))
     assert line["matched_to"] == "c1 by calls"
-    assert line["calls_per_q"] == line["ref_calls_per_q"] == round(sum(r.logical_calls for r in ref.values()) / 4, 2)
+    assert line["requested_calls_per_q"] == line["ref_requested_calls_per_q"] == \
+        round(sum(r.logical_calls for r in ref.values()) / 4, 2)
 
 
 def test_budget_by_tokens_samples_until_the_reference_tokens(tmp_path: Path) -> None:
@@ -343,7 +344,7 @@ def _row(cond: str, qid: str, correct: bool, logical: int, tokens: int, summary:
 def test_accuracy_and_compute_table() -> None:
     rows = [_row("c1r1", "1", True, 10, 1000), _row("c1r1", "2", False, 20, 3000)]
     plain = accuracy_compute_table(rows, ["c1r1"])
-    assert plain.columns == ["condition", "n", "accuracy_%", "calls_per_q", "tokens_per_q"]
+    assert plain.columns == ["condition", "n", "accuracy_%", "requested_calls_per_q", "tokens_per_q"]
     assert plain.rows == [["c1r1", 2, 50.0, 15.0, 2000.0]]
 
     def budget(calls: int, tokens: int) -> dict[str, Any]:
@@ -354,7 +355,7 @@ def test_accuracy_and_compute_table() -> None:
 
     sc = [_row("sc", "1", True, 10, 800, budget(10, 1000)), _row("sc", "2", True, 21, 900, budget(20, 3000))]
     table = accuracy_compute_table(rows + sc, ["c1r1", "sc"])
-    assert table.columns[-3:] == ["matched_to", "ref_calls_per_q", "ref_tokens_per_q"]
+    assert table.columns[-3:] == ["matched_to", "ref_requested_calls_per_q", "ref_tokens_per_q"]
     assert table.rows == [["c1r1", 2, 50.0, 15.0, 2000.0, "", "", ""],
                           ["sc", 2, 100.0, 15.5, 850.0, "c1r1 by calls", 15.0, 2000.0]]
     # Added after the cost table; the existing tables keep their place.

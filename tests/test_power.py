@@ -133,10 +133,10 @@ def test_cost_and_wall_time_by_hand() -> None:
     profiles = [CostProfile("c0r0", "m", 10, 20_000, 2_000), CostProfile("c1r1", "m", 16, 40_000, 3_000)]
     rows = cost_projection(profiles, 862, prices, repeats=2)
     # c0r0: 1724 runs x (20,000 x 0.15 + 2,000 x 0.60) / 1e6 = 1724 x 0.0042 = 7.2408 USD
-    assert rows[0]["calls"] == 17_240 and rows[0]["usd"] == pytest.approx(7.2408)
+    assert rows[0]["sent_calls"] == 17_240 and rows[0]["usd"] == pytest.approx(7.2408)
     # c1r1: 1724 x (0.006 + 0.0018) = 13.4472 USD
     assert rows[1]["usd"] == pytest.approx(13.4472) and rows[1]["tokens"] == 1724 * 43_000
-    assert rows[2] == {"condition": "total", "questions": 862, "repeats": 2, "calls": 17_240 + 27_584,
+    assert rows[2] == {"condition": "total", "questions": 862, "repeats": 2, "sent_calls": 17_240 + 27_584,
                        "tokens": pytest.approx(1724 * 65_000), "usd": pytest.approx(20.688)}
     # 26 calls a question x 862 x 1 run x 2 s / 8 workers = 5,603 s
     assert wall_time_s(profiles, 862, latency_s=2.0, workers=8) == pytest.approx(26 * 862 * 2 / 8)
@@ -145,8 +145,8 @@ def test_cost_and_wall_time_by_hand() -> None:
                                 cache_hits=10, cache_prompt_tokens=2000, cache_completion_tokens=200)}
     sent = profiles_from_ledger(pilot, {"c0r0": 4}, "m")[0]
     asked = profiles_from_ledger(pilot, {"c0r0": 4}, "m", with_cache=False)[0]
-    assert (sent.calls_per_q, sent.prompt_tokens_per_q, sent.completion_tokens_per_q) == (10, 2000, 200)
-    assert (asked.calls_per_q, asked.prompt_tokens_per_q, asked.completion_tokens_per_q) == (12.5, 2500, 250)
+    assert (sent.sent_calls_per_q, sent.prompt_tokens_per_q, sent.completion_tokens_per_q) == (10, 2000, 200)
+    assert (asked.sent_calls_per_q, asked.prompt_tokens_per_q, asked.completion_tokens_per_q) == (12.5, 2500, 250)
 
 
 def test_sample_size_of_a_rate_too_small_for_the_effect_is_refused_at_once() -> None:

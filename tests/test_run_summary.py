@@ -65,7 +65,7 @@ def two_by_two() -> list[Row]:
 
 def test_accuracy_ci_invalid_errors_and_cost_match_hand_counts() -> None:
     s = run_summary(two_by_two(), run_record(META), n_boot=2000)
-    assert s.accuracy.columns == ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "calls/q",
+    assert s.accuracy.columns == ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent_calls/q",
                                   "tokens/q", "usd/q"]
     by = {r[0]: r for r in s.accuracy.rows}
     assert list(by) == ["c0r0", "c0r1", "c1r0", "c1r1"]

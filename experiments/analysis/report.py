@@ -67,9 +67,9 @@ def cost_table(rows: list[Row], conditions: list[str]) -> Table:
             line += [round(sum(r.cached_tokens for r in sel) / n, 1), round(sum(r.cost_usd for r in sel), 6),
                      round(sum(r.cache_saved_usd for r in sel), 6)]
         out.append(line)
-    columns = ["condition", "n", "calls_per_q", "requested_calls_per_q", "calls_saved_by_cache", "tokens_per_q",
+    columns = ["condition", "n", "sent_calls_per_q", "requested_calls_per_q", "calls_saved_by_cache", "tokens_per_q",
                "model_s_per_q"]
-    note = ("calls = requests sent to the model; requested = what the pipeline asked for, cache hits "
+    note = ("sent_calls = requests sent to the model; requested_calls = what the pipeline asked for, cache hits "
             "included. The difference is what the shared response cache saved.")
     if money:
         columns += ["prompt_cached_tokens_per_q", "cost_usd", "prompt_cache_saved_usd"]
@@ -78,7 +78,7 @@ def cost_table(rows: list[Row], conditions: list[str]) -> Table:
                  "run.prices' cached_input, and prompt_cache_saved_usd is what they would have cost more at "
                  "the input price.")
     return Table("Cost per question", columns, out, note=note,
-                 keep=("condition", "n", "calls_per_q", "tokens_per_q", "cost_usd"))
+                 keep=("condition", "n", "sent_calls_per_q", "tokens_per_q", "cost_usd"))
 
 
 def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
@@ -105,14 +105,15 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
             else:
                 line += ["", "", ""]
         out.append(line)
-    columns = ["condition", "n", "accuracy_%", "calls_per_q", "tokens_per_q"]
-    note = ("calls = requested model calls (re-asks and cache hits included, what a standalone run would send); "
-            "tokens = tokens sent (cache hits free), as in the cost table.")
+    columns = ["condition", "n", "accuracy_%", "requested_calls_per_q", "tokens_per_q"]
+    note = ("requested_calls = model calls the pipeline asked for (re-asks and cache hits included, what a standalone "
+            "run would send; the cost table has the calls sent beside them); tokens = tokens sent (cache hits free), "
+            "as in the cost table.")
     if matched:
-        columns += ["matched_to", "ref_calls_per_q", "ref_tokens_per_q"]
+        columns += ["matched_to", "ref_requested_calls_per_q", "ref_tokens_per_q"]
         note += (" ref_* = the reference condition's requested calls and tokens on the questions it budgeted here "
                  "(cache hits included). When every question had a reference, a condition matched by calls has "
-                 "calls_per_q = ref_calls_per_q (one more where a last sample was re-asked).")
+                 "requested_calls_per_q = ref_requested_calls_per_q (one more where a last sample was re-asked).")
     return Table("Accuracy and compute", columns, out, note=note)
 
 

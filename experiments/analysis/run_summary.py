@@ -70,7 +70,7 @@ def accuracy_table(rows: list[Row], conditions: list[str], *, usd: bool) -> Tabl
                     sum(bool(r.error) for r in sel), f"{sum(r.calls for r in sel) / n:.1f}",
                     f"{sum(r.tokens for r in sel) / n:.0f}",
                     f"{sum(r.cost_usd for r in sel) / n:.4f}" if usd else "-"])
-    return Table(ACCURACY_TITLE, ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "calls/q",
+    return Table(ACCURACY_TITLE, ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent_calls/q",
                                   "tokens/q", "usd/q"], out,
                  keep=("condition", "correct", "acc_%", "95%_CI", "invalid", "errors"))
 

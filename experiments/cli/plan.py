@@ -131,7 +131,7 @@ def plan(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
         console.print(f"note: several priced models; costs use {model}'s price", markup=False)
     for line in cost_projection(profiles, n, prices, repeats=sc.run.repeats):
         usd = "no price" if math.isnan(line["usd"]) else f"${line['usd']:,.2f}"
-        console.print(f"  cost {line['condition']:10s} {line['calls']:12,.0f} calls "
+        console.print(f"  cost {line['condition']:10s} {line['sent_calls']:12,.0f} calls sent "
                       f"{line['tokens'] / 1e6:9.2f} M tokens {usd}", markup=False, highlight=False)
     calls = sum(r.calls for r in rows)
     lat = sum(r.latency_s for r in rows) / calls if calls else latency

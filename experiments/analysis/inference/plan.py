@@ -160,7 +160,9 @@ class CostProfile:
 
     condition: str
     model: str
-    calls_per_q: float
+    sent_calls_per_q: float
+    """Calls a run would send a question: a pilot's sent calls, or every call it requested when its
+    cache is not counted on (`profiles_from_ledger(with_cache=False)`)."""
     prompt_tokens_per_q: float
     completion_tokens_per_q: float
 
@@ -184,7 +186,7 @@ def profiles_from_ledger(totals: Mapping[str, LedgerLine], questions: Mapping[st
 
 def cost_projection(profiles: Sequence[CostProfile], n_questions: int, prices: Mapping[str, PriceLike], *,
                     repeats: int = 1) -> list[dict[str, Any]]:
-    """Calls, tokens and USD per condition for n_questions x repeats, and a total row (USD nan
+    """Calls sent, tokens and USD per condition for n_questions x repeats, and a total row (USD nan
     when a model has no price)."""
     rows: list[dict[str, Any]] = []
     for p in profiles:
@@ -193,9 +195,9 @@ def cost_projection(profiles: Sequence[CostProfile], n_questions: int, prices: M
         usd = (k * (p.prompt_tokens_per_q * price.input + p.completion_tokens_per_q * price.output) / 1e6
                if price is not None else math.nan)
         rows.append({"condition": p.condition, "questions": n_questions, "repeats": repeats,
-                     "calls": k * p.calls_per_q, "tokens": k * (p.prompt_tokens_per_q + p.completion_tokens_per_q),
-                     "usd": usd})
-    total = {key: float(sum(r[key] for r in rows)) for key in ("calls", "tokens", "usd")}
+                     "sent_calls": k * p.sent_calls_per_q,
+                     "tokens": k * (p.prompt_tokens_per_q + p.completion_tokens_per_q), "usd": usd})
+    total = {key: float(sum(r[key] for r in rows)) for key in ("sent_calls", "tokens", "usd")}
     rows.append({"condition": "total", "questions": n_questions, "repeats": repeats, **total})
     return rows
 
@@ -206,5 +208,5 @@ def wall_time_s(profiles: Sequence[CostProfile], n_questions: int, *, latency_s:
     limit (a `--rpm` cap adds calls / rpm minutes as a floor)."""
     if workers < 1:
         raise ValueError("workers must be at least 1")
-    calls = sum(p.calls_per_q for p in profiles) * n_questions * repeats
+    calls = sum(p.sent_calls_per_q for p in profiles) * n_questions * repeats
     return calls * latency_s / workers
