@@ -30,6 +30,7 @@ from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import hf_values as check
 from medpanel.experiments.run.hf_presets import HFFields, resolve_fields
+from medpanel.experiments.run.quiet import no_widget_notice
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -45,7 +46,8 @@ def _library() -> Any:
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ["HF_HUB_OFFLINE"] = "1"
     try:
-        import datasets
+        with no_widget_notice():  # datasets imports tqdm.auto: see quiet.py
+            import datasets
     except ImportError:
         raise UserError("source 'hf' needs the datasets library: pip install 'medpanel[hf]'",
                         field="dataset.source") from None

@@ -30,8 +30,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import optuna
-
 from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
@@ -46,6 +44,7 @@ from medpanel.experiments.run.collector import collecting_less
 from medpanel.experiments.run.files import write_atomic, write_status
 from medpanel.experiments.run.health import EndpointHealth
 from medpanel.experiments.run.plan import Plan
+from medpanel.experiments.run.quiet import no_widget_notice
 from medpanel.experiments.run.rundir import require_study
 from medpanel.experiments.run.runlock import refuse_if_running, run_lock
 from medpanel.experiments.run.scenario import updated
@@ -56,6 +55,9 @@ from medpanel.experiments.run.study import open_study
 from medpanel.experiments.run.tracker import Tracker, open_tracker, tracking
 from medpanel.experiments.run.worker import Shared, Worker
 from medpanel.retrieval.errors import RetrievalError, SourceConfigError
+
+with no_widget_notice():  # optuna imports tqdm.auto: see quiet.py
+    import optuna
 
 SHARED_POLL_S = 1.0
 """Shared storage: how often a worker with nothing left checks whether others have finished."""

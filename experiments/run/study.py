@@ -7,10 +7,12 @@ study that every worker loads; a child process of the runner (`processes.py`) lo
 
 from __future__ import annotations
 
-import optuna
-from optuna.trial import TrialState
-
 from medpanel.experiments.run.processes import MemberSpec
+from medpanel.experiments.run.quiet import no_widget_notice
+
+with no_widget_notice():  # optuna imports tqdm.auto: see quiet.py
+    import optuna
+    from optuna.trial import TrialState
 
 
 def open_study(storage: optuna.storages.RDBStorage, grid: list[int], *, shared: bool,

@@ -201,9 +201,21 @@ class _WandB(_Backend):
 
         self.wandb = wandb
         self.continued = bool(run_id)
-        self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "medpanel", name=run_name, group=name,
-                              config=params, dir=os.environ.get("WANDB_DIR") or str(run_dir), reinit="create_new",
-                              id=run_id or None, resume="allow")
+        # wandb's terminal lines (its banner, run history, sync hints, "Detected [openai]", artifact
+        # progress) would land among and after medpanel's summary: they are off while this tracker is
+        # open (its own debug log under WANDB_DIR keeps them), and put back as wandb's own settings say
+        # when it closes. console="off": wandb does not wrap medpanel's stdout and stderr to copy them.
+        # A failure still raises, and becomes one line (open_tracker).
+        quiet = wandb.Settings(silent=True, console="off")
+        wandb.setup()  # wandb's first setup applies its global settings to the terminal: before ours
+        wandb.termsetup(quiet, None)
+        try:
+            self.run = wandb.init(project=os.environ.get("WANDB_PROJECT") or "medpanel", name=run_name, group=name,
+                                  config=params, dir=os.environ.get("WANDB_DIR") or str(run_dir),
+                                  reinit="create_new", id=run_id or None, resume="allow", settings=quiet)
+        except BaseException:
+            self._speak_again()
+            raise
         self.run_id = self.run.id
         for cond in conditions:  # each condition's curve against its own questions done
             self.run.define_metric(f"{cond}/done")
@@ -218,7 +230,14 @@ class _WandB(_Backend):
         self.run.log_artifact(art)
 
     def close(self, state: str) -> None:
-        self.run.finish(exit_code=0 if state == "complete" else 1)
+        try:
+            self.run.finish(exit_code=0 if state == "complete" else 1)
+        finally:
+            self._speak_again()
+
+    def _speak_again(self) -> None:
+        """wandb's terminal as its global settings have it (what `wandb.setup` itself applies)."""
+        self.wandb.termsetup(self.wandb.setup().settings, None)
 
 
 def open_tracker(kind: str | None, run_dir: Path) -> Tracker | None:

@@ -72,13 +72,19 @@ def _cell_problem(y: np.ndarray, x: np.ndarray, cells: dict[tuple[int, int], str
 
 
 def _rows(res: Any, terms: list[str], model: str, alpha: float) -> list[OddsRatio]:
+    # Read inside _fit's warnings scope: statsmodels computes the standard errors here, on first use,
+    # and a negative robust variance is numpy's "invalid value encountered in sqrt" on the reader's
+    # terminal unless it is caught and said in words below.
     params = np.asarray(res.params)
     ci = np.asarray(res.conf_int(alpha=alpha))
     p = np.asarray(res.pvalues)
     off = len(params) - len(terms)  # GEE has an intercept first
     params, ci, p = params[off:], ci[off:], p[off:]
-    if not (np.all(np.isfinite(params)) and np.all(np.isfinite(ci))) or np.any(np.abs(params) > _MAX_LOG_OR):
+    if not np.all(np.isfinite(params)) or np.any(np.abs(params) > _MAX_LOG_OR):
         return _missing(terms, model, "did not converge to finite odds ratios (quasi-separation)")
+    if not np.all(np.isfinite(ci)):
+        return _missing(terms, model, "no standard error: the robust variance estimate is negative or undefined "
+                                      "(too few questions for this model)")
     out = []
     for t, b, (lo, hi), pv in zip(terms, params, ci, p, strict=True):
         if hi - lo < 1e-6:
@@ -92,6 +98,9 @@ def _rows(res: Any, terms: list[str], model: str, alpha: float) -> list[OddsRati
 
 
 def _fit(fit: Callable[[], Any], terms: list[str], model: str, alpha: float) -> list[OddsRatio]:
+    """The fit and the reading of its estimates, with statsmodels' and numpy's warnings kept in this
+    scope: each one that matters becomes the row's note in words, the rest (overflow on the way to
+    an infinite odds ratio) are what the checks in `_rows` read from the numbers."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -101,10 +110,11 @@ def _fit(fit: Callable[[], Any], terms: list[str], model: str, alpha: float) -> 
             return _missing(terms, model, "no finite odds ratios (quasi-separation: singular Hessian)")
         except (ValueError, ZeroDivisionError, OverflowError) as exc:
             return _missing(terms, model, f"fit failed: {type(exc).__name__}: {str(exc)[:80]}")
-    trouble = [w for w in caught if "converge" in str(w.message).lower() or "separation" in str(w.message).lower()]
-    if trouble:
-        return _missing(terms, model, f"not estimable: {str(trouble[0].message).splitlines()[0][:100]}")
-    return _rows(res, terms, model, alpha)
+        trouble = [w for w in caught
+                   if "converge" in str(w.message).lower() or "separation" in str(w.message).lower()]
+        if trouble:
+            return _missing(terms, model, f"not estimable: {str(trouble[0].message).splitlines()[0][:100]}")
+        return _rows(res, terms, model, alpha)
 
 
 def factorial_logit(
