@@ -105,7 +105,7 @@ def test_all_correct_gives_reasons_not_crashes() -> None:
     f = factorial_2x2(_data([(1, 1, 1, 1)] * 6), GRID, n_boot=500)
     for r in (e.as_row() for e in f.effects):
         assert (r["estimate_pts"], r["ci_low"], r["ci_high"], r["p_raw"]) == (0.0, 0.0, 0.0, 1.0)
-        assert "no discordance" in r["note"] and r["verdict"] == "no detectable difference"
+        assert "no discordance" in r["note"] and r["verdict"] == "no question differs: nothing to test"
     assert len(f.odds_ratios) == 6
     assert all(math.isnan(o.odds_ratio) and o.note == "every answer is right: nothing to model" for o in f.odds_ratios)
 

@@ -179,7 +179,9 @@ def test_pairs_use_every_repeat() -> None:
     assert row.verdict == "b better"
     run0 = pair_family({"a": {q: v[:1] for q, v in a.items()}, "b": {q: v[:1] for q, v in b.items()}},
                        [("a", "b")], n_boot=200)[0]
-    assert run0.contrast.estimate == 0.0 and run0.verdict == "no detectable difference"
+    assert run0.contrast.estimate == 0.0 and run0.verdict == "no question differs: nothing to test"
+    assert run0.contrast.degenerate == "no question differs"
+    assert c.degenerate == "the same difference on every question"  # every question +2/3: a [x, x] bootstrap
 
 
 class _Row:

@@ -65,7 +65,7 @@ def two_by_two() -> list[Row]:
 
 def test_accuracy_ci_invalid_errors_and_cost_match_hand_counts() -> None:
     s = run_summary(two_by_two(), run_record(META), n_boot=2000)
-    assert s.accuracy.columns == ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent_calls/q",
+    assert s.accuracy.columns == ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent/q",
                                   "tokens/q", "usd/q"]
     by = {r[0]: r for r in s.accuracy.rows}
     assert list(by) == ["c0r0", "c0r1", "c1r0", "c1r1"]
@@ -93,7 +93,9 @@ def test_verdicts_carry_holm_adjusted_mcnemar_p() -> None:
     assert got[("c0r0", "c1r0")][2] == "+60.0" and got[("c0r0", "c1r0")][5] == "b better"
     assert got[("c0r1", "c1r1")][2] == "+55.0" and got[("c0r1", "c1r1")][5] == "b better"
     assert got[("c0r0", "c0r1")][2] == "+5.0" and got[("c0r0", "c0r1")][5] == "no detectable difference"
-    assert got[("c1r0", "c1r1")][2:4] == ["+0.0", "[0.0, 0.0]"]
+    # no discordant question: the CI and the verdict say so instead of [0.0, 0.0] and p = 1
+    assert got[("c1r0", "c1r1")][2:4] == ["+0.0", "none: no discordant question"]
+    assert got[("c1r0", "c1r1")][5] == "no question differs: nothing to test"
 
 
 def test_unpriced_runs_show_no_dollars() -> None:

@@ -58,7 +58,8 @@ def test_identical_conditions() -> None:
     assert c.p_mcnemar == 1.0
     assert (c.ci_low, c.ci_high) == (0.0, 0.0)
     assert c.diff_points == 0.0
-    assert c.verdict == "no detectable difference"
+    assert c.verdict == "no question differs: nothing to test"
+    assert c.ci_text == "none: no discordant question"
 
 
 def test_verdict_requires_ci_and_mcnemar() -> None:

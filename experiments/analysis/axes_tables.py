@@ -100,7 +100,7 @@ def axis_tables(rows: list[Row], conditions: Sequence[str], pairs: Sequence[tupl
                 c = paired_comparison(ra, ma, rb, mb, n_boot=n_boot)
                 verdicts.append(c.verdict)
                 within.append([lv, ra, rb, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1),
-                               round(c.diff_points, 1), f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", round(c.p_mcnemar, 4),
+                               round(c.diff_points, 1), c.ci_text, round(c.p_mcnemar, 4),
                                c.verdict])
             first = levels[0]
             for lv in levels[1:]:

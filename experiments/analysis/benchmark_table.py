@@ -135,7 +135,7 @@ def paired_vs_reference_table(rows: Sequence[Row], conditions: list[str], *, n_b
     for p in paired_rows(rows, conditions, n_boot=n_boot):
         c = p["cmp"]
         out.append([p["method"], p["reference"], p["repeat"], c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1),
-                    round(c.diff_points, 1), f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only,
+                    round(c.diff_points, 1), c.ci_text, c.b_only, c.a_only,
                     round(c.p_mcnemar, 4), c.verdict])
     return Table("Paired against the seed's best condition",
                  ["method", "reference", "repeat", "n", "acc_ref_%", "acc_method_%", "diff_pts", "95%_CI_pts",

@@ -157,7 +157,9 @@ def pairings(rows: Sequence[Row], conditions: Sequence[str], refs: Sequence[Refe
             for (c, r, rep, a_c, a_r), adj in zip(found, adjust(contrasts), strict=True)]
 
 
-def _ci(lo: float, hi: float) -> str:
+def _ci(lo: float, hi: float, degenerate: str = "") -> str:
+    if degenerate:
+        return f"none: {degenerate}"  # a [x, x] bootstrap interval is no certainty (Contrast.degenerate)
     return "" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
 
 
@@ -166,7 +168,8 @@ def paired_table(pairs: Sequence[Pairing]) -> Table:
     for p in pairs:
         c = p.result.contrast
         out.append([p.condition, p.reference, p.repeat, c.n, round(p.acc_reference, 1), round(p.acc_condition, 1),
-                    round(c.estimate, 1), _ci(c.ci_low, c.ci_high), _ci(p.result.adj_low, p.result.adj_high),
+                    round(c.estimate, 1), _ci(c.ci_low, c.ci_high, c.degenerate),
+                    _ci(p.result.adj_low, p.result.adj_high, c.degenerate),
                     c.b_only, c.a_only, round(c.p_value, 4), round(p.result.p_holm, 4), p.result.verdict])
     return Table("Paired against the published references",
                  ["condition", "reference", "repeat", "n", "acc_ref_%", "acc_condition_%", "diff_pts", "95%_CI_pts",

@@ -21,7 +21,7 @@ from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
-from medpanel.experiments.analysis.stats import mean_sd, paired_comparison
+from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
@@ -146,7 +146,7 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
                 continue
             c = paired_comparison(a, ma, b, mb, n_boot=n_boot, seed=seed)
             out.append([a, b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1), round(c.diff_points, 1),
-                        f"[{c.ci_low:.1f}, {c.ci_high:.1f}]", c.b_only, c.a_only])
+                        c.ci_text, c.b_only, c.a_only])
             comps.append(c)
     # Holm over every comparison of the table: with m tests at 0.05 each, the chance of
     # at least one false "better" grows towards 1 - 0.95^m; the verdict reads the adjusted p.
@@ -155,6 +155,8 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
         excludes_zero = c.ci_low > 0 or c.ci_high < 0
         verdict = ("no detectable difference" if not (excludes_zero and ph < 0.05)
                    else "b better" if c.diff_points > 0 else "a better")
+        if c.b_only + c.a_only == 0:
+            verdict = NOTHING_TO_TEST
         line += [round(c.p_mcnemar, 4), round(ph, 4), verdict]
     return Table("Paired comparisons (same questions)", ["a", "b", "repeat", "n", "acc_a_%", "acc_b_%", "diff_pts",
                                                           "95%_CI_pts", "b_only", "a_only", "mcnemar_p",
@@ -162,7 +164,8 @@ def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int =
                  out, note="diff = b - a in points; CI = paired bootstrap over questions (10,000 resamples); "
                            "p = exact McNemar test on the discordant questions; p_holm = Holm-adjusted over the "
                            f"{len(out)} comparisons of this table. A difference is reported only when its CI "
-                           "excludes 0 and p_holm < 0.05.",
+                           "excludes 0 and p_holm < 0.05; where no question differs there is nothing to test, and the "
+                           "CI and verdict say so.",
                  keep=("a", "b", "diff_pts", "95%_CI_pts", "mcnemar_p_holm", "verdict", "n"))
 
 

@@ -24,7 +24,7 @@ from medpanel.experiments.run.store import Row
 MAX_VERDICTS = 8
 """More comparisons than this (a models or variants axis) are left to the full report."""
 
-ACCURACY_TITLE = "Accuracy and cost per question (invalid/errors scored wrong; cache hits cost 0)"
+ACCURACY_TITLE = "Accuracy and cost per question (invalid/errors scored wrong; sent/q: calls sent, cache hits free)"
 VERDICTS_TITLE = "Paired verdicts: b - a in points on the same questions, Holm over {m} comparison{s}"
 
 
@@ -56,7 +56,14 @@ def accuracy_ci(sel: list[Row]) -> tuple[float, float]:
 
 
 def _ci(low: float, high: float) -> str:
-    return "-" if np.isnan(low) else f"[{low:.1f}, {high:.1f}]"
+    if np.isnan(low):
+        return "-"
+    if low == high:
+        # Every question's mean correctness over the repeats is the same: the bootstrap over
+        # questions has nothing to resample, and [x, x] would read as certainty.
+        return f"none: {low:.0f}% on every question" if low not in (0, 100) else \
+            f"none: all {'right' if low else 'wrong'}"
+    return f"[{low:.1f}, {high:.1f}]"
 
 
 def accuracy_table(rows: list[Row], conditions: list[str], *, usd: bool) -> Table:
@@ -70,7 +77,7 @@ def accuracy_table(rows: list[Row], conditions: list[str], *, usd: bool) -> Tabl
                     sum(bool(r.error) for r in sel), f"{sum(r.calls for r in sel) / n:.1f}",
                     f"{sum(r.tokens for r in sel) / n:.0f}",
                     f"{sum(r.cost_usd for r in sel) / n:.4f}" if usd else "-"])
-    return Table(ACCURACY_TITLE, ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent_calls/q",
+    return Table(ACCURACY_TITLE, ["condition", "correct", "acc_%", "95%_CI", "invalid", "errors", "sent/q",
                                   "tokens/q", "usd/q"], out,
                  keep=("condition", "correct", "acc_%", "95%_CI", "invalid", "errors"))
 

@@ -7,6 +7,7 @@ interval on the accuracy difference plus an exact McNemar test on the discordant
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
@@ -82,6 +83,10 @@ def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return float(ci.low), float(ci.high)
 
 
+NOTHING_TO_TEST = "no question differs: nothing to test"
+"""The verdict of a comparison without one discordant question."""
+
+
 @dataclass(frozen=True)
 class PairedComparison:
     """Condition b versus condition a on the same n questions; differences are b - a in points."""
@@ -101,11 +106,23 @@ class PairedComparison:
     @property
     def verdict(self) -> str:
         """A difference counts only when the CI excludes 0 and McNemar agrees (p < 0.05)."""
+        if self.b_only + self.a_only == 0:
+            return NOTHING_TO_TEST  # p = 1 and a [0, 0] CI are no evidence of sameness, only of no discordance
         # Written as "excludes" so a nan CI (n < 2) falls through to "no detectable difference".
         excludes_zero = self.ci_low > 0 or self.ci_high < 0
         if not excludes_zero or not self.p_mcnemar < 0.05:
             return "no detectable difference"
         return "b better" if self.diff_points > 0 else "a better"
+
+    @property
+    def ci_text(self) -> str:
+        """The CI as a table shows it, or in words why there is none: a bootstrap of answers that never
+        differ is [0, 0], which would read as certainty."""
+        if self.b_only + self.a_only == 0:
+            return "none: no discordant question"
+        if self.n < 2 or math.isnan(self.ci_low):
+            return "none: fewer than 2 questions"
+        return f"[{self.ci_low:.1f}, {self.ci_high:.1f}]"
 
     def as_row(self) -> dict[str, Any]:
         """Flat dict of all fields plus the verdict, for tables and CSV."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.clustered_logit import GEE_MODEL, LOGIT_MODEL, OddsRatio
-from medpanel.experiments.analysis.inference.contrasts import Adjusted, channel_addition, pair_family
+from medpanel.experiments.analysis.inference.contrasts import Adjusted, Contrast, channel_addition, pair_family
 from medpanel.experiments.analysis.inference.factorial import Factorial, factorial_2x2, find_grids
 from medpanel.experiments.analysis.inference.ledger import (
     LedgerLine,
@@ -41,6 +41,15 @@ def _r(x: float, d: int = 1) -> float | str:
 
 def _ci(lo: float, hi: float) -> str:
     return "" if math.isnan(lo) or math.isnan(hi) else f"[{lo:.1f}, {hi:.1f}]"
+
+
+def _contrast_ci(c: Contrast, lo: float, hi: float) -> str:
+    return f"none: {c.degenerate}" if c.degenerate else _ci(lo, hi)
+
+
+def _spread_ci(lo: float, hi: float) -> str:
+    """An accuracy's bootstrap CI, or in words why it has no width: every question scored the same."""
+    return "none: the same on every question" if lo == hi else _ci(lo, hi)
 
 
 def _p(p: float | None) -> float | str:
@@ -78,8 +87,8 @@ def factorial_table(f: Factorial) -> Table:
     for i, e in enumerate(f.effects):
         c = e.contrast
         family = "factorial (3)" if i < 3 else "simple effects (4)"
-        out.append([c.name, family, c.n, c.repeats, _r(c.estimate), _ci(c.ci_low, c.ci_high),
-                    _ci(e.adj_low, e.adj_high), c.test, _p(c.p_value), _p(e.p_holm), e.verdict,
+        out.append([c.name, family, c.n, c.repeats, _r(c.estimate), _contrast_ci(c, c.ci_low, c.ci_high),
+                    _contrast_ci(c, e.adj_low, e.adj_high), c.test, _p(c.p_value), _p(e.p_holm), e.verdict,
                     _or(ors.get((GEE_MODEL, i))) if i < 3 else "", _or(ors.get((LOGIT_MODEL, i))) if i < 3 else ""])
     cells = ", ".join(f"{s} {a:.1f}%" for s, (a, _lo, _hi) in f.cell_accuracy.items())
     note = (f"Cells on the {f.n} questions all four answered in every run ({cells}; {f.dropped} left out). "
@@ -98,7 +107,8 @@ def family_rows(adjusted: Sequence[Adjusted]) -> list[list[Any]]:
     out = []
     for e in adjusted:
         c = e.contrast
-        out.append([c.name, c.n, c.repeats, _r(c.estimate), _ci(c.ci_low, c.ci_high), _ci(e.adj_low, e.adj_high),
+        out.append([c.name, c.n, c.repeats, _r(c.estimate), _contrast_ci(c, c.ci_low, c.ci_high),
+                    _contrast_ci(c, e.adj_low, e.adj_high),
                     "" if c.b_only is None else c.b_only, "" if c.a_only is None else c.a_only, c.test,
                     _p(c.p_value), _p(e.p_holm), e.verdict])
     return out
@@ -119,7 +129,8 @@ def repeat_tables(rows: list[Row], conditions: list[str], pairs: list[tuple[str,
     data = correctness_from_rows(rows)
     summ = repeat_summary(data, [c for c in conditions if c in data], n_boot=n_boot)
     k = max(s.repeats for s in summ) if summ else 0
-    out = [[s.condition, s.n, s.repeats, _r(s.accuracy, 2), _ci(s.ci_low, s.ci_high), _ci(s.ci2_low, s.ci2_high),
+    out = [[s.condition, s.n, s.repeats, _r(s.accuracy, 2), _spread_ci(s.ci_low, s.ci_high),
+            _spread_ci(s.ci2_low, s.ci2_high),
             _r(s.run_sd, 2), s.flips, _r(100 * s.flip_rate), _r(s.pass_all), s.dropped] for s in summ]
     tables = [Table("Repeats over every run", ["condition", "n", "runs", "accuracy_%", "95%_CI_questions",
                                                "95%_CI_two_level", "run_sd", "flips", "flip_rate_%",

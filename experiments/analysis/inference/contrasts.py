@@ -30,6 +30,7 @@ from medpanel.experiments.analysis.inference.resample import (
 
 __all__ = ["Adjusted", "Contrast", "adjust", "channel_addition", "compute_contrasts", "holm", "pair_family"]
 
+NO_DIFFERENCE = "no question differs"
 ONE_LEVEL = "questions"
 TWO_LEVEL = "questions, then runs within each question"
 
@@ -54,6 +55,9 @@ class Contrast:
     """Plain pair, one run: questions only the + condition got right (and `a_only` the other way)."""
     a_only: int | None = None
     note: str = ""
+    degenerate: str = ""
+    """Why the bootstrap CI has no width, in words ("no question differs", "the same difference on every
+    question"); empty when it has one. A [x, x] interval is no evidence of certainty, so tables say this."""
     draws: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
     """Bootstrap draws of the estimate (points), kept for the multiplicity-adjusted CI."""
 
@@ -137,8 +141,12 @@ def compute_contrasts(
         else:
             p = sign_flip_pvalue(d, _scale(w[j].tolist(), k))
             test = "exact sign-flip" + (f" on means over {k} runs" if k > 1 else "")
+        degenerate = ""
         if not np.any(d != 0):
             notes.append("no question where the contrast is non-zero (no discordance): CI [0, 0], p = 1")
+            degenerate = NO_DIFFERENCE
+        elif n >= 2 and np.ptp(d) == 0:
+            degenerate = "the same difference on every question"
         ci = (float(lo[j]), float(hi[j]))
         if n < 2:
             ci = (math.nan, math.nan)
@@ -148,7 +156,7 @@ def compute_contrasts(
         out.append(Contrast(name, {c: float(x) for c, x in zip(aligned.conditions, w[j], strict=True) if x},
                             n, k, float(100.0 * d.mean()), ci[0], ci[1], p, test,
                             TWO_LEVEL if two else ONE_LEVEL + (f" (each with its mean over {k} runs)" if k > 1 else ""),
-                            words, b_only, a_only, "; ".join(notes),
+                            words, b_only, a_only, "; ".join(notes), degenerate,
                             draws[:, j].copy()))
     return out
 
@@ -189,6 +197,8 @@ def adjust(contrasts: Sequence[Contrast], *, alpha: float = 0.05) -> list[Adjust
     for c, ph in zip(contrasts, p_holm, strict=True):
         if math.isnan(ph):
             verdict = "not tested"
+        elif c.degenerate == NO_DIFFERENCE:
+            verdict = f"{NO_DIFFERENCE}: nothing to test"
         elif ph < alpha:
             verdict = c.words[0] if c.estimate > 0 else c.words[1]
         else:
