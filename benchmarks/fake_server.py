@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from medpanel.agents.model.schema_reply import FirstDraw, build
+
 Reply = tuple[int, dict[str, str], Any]
 """(status, headers, body); a dict body is sent as JSON, a str body verbatim."""
 
@@ -126,28 +128,15 @@ class FakeOpenAI:
 
 
 def schema_reply(body: dict[str, Any]) -> dict[str, Any]:
-    """A reply valid for the request's schema: first enum value, `true`, short strings."""
+    """A reply valid for the request's schema, built by the package's own walk (`schema_reply.build`,
+    the scripted model's) with the plain draw: the first enum value, `const`, `false`, the fewest
+    items, "ok" for text. A request without a schema gets `{}`."""
     fmt = body.get("response_format") or {}
     schema = fmt.get("json_schema", {}).get("schema") or fmt.get("schema") or {}
-    defs = schema.get("$defs", {})
-
-    def value(prop: dict[str, Any]) -> Any:
-        if "$ref" in prop:
-            prop = defs.get(prop["$ref"].split("/")[-1], {})
-        if "enum" in prop:
-            return prop["enum"][0]
-        t = prop.get("type")
-        if t == "boolean":
-            return False
-        if t == "array":
-            return [value(prop.get("items", {}))] * max(1, prop.get("minItems", 1))
-        if t == "object" or "properties" in prop:
-            return {k: value(v) for k, v in prop.get("properties", {}).items()}
-        if t in ("integer", "number"):
-            return 1
-        return "ok"
-
-    return {k: value(v) for k, v in schema.get("properties", {}).items()}
+    if not schema:
+        return {}
+    reply: dict[str, Any] = build(schema, FirstDraw())
+    return reply
 
 
 def valid_reply(body: dict[str, Any], n: int) -> Reply:

@@ -1,16 +1,16 @@
 """A scripted AutoGen model client: deterministic replies for tests and benchmarks.
 
 Tests pass a responder that sees who is calling (`tag`), the messages and the reply model, and
-returns text, a dict or a model instance. Without one, the client builds a schema-valid reply
-whose choices come from a hash of the messages: deterministic, spread over the options, and never
-a fixed letter.
+returns text, a dict or a model instance. Without one, the client builds a reply valid for the
+reply model's JSON schema (`schema_reply`: nested objects, lists of objects, enums, consts ...)
+whose choices come from a hash of the messages: deterministic, spread over the options, never a
+fixed letter, and blind to the gold answer, which no request carries.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +22,8 @@ from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
 from medpanel.agents.model.client import CallTag, to_openai
-from medpanel.agents.model.structured import fields_of, schema_of
+from medpanel.agents.model.schema_reply import HashedDraw, build
+from medpanel.agents.model.structured import schema_of
 
 
 @dataclass
@@ -46,33 +47,10 @@ class ScriptedRequest:
 Responder = Callable[[ScriptedRequest], "str | dict[str, Any] | BaseModel"]
 
 
-def _pick(options: list[Any], seed: str) -> Any:
-    h = int(hashlib.sha256(seed.encode()).hexdigest(), 16)
-    return options[h % len(options)]
-
-
 def synthesize(model: type[BaseModel], seed: str) -> dict[str, Any]:
-    """A reply valid for `model`, chosen deterministically from `seed`."""
-    defs = schema_of(model).get("$defs", {})
-    out: dict[str, Any] = {}
-    for name, prop in fields_of(model):
-        s = f"{seed}/{name}"
-        if "enum" in prop:
-            out[name] = _pick(prop["enum"], s)
-        elif "const" in prop:
-            out[name] = prop["const"]
-        elif prop.get("type") == "boolean":
-            out[name] = _pick([True, False], s)
-        elif prop.get("type") == "array":
-            items = prop.get("items", {})
-            if "$ref" in items:
-                items = defs[items["$ref"].split("/")[-1]]
-            out[name] = [_pick(items["enum"], s)] if "enum" in items else ["scripted"]
-        elif prop.get("type") in ("integer", "number"):
-            out[name] = 1
-        else:
-            out[name] = f"scripted {name}"
-    return out
+    """A reply valid for `model`'s schema, every choice drawn from a hash of `seed` (`schema_reply`)."""
+    reply: dict[str, Any] = build(schema_of(model), HashedDraw(seed))
+    return reply
 
 
 class ScriptedChatCompletionClient(ChatCompletionClient):
