@@ -16,6 +16,8 @@ import pytest
 from aiohttp import web
 
 from medpanel.agents.model.client import ModelCallError
+from medpanel.retrieval.errors import SearchBackendError
+from medpanel.retrieval.search import TavilySearch
 
 from .conftest import write
 from .fake_openai import schema_reply
@@ -74,3 +76,12 @@ run: {{workers: 2}}
     assert [line for line in logs.splitlines() if "redirects every request" in line], logs
     with sqlite3.connect(run_dir / "study.db") as conn:
         assert conn.execute("select count(*) from mp_results").fetchone() == (0,)  # all redone on resume
+
+
+@pytest.mark.timeout(60)
+def test_web_search_follows_no_redirect_and_says_so() -> None:
+    with Hostile(_answer) as other, Hostile(_to(other, 307)) as srv:  # type: ignore[arg-type]
+        with TavilySearch(api_key="tvly-test", base_url=srv.origin) as tavily, \
+                pytest.raises(SearchBackendError, match="a redirect, not followed"):
+            tavily.search("dka first step", 3)
+        assert other.requests == []
