@@ -5,13 +5,18 @@ registry, `medpanel.retrieval.sources`, opens them by kind).
   one result per page (best chunk per URL), `source="web"`, quality judged from the URL. Built
   from the shared corpus, whose MedQuAD chunks carry NIH/CDC URLs.
 - `TavilySearch`: Tavily's REST API (`POST {base_url}/search`), key from `TAVILY_API_KEY`. The
-  base URL is configurable so contract tests can point it at a local fake server.
+  base URL is configurable so contract tests can point it at a local fake server. Its reply is
+  bounded like a model's: no redirect followed (the request carries the query), the body read
+  decompressed under `max_reply_bytes` and whole within `timeout` seconds, JSON too deep or not
+  UTF-8 refused; each is a `SearchBackendError` naming the bound.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -26,6 +31,8 @@ from medpanel.retrieval.retrievers import BM25Retriever, Retriever, open_retriev
 TAVILY_BASE_URL = "https://api.tavily.com"
 TAVILY_KEY_ENV = "TAVILY_API_KEY"
 TAVILY_MAX_RESULTS = 20
+TAVILY_MAX_REPLY_BYTES = 8 * 2**20
+"""Twenty results' snippets are tens of kilobytes; a longer reply is refused before it is read whole."""
 _YEAR_RE = re.compile(r"\b(19|20)\d{2}\b")
 
 
@@ -97,6 +104,7 @@ class TavilySearch:
         search_depth: Literal["basic", "advanced"] = "basic",
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        max_reply_bytes: int = TAVILY_MAX_REPLY_BYTES,
     ):
         key = api_key or os.environ.get(TAVILY_KEY_ENV)
         if not key:
@@ -105,7 +113,11 @@ class TavilySearch:
             )
         self.base_url = base_url.rstrip("/")
         self.search_depth = search_depth
-        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, transport=transport)
+        self.timeout = timeout
+        self.max_reply_bytes = max_reply_bytes
+        # No redirect is followed (httpx's default, stated): the request would carry the query elsewhere.
+        self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, transport=transport,
+                                    follow_redirects=False)
 
     def close(self) -> None:
         self._client.close()
@@ -124,26 +136,55 @@ class TavilySearch:
         # Tavily caps max_results at 20 and rejects more; ask for what it can give.
         body = {"query": query, "max_results": min(k, TAVILY_MAX_RESULTS), "search_depth": self.search_depth}
         try:
-            response = self._client.post(f"{self.base_url}/search", json=body)
+            with self._client.stream("POST", f"{self.base_url}/search", json=body) as response:
+                raw = self._read(response)
         except httpx.HTTPError as err:
             raise SearchBackendError(f"{self.kind}: request to {self.base_url} failed: {err}") from err
+        if 300 <= response.status_code < 400:
+            raise SearchBackendError(f"{self.kind}: HTTP {response.status_code} from {self.base_url}/search, a "
+                                     "redirect, not followed (the request carries the query); set the base URL to "
+                                     "the service itself")
+        payload = self._json(raw)
         if response.status_code != 200:
             raise SearchBackendError(
-                f"{self.kind}: HTTP {response.status_code} from {self.base_url}/search: {_detail(response)}"
+                f"{self.kind}: HTTP {response.status_code} from {self.base_url}/search: {_detail(payload, raw)}"
             )
         try:
-            payload = response.json()
             raw_results = payload["results"]
-        except (ValueError, KeyError, TypeError) as err:
+            return [_evidence(item, rank) for rank, item in enumerate(raw_results[:k], start=1)]
+        except (KeyError, TypeError, AttributeError) as err:
             raise SearchBackendError(f"{self.kind}: unexpected response shape: {err}") from err
-        return [_evidence(item, rank) for rank, item in enumerate(raw_results[:k], start=1)]
+
+    def _read(self, response: httpx.Response) -> bytes:
+        """The body, decompressed, refused past `max_reply_bytes` or once `timeout` has passed in all
+        (httpx's timeout is per read: a body that drips a byte at a time would never end on it)."""
+        deadline = time.monotonic() + self.timeout
+        parts: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size += len(chunk)
+            if size > self.max_reply_bytes:
+                raise SearchBackendError(f"{self.kind}: the reply from {self.base_url} is over "
+                                         f"{self.max_reply_bytes:,} bytes (decompressed); it was not read further")
+            if time.monotonic() > deadline:
+                raise SearchBackendError(f"{self.kind}: no whole reply from {self.base_url} within {self.timeout:g} s")
+            parts.append(chunk)
+        return b"".join(parts)
+
+    def _json(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw)
+        except RecursionError as err:
+            raise SearchBackendError(f"{self.kind}: the reply nests its JSON deeper than it can be read") from err
+        except UnicodeDecodeError as err:
+            raise SearchBackendError(f"{self.kind}: the reply is not UTF-8 text") from err
+        except ValueError:
+            return None
 
 
-def _detail(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-    except ValueError:
-        return response.text[:200]
+def _detail(data: Any, raw: bytes) -> str:
+    if data is None:
+        return raw[:200].decode("utf-8", errors="replace")
     if isinstance(data, dict):
         detail = data.get("detail", data.get("error", data))
         if isinstance(detail, dict):

@@ -7,9 +7,7 @@ not thread-safe (DESIGN.md, known traps).
 
 from __future__ import annotations
 
-import functools
 import os
-import ssl
 from collections.abc import Mapping
 from typing import Any, cast
 
@@ -21,24 +19,18 @@ from openai.types.chat import ChatCompletion
 from medpanel.agents.model.client import unsent
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.lean_chat import LeanChatClient, sent
-from medpanel.agents.model.probe import note_usage, on_response
+from medpanel.agents.model.probe import note_cached
+from medpanel.agents.model.reply_bounds import BadReply, completion_choices, parse_json, usage_of
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
+from medpanel.agents.model.sdk_http import sdk_http_client, ssl_context
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec, credential_problem, key_env
 from medpanel.agents.redact import register_secret
 
 __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for the process: loading the CA bundle costs ~70 ms, and clients are built per
-    question. A context (unlike an httpx client) is safe to share across threads and event loops."""
-    return ssl.create_default_context()
-
-
 def _http_client(spec: ModelSpec) -> Any:
-    # The response hook reads every answer's rate-limit headers (see agents/model/probe.py).
-    return openai.DefaultAsyncHttpxClient(verify=_ssl_context(), timeout=spec.timeout_s,
-                                          event_hooks={"response": [on_response]})
+    # No redirect followed, the body bounded, every answer's headers to the rate limits (sdk_http.py).
+    return sdk_http_client(spec.timeout_s, spec.max_reply_bytes)
 
 
 def preload(spec: ModelSpec) -> None:
@@ -91,7 +83,8 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         # per call than all of medpanel's own work. The SDK's default URL and its variable apply.
         base = url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         return LeanChatClient(base_url=base, api_key=key, timeout_s=spec.timeout_s, create_args=create_args,
-                              model_info=_model_info(spec), ssl=_ssl_context() if base.startswith("https") else None)
+                              model_info=_model_info(spec), ssl=ssl_context() if base.startswith("https") else None,
+                              max_reply_bytes=spec.max_reply_bytes)
     assert url is not None  # credential_problem refused Azure without one
     sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
                                   api_version=spec.api_version or "2024-10-21", api_key=key, timeout=spec.timeout_s,
@@ -109,7 +102,8 @@ class PostedChat:
     with `python -m benchmarks.bench_perf --sdk`). Worker threads share one
     interpreter lock, so in a long panel debate that walk, not the model, bounds throughput.
     AutoGen already hands over JSON-ready dicts, so the body is posted as it is; the SDK still does
-    the URL (Azure deployments included), auth, timeout, error types and response parsing.
+    the URL (Azure deployments included), auth, timeout and error types. The reply is parsed here,
+    under the bounds `LeanChatClient` reads with (`reply_bounds.py`).
     """
 
     def __init__(self, sdk: openai.AsyncOpenAI) -> None:
@@ -129,15 +123,24 @@ class PostedChat:
             options["timeout"] = timeout
         if extra_headers:
             options["headers"] = dict(extra_headers)
-        # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only.
-        completion: Any = await self.sdk.post("/chat/completions", body=body, cast_to=ChatCompletion,
-                                              options=cast(Any, options))
-        if not isinstance(completion, ChatCompletion) or not completion.choices:
+        # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only. The body
+        # comes back as bytes (read under model.max_reply_bytes, sdk_http.py) and is parsed here: the
+        # SDK would build a model for every choice listed, and its parser does not bound the depth.
+        raw: Any = await self.sdk.post("/chat/completions", body=body, cast_to=bytes, options=cast(Any, options))
+        payload = parse_json(raw)
+        choices = completion_choices(payload)
+        if choices is None:
             # Named here: AutoGen would fail on it with its own internal text ("'str' object has no
             # attribute 'usage'", "list index out of range"). A ValueError is a retried bad_response.
-            raise ValueError(f"the endpoint answered 200 with {sent(completion)}, not a chat completion's choices")
-        note_usage(completion.usage)  # cached prompt tokens, which AutoGen's CreateResult drops
-        return completion
+            shown = payload if isinstance(payload, dict) else bytes(raw).decode("utf-8", errors="replace")
+            raise ValueError(f"the endpoint answered 200 with {sent(shown)}, not a chat completion's choices")
+        assert isinstance(payload, dict)
+        if not isinstance(choices[0].get("message") or {}, dict):
+            raise BadReply("the endpoint's choices[0].message is not an object")
+        prompt, completion, cached = usage_of(payload)
+        note_cached(cached)  # cached prompt tokens, which AutoGen's CreateResult drops
+        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return ChatCompletion.construct(**{**payload, "choices": choices[:1], "usage": usage})
 
     async def close(self) -> None:
         await self.sdk.close()

@@ -32,6 +32,7 @@ from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.limits import RateLimits, request_tokens
 from medpanel.agents.model.probe import probing
 from medpanel.agents.model.replay import Replay, replayed
+from medpanel.agents.model.reply_bounds import checked_usage, stored_usage_ok
 from medpanel.agents.model.retries import BackoffWait as BackoffWait  # re-exported where they always were
 from medpanel.agents.model.retries import _is_retryable as _is_retryable
 from medpanel.agents.model.retries import _retry_after as _retry_after
@@ -203,13 +204,19 @@ class RecordingClient(ChatCompletionClient):
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
         coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
-        if sys.version_info >= (3, 11):
-            # A deadline on this task: `wait_for` (before 3.12) ran the call as a task of its own,
-            # one more hand-off through the event loop on every call.
-            async with asyncio.timeout(spec.timeout_s + 5):
-                result = await coro
-        else:
-            result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
+        # The whole call's deadline, whatever the client's own timeouts (httpx's are per read: a
+        # reply that drips a byte at a time would never end on them).
+        try:
+            if sys.version_info >= (3, 11):
+                # A deadline on this task: `wait_for` (before 3.12) ran the call as a task of its own,
+                # one more hand-off through the event loop on every call.
+                async with asyncio.timeout(spec.timeout_s + 5):
+                    result = await coro
+            else:
+                result = await asyncio.wait_for(coro, timeout=spec.timeout_s + 5)
+        except asyncio.TimeoutError:
+            raise asyncio.TimeoutError(f"no whole reply within model.timeout_s ({spec.timeout_s:g} s) "
+                                       "and 5 s of grace") from None
         if not isinstance(result.content, str):
             raise ValueError("the model returned tool calls; medpanel roles expect text")
         return result
@@ -244,6 +251,8 @@ class RecordingClient(ChatCompletionClient):
             await asyncio.to_thread(lock.acquire)
         try:
             hit = cache.get(key) if cache is not None else None
+            if hit is not None and not stored_usage_ok(hit):
+                hit = None  # an endpoint's absurd usage, cached before it was checked: asked again
             if hit is not None:
                 event.content = hit["content"]
                 event.usage = Usage(prompt_tokens=hit["prompt_tokens"], completion_tokens=hit["completion_tokens"],
@@ -254,7 +263,8 @@ class RecordingClient(ChatCompletionClient):
                 return CreateResult(finish_reason="stop", content=hit["content"], cached=True,
                                     usage=RequestUsage(prompt_tokens=0, completion_tokens=0))
             stored = replay.answer(key, self.tag, RunHalted) if replay is not None else None
-            if stored is not None:  # the source run's reply, recorded as the call it was there (not a cache hit)
+            # The source run's reply, recorded as the call it was there (not a cache hit).
+            if stored is not None and stored_usage_ok(stored):
                 if cache is not None:
                     cache.put(key, dict(stored))
                 return replayed(event, stored, self._finish)
@@ -264,8 +274,9 @@ class RecordingClient(ChatCompletionClient):
             attempts = 0
             limits = self.session.limits
 
-            async def once() -> tuple[CreateResult, int]:
-                """One attempt: (its result, the prompt tokens the endpoint's cache served)."""
+            async def once() -> tuple[CreateResult, tuple[int, int, int]]:
+                """One attempt: its result and usage (prompt, completion and cached prompt tokens, each
+                checked: an absurd figure is a retried bad reply, never stored or counted)."""
                 nonlocal attempts
                 attempts += 1
                 reserve = self.max_tokens or spec.max_tokens  # an uncapped call reserves the block's
@@ -274,14 +285,16 @@ class RecordingClient(ChatCompletionClient):
                 try:
                     with probing(limits) as probe:
                         result = await self._call_inner(messages)
-                    used = result.usage.prompt_tokens + result.usage.completion_tokens
-                    return result, probe.cached_tokens
+                    usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
+                                          probe.cached_tokens)
+                    used = usage[0] + usage[1]
+                    return result, usage
                 finally:
                     if limits is not None and ticket is not None:
                         limits.settle(ticket, used)
 
             try:
-                result, cached = await with_retries(once, spec.max_retries)
+                result, (prompt_tokens, completion_tokens, cached) = await with_retries(once, spec.max_retries)
             except Exception as exc:
                 event.latency_s = time.perf_counter() - start
                 event.attempts = attempts
@@ -295,11 +308,10 @@ class RecordingClient(ChatCompletionClient):
             event.attempts = attempts
             assert isinstance(result.content, str)
             event.content = result.content
-            event.usage = Usage(prompt_tokens=result.usage.prompt_tokens,
-                                completion_tokens=result.usage.completion_tokens, cached_tokens=cached)
+            event.usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
             if cache is not None:
-                cache.put(key, {"content": result.content, "prompt_tokens": result.usage.prompt_tokens,
-                                "completion_tokens": result.usage.completion_tokens, "cached_tokens": cached})
+                cache.put(key, {"content": result.content, "prompt_tokens": prompt_tokens,
+                                "completion_tokens": completion_tokens, "cached_tokens": cached})
             self._finish(event)
             return result
         finally:

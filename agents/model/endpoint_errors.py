@@ -9,6 +9,7 @@ question (its prompt is too long for this model) rather than of the call, so it 
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import openai
@@ -28,10 +29,27 @@ def _body(exc: BaseException) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+def where(location: str) -> str:
+    """A redirect's target as it may be shown: scheme, host, port and path (no credentials or query)."""
+    try:
+        parts = urllib.parse.urlsplit(location.strip())
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "an unreadable location"
+    if not parts.scheme or not parts.hostname:
+        return f"the path {parts.path[:120]!r}" if parts.path else "no location"
+    return f"{parts.scheme}://{parts.hostname}{port}{parts.path}"[:200]
+
+
 def endpoint_message(exc: BaseException) -> str | None:
-    """`HTTP 400 BadRequestError: <the endpoint's message>`, or None when the body has no message."""
+    """`HTTP 400 BadRequestError: <the endpoint's message>`, or None when the body has no message;
+    for a redirect, where it pointed (it is never followed: the request carries the prompts)."""
     if not isinstance(exc, openai.APIStatusError):
         return None
+    if 300 <= exc.status_code < 400:
+        target = where(exc.response.headers.get("location", ""))
+        return (f"HTTP {exc.status_code} redirect to {target} not followed: the request carries the prompts, "
+                "so medpanel follows no redirect. Point model.base_url at the endpoint itself")
     body = _body(exc)
     message = body.get("message") if body else None
     if not isinstance(message, str) or not message.strip():

@@ -18,6 +18,12 @@ What stays as it was with the SDK:
   cause chained, so `client.error_kind`, retries and `Retry-After` read them unchanged; a 200 that
   is not a chat completion is the same `ValueError` (`bad_response`) as `PostedChat`'s;
 - the probe: every reply's headers go to the rate limits, the cached prompt tokens to the call.
+
+What an endpoint controls is bounded (`reply_bounds.py`): the body is read, decompressed, under
+`model.max_reply_bytes`, and within `model.timeout_s` as a whole (a body that drips one byte at a
+time ends there); no redirect is followed, since the request carries the prompts (a 3xx is the
+SDK's status error for it, kind `redirect`); the JSON's depth, its containers, its choices and
+its usage figures are checked before any of them is used.
 Azure (its deployment routes and `api-key` header) keeps the SDK path (`backends.PostedChat`).
 """
 
@@ -50,6 +56,14 @@ from yarl import URL
 
 from medpanel.agents.model.client import to_openai, unsent
 from medpanel.agents.model.probe import note_cached, observe
+from medpanel.agents.model.reply_bounds import (
+    DEFAULT_MAX_REPLY_BYTES,
+    BadReply,
+    ReplyMeter,
+    completion_choices,
+    parse_json,
+    usage_of,
+)
 
 SDK_HTTPX: Any = getattr(sdk_base, "httpx2", None) or getattr(sdk_base, "httpx")  # noqa: B009
 """The httpx the installed SDK builds its exceptions from (openai 3 ships a fork, httpx2)."""
@@ -97,12 +111,13 @@ class LeanChatClient(ChatCompletionClient):
     """`create` = one POST to `<base_url>/chat/completions` on this event loop's aiohttp session."""
 
     def __init__(self, *, base_url: str, api_key: str, timeout_s: float, create_args: Mapping[str, Any],
-                 model_info: ModelInfo, ssl: Any = None) -> None:
+                 model_info: ModelInfo, ssl: Any = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.create_args = dict(create_args)
         self.info = model_info
         self.timeout_s = timeout_s
         self.ssl = ssl
+        self.max_reply_bytes = max_reply_bytes
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
                         "Accept": "application/json", "User-Agent": f"medpanel aiohttp/{aiohttp.__version__}"}
         # The SDK sends these when they are set; so does this client.
@@ -163,44 +178,53 @@ class LeanChatClient(ChatCompletionClient):
         data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
         try:
             session = self._open()
+            # No redirect is followed: a 307 would resend the prompts to wherever it points.
             async with session.post(self.url, data=data, headers=self.headers, proxy=self._proxy,
-                                    proxy_auth=self._proxy_auth) as reply:
-                raw = await reply.read()
+                                    proxy_auth=self._proxy_auth, allow_redirects=False) as reply:
+                raw = await self._read(reply)
                 status, headers = reply.status, reply.headers
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise openai.APITimeoutError(request=self._request()) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            # The session's total timeout covers the body too: a reply that never ends stops here.
+            raise openai.APITimeoutError(request=self._request()) from TimeoutError(
+                f"no whole reply within model.timeout_s ({self.timeout_s:g} s)")
         except aiohttp.ClientError as exc:
             raise openai.APIConnectionError(request=self._request()) from exc
         observe(status, headers)
         if not 200 <= status < 300:
             response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw, request=self._request())
             raise self._errors()._make_status_error_from_response(response)
-        try:
-            payload = json.loads(raw)
-        except ValueError:
-            payload = None
-        choices = payload.get("choices") if isinstance(payload, dict) else None
-        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
+        payload = parse_json(raw)
+        choices = completion_choices(payload)
+        if choices is None:
             # A ValueError is a retried bad_response, named for what came instead.
             shown = payload if isinstance(payload, dict) else raw.decode("utf-8", errors="replace")
             raise ValueError(f"the endpoint answered {status} with {sent(shown)}, not a chat completion's choices")
         assert isinstance(payload, dict)
         choice = choices[0]
         message = choice.get("message") or {}
+        if not isinstance(message, dict):
+            raise BadReply(f"the endpoint's choices[0].message is {str(message)[:40]!r}, not an object")
         if message.get("tool_calls"):
             raise ValueError("the model returned tool calls; medpanel roles expect text")
-        usage = payload.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
-        if isinstance(details.get("cached_tokens"), int):
-            note_cached(details["cached_tokens"])
+        prompt_tokens, completion_tokens, cached = usage_of(payload)
+        note_cached(cached)
         content = message.get("content") or ""
         thought = message.get("reasoning_content")
         if self.info["family"] == ModelFamily.R1 and thought is None:  # local R1 models: as AutoGen splits them
             thought, content = parse_r1_content(content)
         return CreateResult(finish_reason=_FINISH.get(str(choice.get("finish_reason")), "unknown"),
                             content=content, cached=False, thought=thought,
-                            usage=RequestUsage(prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                                               completion_tokens=int(usage.get("completion_tokens") or 0)))
+                            usage=RequestUsage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens))
+
+    async def _read(self, reply: aiohttp.ClientResponse) -> bytes:
+        """The body as aiohttp decodes it (gzip, deflate...: in bounded steps), refused once it passes
+        `max_reply_bytes` or holds too many containers, before the rest is read or inflated."""
+        meter = ReplyMeter(self.max_reply_bytes)
+        parts: list[bytes] = []
+        async for chunk in reply.content.iter_any():
+            meter.add(chunk)
+            parts.append(chunk)
+        return b"".join(parts)
 
     def create_stream(self, messages: Sequence[LLMMessage], **kwargs: Any) -> AsyncGenerator[str | CreateResult, None]:
         async def gen() -> AsyncGenerator[str | CreateResult, None]:

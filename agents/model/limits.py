@@ -11,12 +11,20 @@ one that got it.
 
 Tokens are estimated before a request is sent (its prompt, plus `max_tokens`: what an endpoint
 reserves for the reply) and the estimate is corrected with the reply's `usage` once it is known.
+
+What a server reports is bounded before it moves anything: a wait or reset beyond `ABSURD_WAIT_S`
+(or not a finite number) is read as no figure at all, a count beyond `MAX_COUNT` as that bound, a
+reply's usage moves the token schedule by at most one window, and no request is held longer than
+`max_wait_s` (longer, `on_long_wait` is told: the runner stops the run, resumably). A request larger
+than the token rate itself could never go: it is refused (`RequestOverLimit`) instead of scheduling
+the next request hours away.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import re
 import threading
 import time
@@ -26,8 +34,25 @@ from typing import Any
 
 from medpanel.agents.model.context import estimate_tokens
 
+ABSURD_WAIT_S = 7 * 86400.0
+"""A wait or reset a server reports beyond a week is a broken header, not a schedule: it is ignored."""
+
+MAX_COUNT = 10**15
+"""A remaining-requests or -tokens count is read within plus or minus this (a float beyond an int's
+range, `1e400`, would otherwise raise)."""
+
+DEFAULT_MAX_WAIT_S = 300.0
+"""The longest hold when none is configured (`run.max_retry_wait_s`'s default)."""
+
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
+
+
+def _seconds(value: float) -> float | None:
+    """A reported wait as it may be used: not below 0, and None when not finite or absurdly long."""
+    if not math.isfinite(value) or value > ABSURD_WAIT_S:
+        return None
+    return max(0.0, value)
 
 
 def parse_duration(text: str | None) -> float | None:
@@ -35,16 +60,16 @@ def parse_duration(text: str | None) -> float | None:
     if text is None:
         return None
     text = text.strip().lower()
-    if not text:
+    if not text or len(text) > 64:
         return None
     try:
-        return max(0.0, float(text))
+        return _seconds(float(text))
     except ValueError:
         pass
     parts = _PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
+    return _seconds(sum(float(n) * _UNITS[u] for n, u in parts))
 
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
@@ -52,33 +77,38 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return max(0.0, float(ms) / 1000)
+            return _seconds(float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
+        return _seconds(float(value))
     except ValueError:
         try:
             parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
-        return max(0.0, parsed.timestamp() - time.time())
+        return _seconds(parsed.timestamp() - time.time())
 
 
 def _int(value: str | None) -> int | None:
     try:
-        return int(float(value)) if value is not None else None
+        number = float(value) if value is not None else math.nan
     except ValueError:
         return None
+    return int(min(max(number, -MAX_COUNT), MAX_COUNT)) if math.isfinite(number) else None
 
 
 def request_tokens(messages: list[dict[str, Any]], max_tokens: int) -> int:
     """What a request may count against a TPM limit before its usage is known: the prompt's estimate
     plus `max_tokens` (OpenAI reserves the reply's room when it admits a request)."""
     return sum(estimate_tokens(str(m.get("content", ""))) for m in messages) + max_tokens
+
+
+class RequestOverLimit(RuntimeError):
+    """A request larger than the token rate: it could never go (kind `over_limit`, not retried)."""
 
 
 @dataclass
@@ -107,13 +137,16 @@ class RateLimits:
     """
 
     def __init__(self, rpm: float | None = None, tpm: float | None = None, *, window_s: float = 60.0,
-                 clock: Callable[[], float] = time.monotonic, max_wait_s: float | None = None,
-                 on_long_wait: Callable[[float], None] | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_wait_s: float | None = DEFAULT_MAX_WAIT_S,
+                 on_long_wait: Callable[[float], None] | None = None,
+                 tpm_setting: str = "the tokens-per-minute limit") -> None:
         self.rpm, self.tpm, self.window_s = rpm, tpm, window_s
         self.max_wait_s = max_wait_s
         """The longest wait a server may ask for; a longer one is not waited out: `on_long_wait(seconds)`
         is told (the runner stops the run, resumably) and requests are held only this long."""
         self.on_long_wait = on_long_wait
+        self.tpm_setting = tpm_setting
+        """What the token rate is called where it is set, for the error of a request it cannot fit."""
         self._req_rate = rpm / window_s if rpm else None
         self._tok_rate = tpm / window_s if tpm else None
         self._clock = clock
@@ -139,14 +172,20 @@ class RateLimits:
             if reset_at <= now:
                 self._srv_req = None
             elif left <= 0:
+                self._srv_req = left, (reset_at := self._held_to(reset_at, now))
                 at, by_headers = max(at, reset_at), True
         if self._srv_tok is not None:
             left, reset_at = self._srv_tok
             if reset_at <= now:
                 self._srv_tok = None
             elif left < tokens:
+                self._srv_tok = left, (reset_at := self._held_to(reset_at, now))
                 at, by_headers = max(at, reset_at), True
         return at, by_headers
+
+    def _held_to(self, reset_at: float, now: float) -> float:
+        """A server count's reset as a hold: at most `max_wait_s` away (longer, `on_long_wait` is told)."""
+        return now + self._capped(reset_at - now)
 
     def _admit(self, tokens: int, now: float) -> Ticket:
         if self._req_rate:
@@ -163,6 +202,11 @@ class RateLimits:
 
     async def acquire(self, tokens: int = 0) -> Ticket:
         """Wait until a request of about `tokens` tokens may go, and charge it."""
+        if self.tpm is not None and tokens > self.tpm:
+            raise RequestOverLimit(
+                f"a request of about {tokens:,} tokens (its prompt and model.max_tokens, which it reserves) can "
+                f"never fit {self.tpm_setting} ({self.tpm:,.0f} tokens a {self.window_s:g} s window); raise it "
+                "above the request, or lower model.max_tokens")
         held = False
         start = self._clock()
         while True:
@@ -184,6 +228,8 @@ class RateLimits:
             self._inflight = max(0, self._inflight - 1)
             if used is None:
                 return  # a refused or failed request may still have been counted: keep the charge
+            if self.tpm is not None:
+                used = min(used, int(self.tpm))  # one reply's figure moves the schedule one window at most
             delta = used - ticket.tokens
             if self._tok_rate:
                 self._tok_tat += delta / self._tok_rate
@@ -221,7 +267,7 @@ class RateLimits:
 
     def _capped(self, wait: float) -> float:
         """`wait`, or `max_wait_s` when the server asked for longer (and `on_long_wait` is told)."""
-        if self.max_wait_s is None or wait <= self.max_wait_s:
+        if self.max_wait_s is None or wait <= self.max_wait_s:  # `wait` is finite: `_seconds` read it
             return wait
         if self.on_long_wait is not None:
             self.on_long_wait(wait)

@@ -95,8 +95,10 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise LocalModelError(f"{self.label} exited with code {self.proc.returncode}{self._see_log()}")
             try:
-                if httpx.get(ready_url, timeout=2.0).status_code == 200:
-                    return self.base_url
+                # The status line only: whatever body the port answers with is never read.
+                with httpx.stream("GET", ready_url, timeout=2.0) as reply:
+                    if reply.status_code == 200:
+                        return self.base_url
             except httpx.HTTPError:
                 pass
             time.sleep(poll_s)

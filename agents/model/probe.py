@@ -3,7 +3,8 @@
 AutoGen's OpenAI client turns a completion into a `CreateResult` that keeps neither the response
 headers nor `usage.prompt_tokens_details`. `RecordingClient` opens a `CallProbe` around each
 attempt (a context variable, so concurrent calls on one event loop and calls on other threads'
-loops never see each other's); the HTTP client's response hook and `PostedChat` fill it in.
+loops never see each other's); the HTTP clients (`lean_chat`, `sdk_http`'s response hook,
+`PostedChat`) fill it in.
 """
 
 from __future__ import annotations
@@ -12,9 +13,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
-
-import httpx
 
 from medpanel.agents.model.limits import RateLimits
 
@@ -40,11 +38,6 @@ def probing(limits: RateLimits | None) -> Iterator[CallProbe]:
         _current.reset(token)
 
 
-async def on_response(response: httpx.Response) -> None:
-    """httpx response hook: every answer's headers (429s included) go to the process's limits."""
-    observe(response.status_code, response.headers)
-
-
 def observe(status: int, headers: Mapping[str, str]) -> None:
     """A reply's status and headers (any status) for the call in progress and the process's limits."""
     probe = _current.get()
@@ -60,12 +53,3 @@ def note_cached(tokens: int) -> None:
     probe = _current.get()
     if probe is not None:
         probe.cached_tokens = tokens
-
-
-def note_usage(usage: Any) -> None:
-    """Record the cached prompt tokens of a parsed completion's `usage`."""
-    probe = _current.get()
-    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
-    cached = getattr(details, "cached_tokens", None) if details is not None else None
-    if probe is not None and isinstance(cached, int):
-        probe.cached_tokens = cached

@@ -19,7 +19,7 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
-from medpanel.agents.model.limits import retry_after
+from medpanel.agents.model.limits import RequestOverLimit, retry_after
 
 T = TypeVar("T")
 
@@ -33,6 +33,10 @@ def error_kind(exc: BaseException) -> str:
         return "connection"
     if isinstance(exc, openai.InternalServerError):
         return "server_error"
+    if isinstance(exc, RequestOverLimit):
+        return "over_limit"  # not retryable: the same request is as large the next time
+    if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
+        return "redirect"  # never followed, nor retried: the next answer redirects the same way
     if is_context_overflow(exc):
         return "context_length"  # not retryable: the same prompt is as long the next time
     if isinstance(exc, openai.APIStatusError):
@@ -52,7 +56,10 @@ def describe_error(exc: BaseException) -> str:
     text = endpoint_message(exc) or str(exc)
     root: BaseException = exc
     seen = {id(exc)}
-    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+    # An exception raised `from None` hides its context on purpose (the SDK's status errors hide
+    # httpx's, which repeats the request's URL and the redirect's whole location).
+    while (nxt := root.__cause__ or (None if root.__suppress_context__ else root.__context__)) is not None \
+            and id(nxt) not in seen:
         seen.add(id(nxt))
         root = nxt
     if root is not exc:

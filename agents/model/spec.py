@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from medpanel.agents.model.reply_bounds import DEFAULT_MAX_REPLY_BYTES
 from medpanel.agents.redact import redact
 
 BACKENDS = ("local", "openai", "azure", "scripted")
@@ -74,7 +75,10 @@ class ModelSpec(BaseModel):
     llama.cpp's server accepts), `prompt` (instructions + validate + one re-ask). `auto` picks by
     backend."""
     timeout_s: float = Field(default=120.0, gt=0, le=86400)
-    """Per-call timeout."""
+    """Per-call timeout: the whole reply, its body included, must have come within it."""
+    max_reply_bytes: int = Field(default=DEFAULT_MAX_REPLY_BYTES, ge=4096, le=2**30)
+    """The largest reply body read from the endpoint, decompressed; a longer one is refused (retried,
+    then an error row) before the rest is read or inflated (docs/security.md)."""
     max_retries: int = Field(default=4, ge=0, le=100)
     """Retries of a failing call (429, 5xx, timeouts, dropped connections) with backoff."""
     cache: Literal["run", "condition", "off"] = "run"

@@ -1,13 +1,13 @@
 """Telling a dead endpoint or a wrong key from questions that failed.
 
-A refused connection, a rejected key (401/403) or an unknown model (404) fails every question the
-same way: recording each as an error row would "complete" the run with nothing but errors (and
-error rows count as done). So until some call of the session has been answered, a question that
-fails in one of those ways is held back, not committed. When `SYSTEMATIC_AFTER` questions have
-failed the same way, or the session ends with only such failures, the run stops (resumably) with
-one line naming the cause and the held questions are released: a resume after the fix runs them.
-As soon as any call succeeds, the endpoint works and the held questions are committed as the
-ordinary error rows they are.
+A refused connection, a rejected key (401/403), an unknown model (404), a redirect (never followed)
+or a token rate no request fits fails every question the same way: recording each as an error row
+would "complete" the run with nothing but errors (and error rows count as done). So until some call
+of the session has been answered, a question that fails in one of those ways is held back, not
+committed. When `SYSTEMATIC_AFTER` questions have failed the same way, or the session ends with only
+such failures, the run stops (resumably) with one line naming the cause and the held questions are
+released: a resume after the fix runs them. As soon as any call succeeds, the endpoint works and the
+held questions are committed as the ordinary error rows they are.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Question, QuestionResult, TranscriptEvent
 from medpanel.experiments.run.storage import Pair
 
-SYSTEMATIC_KINDS = ("connection", "http_401", "http_403", "http_404")
-"""Failures that say nothing about the question: the endpoint, the key or the model name is wrong."""
+SYSTEMATIC_KINDS = ("connection", "http_401", "http_403", "http_404", "redirect", "over_limit")
+"""Failures that say nothing about the question: the endpoint, the key or the model name is wrong,
+the endpoint redirects (never followed), or no request fits the token rate."""
 
 SYSTEMATIC_AFTER = 3
 """Questions failing the same systematic way, with no call answered, before the run stops."""
@@ -101,6 +102,10 @@ class EndpointHealth:
             code = kind.removeprefix("http_")
             what = (f"the endpoint {url} rejected the API key from ${env} ({code}) {tail}. Export a valid key as "
                     f"{env} (model.api_key_env names the variable)")
+        elif kind == "redirect":
+            what = f"the endpoint {url} redirects every request {tail}: {detail[:300]}"
+        elif kind == "over_limit":
+            what = f"no request fits the token rate {tail}: {detail[:300]}"
         else:
             what = (f"the endpoint {url} has no model {spec.model_name!r} (404) {tail}. Fix model.name or "
                     "model.base_url")

@@ -103,7 +103,9 @@ class Runner:
                       max_cost_usd=run.max_cost_usd, max_wall_s=run.max_wall_s, prices=prices,
                       # Always present: with no rpm/tpm set it still reads the endpoint's headers and 429s.
                       limiter=RateLimits(shares.rate(run.requests_per_minute, n), shares.rate(run.tokens_per_minute, n),
-                                         max_wait_s=run.max_retry_wait_s, on_long_wait=self._long_wait))
+                                         max_wait_s=run.max_retry_wait_s, on_long_wait=self._long_wait,
+                                         tpm_setting="run.tokens_per_minute (--tpm)"
+                                                     + (f", this process's 1/{n} share" if n > 1 else "")))
 
     def _long_wait(self, seconds: float) -> None:
         """An endpoint asked for a wait longer than `run.max_retry_wait_s`: stop now, resumably."""
