@@ -141,9 +141,10 @@ def test_a_schema_no_value_satisfies_is_refused(schema: dict[str, Any], why: str
 
 
 def test_an_all_agree_mdagents_moderator_over_http_is_answered_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake endpoint honours `const`: when every expert holds one letter the moderator's answer
-    field is that letter alone, and the endpoint's reply is valid the first time. MDAgents'
-    moderate path with a silent first turn: 1 + 1 + 5 + 5 + 1 + 5 + 5 + 1 = 24 requests."""
+    """The fake endpoint's every reply is valid the first time, so no call is re-asked: MDAgents'
+    moderate path with a silent first turn is 1 + 1 + 5 + 5 + 1 + 5 + 5 + 1 = 24 requests. The
+    moderator is offered every option, as MDAgents' code offers them (an `enum`), and the fake
+    endpoint answers a `const` field with its one value (posted over HTTP below)."""
     from medpanel.agents.model.spec import ModelSpec
     from medpanel.agents.pipelines.run import run_question
 
@@ -163,5 +164,23 @@ def test_an_all_agree_mdagents_moderator_over_http_is_answered_once(monkeypatch:
         schemas = [b["response_format"]["json_schema"]["schema"] for b in srv.requests]
     assert steps(result)[-1] == "decision.moderator" and result.summary["ended_by"] == "silence"
     assert len(srv.requests) == 24
-    assert schemas[-1]["properties"]["answer"].get("const") == "A"  # the moderator's one allowed letter
+    assert schemas[-1]["properties"]["answer"]["enum"] == ["A", "B", "C", "D"]  # every option, as the code
     assert result.summary["rule"] == "moderator" and result.answer == ("A",)
+
+
+def test_the_fake_endpoint_answers_a_const_field_with_its_value() -> None:
+    """Over HTTP: a field that allows one value gets that value, not the first letter or a default."""
+    import urllib.request
+
+    from .fake_openai import FakeOpenAI, completion, schema_reply
+
+    schema = {"type": "object", "properties": {"answer": {"const": "C"}, "n": {"const": 3}},
+              "required": ["answer", "n"]}
+    body = {"model": "m", "messages": [], "response_format": {"type": "json_schema",
+                                                               "json_schema": {"name": "r", "schema": schema}}}
+    with FakeOpenAI(lambda b, n: (200, {}, completion(json.dumps(schema_reply(b))))) as srv:
+        request = urllib.request.Request(f"{srv.base_url}/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            content = json.loads(reply.read())["choices"][0]["message"]["content"]
+    assert json.loads(content) == {"answer": "C", "n": 3}
