@@ -35,6 +35,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.export import records
 from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.ownership import first_difference
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.rundir import RunData, load_record, load_transcript, transcript_path
@@ -245,20 +246,10 @@ def _same_scenario(run_dir: Path, scenario: Scenario) -> None:
         wanted["run"]["storage"] = redact_url(wanted["run"]["storage"])
     for block in (stored, wanted):  # this session's options, not the plan
         block.get("run", {}).pop("workers", None)
-    differ = _first_difference(stored, wanted, "")
+    differ = first_difference(stored, wanted, "")
     if differ is not None:
         raise UserError(f"{run_dir} holds a run of another scenario ({differ} differs), so if_exists='resume' "
                         "cannot finish it. Use if_exists='new' or another run_dir", field="run_dir")
-
-
-def _first_difference(a: Any, b: Any, prefix: str) -> str | None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b)):
-            found = _first_difference(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
-            if found is not None:
-                return found
-        return None
-    return None if a == b else prefix or "the scenario"
 
 
 def resume(run_dir: str | Path, *, retry_errors: bool = False, client_factory: Callable[[Any], Any] | None = None,

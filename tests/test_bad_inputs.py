@@ -556,8 +556,8 @@ legal("resume-complete-run")(lambda ws: ["run", "--resume", str(ws.run()), "--wo
 legal("report")(lambda ws: ["report", str(ws.run())])
 legal("show-with-condition")(lambda ws: ["show", str(ws.run()), _qid(ws), "--condition", "c0"])
 legal("export-stdout")(lambda ws: ["export", str(ws.run()), "--out", "-"])
-legal("export-new-folder")(lambda ws: ["export", str(ws.run()), "--format", "csv", "--out",
-                                       str(ws.path("new/sub/r.csv"))])
+legal("export-existing-folder")(lambda ws: [ws.path("new/sub").mkdir(parents=True), "export", str(ws.run()),
+                                            "--format", "csv", "--out", str(ws.path("new/sub/r.csv"))][1:])
 legal("compare-two-runs")(lambda ws: _compare_two(ws, "--out", str(ws.path("cmp"))))
 legal("audit")(lambda ws: ["audit", str(ws.run())])
 legal("runs-empty-folder")(lambda ws: [ws.path("empty").mkdir(), "runs", str(ws.path("empty"))][1:])

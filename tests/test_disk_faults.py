@@ -14,12 +14,12 @@ import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from medpanel.experiments.run import confined
 from medpanel.experiments.run import files as store_module
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
@@ -143,17 +143,17 @@ def test_an_injected_write_failure_stops_the_run_and_keeps_what_was_done(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, code: int) -> None:
     plan = make_plan(load_scenario(write(tmp_path / "s.yaml", SCENARIO)), base_dir=tmp_path)
     runner = Runner.create(plan, run_dir=tmp_path / "run")
-    real = tempfile.mkstemp
+    real = confined.new_temporary
     made = {"n": 0}
 
-    def mkstemp(*args, **kwargs):  # the transcript writes after the fifth fail, as a full disk would
-        if "transcripts" in str(kwargs.get("dir", "")):
+    def new_temporary(folder: Path, *args):  # the transcript writes after the fifth fail, as a full disk would
+        if "transcripts" in str(folder):
             made["n"] += 1
             if made["n"] > 5:
-                raise OSError(code, os.strerror(code), str(kwargs["dir"]))
-        return real(*args, **kwargs)
+                raise OSError(code, os.strerror(code), str(folder))
+        return real(folder, *args)
 
-    monkeypatch.setattr(store_module.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(confined, "new_temporary", new_temporary)
     with caplog.at_level(logging.WARNING):
         status = runner.run(install_signals=False)
     assert status["state"] == "stopped", status
@@ -164,18 +164,18 @@ def test_an_injected_write_failure_stops_the_run_and_keeps_what_was_done(
     assert _consistent(runner.run_dir) == 5
     with sqlite3.connect(runner.run_dir / "study.db") as conn:
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
-    monkeypatch.setattr(store_module.tempfile, "mkstemp", real)
+    monkeypatch.setattr(confined, "new_temporary", real)
     assert Runner.open(runner.run_dir).run(install_signals=False)["state"] == "complete"
     assert _consistent(runner.run_dir) == 24
 
 
 def test_a_status_file_on_a_full_disk_is_overwritten_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "status.json"
-    store_module.write_status(path, {"state": "running"})
+    store_module.write_status(tmp_path, {"state": "running"})
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp_path))
 
-    monkeypatch.setattr(store_module.tempfile, "mkstemp", full)
-    store_module.write_status(path, {"state": "stopped", "reason": "cannot write x: No space left on device"})
+    monkeypatch.setattr(confined, "new_temporary", full)
+    store_module.write_status(tmp_path, {"state": "stopped", "reason": "cannot write x: No space left on device"})
     assert json.loads(path.read_text())["state"] == "stopped"

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import files
-from medpanel.experiments.run.files import write_atomic
+from medpanel.experiments.run import confined
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
@@ -33,7 +33,7 @@ def test_a_run_fsyncs_no_transcript_and_every_row_has_its_whole_file(tmp_path: P
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
     real = os.fsync
-    monkeypatch.setattr(files.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    monkeypatch.setattr(confined.os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
     run_dir = _run(tmp_path)
     store = Store(f"sqlite:///{run_dir / 'study.db'}", run_dir)
     rows = store.rows()
@@ -51,15 +51,15 @@ def test_a_run_fsyncs_no_transcript_and_every_row_has_its_whole_file(tmp_path: P
 def test_a_failed_write_leaves_the_previous_file_whole_and_no_temporary(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t" / "x.json"
-    write_atomic(path, '{"v": 1}', durable=False)
+    Confined(tmp_path).write("t/x.json", '{"v": 1}', durable=False)
     assert json.loads(path.read_text()) == {"v": 1}
 
-    def broken(src: str, dst: str) -> None:
+    def broken(src: str, dst: str, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(files.os, "replace", broken)
+    monkeypatch.setattr(confined.os, "replace", broken)
     with pytest.raises(OSError, match="No space left") as info:
-        write_atomic(path, '{"v": 2, "long": "' + "x" * 10_000 + '"}', durable=False)
+        Confined(tmp_path).write("t/x.json", '{"v": 2, "long": "' + "x" * 10_000 + '"}', durable=False)
     assert str(path) in str(info.value), "the error names the file meant, not its temporary sibling"
     assert json.loads(path.read_text()) == {"v": 1}
     assert [p.name for p in path.parent.iterdir()] == ["x.json"]
@@ -67,7 +67,7 @@ def test_a_failed_write_leaves_the_previous_file_whole_and_no_temporary(tmp_path
 
 def test_the_durable_write_fsyncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     synced: list[int] = []
-    monkeypatch.setattr(files.os, "fsync", synced.append)
-    write_atomic(tmp_path / "run.json", "{}")
-    write_atomic(tmp_path / "t.json", "{}", durable=False)
+    monkeypatch.setattr(confined.os, "fsync", synced.append)
+    Confined(tmp_path).write("run.json", "{}")
+    Confined(tmp_path).write("t.json", "{}", durable=False)
     assert len(synced) == 1

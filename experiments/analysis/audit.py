@@ -22,6 +22,8 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
 from medpanel.experiments.errors import UserError, read_json, read_text
+from medpanel.experiments.run.confined import Confined
+from medpanel.experiments.run.jsonline import lines_of
 from medpanel.experiments.run.rundir import read_questions
 from medpanel.experiments.run.store import Row
 from medpanel.retrieval.leakage import DIRECT, UPSTREAM, LeakHit, QuestionProbe, Thresholds
@@ -45,7 +47,7 @@ def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str,
             raise UserError("no such file. Give a JSONL file with dataset, qid and pmid/url/title per line",
                             file=str(extra), field="--provenance")
         text = read_text(extra, what="provenance file", fix="Give a UTF-8 JSONL file", field="--provenance")
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(lines_of(text), 1):
             if not line.strip():
                 continue
             try:
@@ -156,10 +158,8 @@ def leakage_table(doc: dict[str, Any]) -> Table:
 
 
 def write_leakage(run_dir: Path, doc: dict[str, Any]) -> Path:
-    out = run_dir / "report" / LEAKAGE_FILE
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
-    return out
+    text = json.dumps(doc, indent=1, ensure_ascii=False)
+    return Confined(run_dir, private=False).write(f"report/{LEAKAGE_FILE}", text, durable=False)
 
 
 def read_leakage(run_dir: Path) -> dict[str, Any] | None:

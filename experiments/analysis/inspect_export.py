@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -37,6 +38,7 @@ from medpanel.agents.prompting import format_question
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, spent, when
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import RunData, load_run, load_transcript, transcript_path
@@ -196,11 +198,17 @@ def write_inspect_logs(run_dir: Path, out_dir: Path) -> list[Path]:
         task = re.sub(r"[^0-9A-Za-z.+-]", "-", f"{run}-{cond}-r{rep}")[:80]
         built.append((out_dir / f"{stamp}_{task}_{safe_stem('', run, cond, rep).lstrip('-_')}.eval",
                       _log(data, cond, rep, rows)))
-    try:
+    try:  # the command line has checked the folder (`outputs`), or made report/inspect inside the run
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UserError(f"cannot create {out_dir} ({exc.strerror or exc}). Choose another --out", field="--out") \
             from None
-    for path, eval_log in built:  # every log is built before the first is written
-        log.write_eval_log(eval_log, str(path))
+    folder = Confined(out_dir, "an output folder", private=False)  # written never through a link
+    with tempfile.TemporaryDirectory(prefix="medpanel-inspect-") as tmp:
+        for path, eval_log in built:  # every log is built before the first is written
+            # Inspect writes a log to a path it opens itself: written aside, then moved in by `confined`.
+            aside = Path(tmp) / path.name
+            log.write_eval_log(eval_log, str(aside))
+            folder.write(path.name, aside.read_bytes())
+            aside.unlink()
     return [p for p, _ in built]

@@ -12,11 +12,13 @@ pyplot, so nothing global (the backend, open figures) changes and threads are sa
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.analysis.stats import accuracy_ci
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.store import Row
 
 PLOTS = ("accuracy_by_condition", "accuracy_by_dataset", "cost_by_condition", "accuracy_vs_calls")
@@ -39,11 +41,13 @@ def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
     # Text stays text in SVGs; a fixed hash salt makes the element ids reproducible.
     with mpl.rc_context({"svg.hashsalt": "medpanel", "svg.fonttype": "none"}):
         for fmt in FORMATS:
-            path = out_dir / f"{name}.{fmt}"
             # No dates in the files: rebuilding an unchanged run gives identical plots.
             metadata = {"Date": None} if fmt == "svg" else {"Software": None}
-            fig.savefig(path, format=fmt, metadata=metadata)
-            out.append(path)
+            buffer = io.BytesIO()
+            fig.savefig(buffer, format=fmt, metadata=metadata)
+            # Drawn in memory, then written by `confined`: never through a link in the folder.
+            folder = Confined(out_dir, "a report folder", private=False)
+            out.append(folder.write(f"{name}.{fmt}", buffer.getvalue(), durable=False))
     return out
 
 

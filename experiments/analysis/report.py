@@ -25,6 +25,7 @@ from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables
 from medpanel.experiments.run.axes import expand_pairs
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import condition_order
 from medpanel.experiments.run.store import Row
@@ -277,7 +278,8 @@ def run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> list[Table]
 
 
 def write_report(run_dir: Path, tables: list[Table]) -> list[Path]:
-    return write_tables(run_dir / "report", tables, title=f"Report: {run_dir.name}", md_name="report.md")
+    report = Confined(run_dir).folder("report")  # a folder of the run's, never a link out of it
+    return write_tables(report, tables, title=f"Report: {run_dir.name}", md_name="report.md")
 
 
 def csv_name(t: Table) -> str:
@@ -286,16 +288,13 @@ def csv_name(t: Table) -> str:
 
 
 def write_tables(out_dir: Path, tables: list[Table], *, title: str, md_name: str) -> list[Path]:
-    """Each table as `<title>.csv`, and all of them in one markdown file."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Each table as `<title>.csv`, and all of them in one markdown file, in the folder `out_dir`
+    (which exists), written by `confined`: never through a link, never into a file's other names."""
+    folder = Confined(out_dir, "a report folder", private=False)
     written = []
     md = [f"# {title}", ""]
     for t in tables:
-        path = out_dir / csv_name(t)
-        path.write_text(t.csv(), encoding="utf-8")
-        written.append(path)
+        written.append(folder.write(csv_name(t), t.csv(), durable=False))
         md.append(t.markdown())
-    md_path = out_dir / md_name
-    md_path.write_text("\n".join(md), encoding="utf-8")
-    written.append(md_path)
+    written.append(folder.write(md_name, "\n".join(md), durable=False))
     return written

@@ -153,8 +153,10 @@ def init(
         if not n:
             body = f"name: {stem}\n{body}"
         body = f"# Made from {src.name} (medpanel init --from {template}).\n{body}"
+    if not path.parent.is_dir():  # a mistyped folder is refused, not made
+        raise UserError(f"the folder {path.parent} does not exist. Create it first, or choose another --out",
+                        field="--out")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "x", encoding="utf-8") as fh:  # "x": a file that appeared meanwhile is kept
             fh.write(HEADER.format(name=stem, file=path) + body)
     except FileExistsError:

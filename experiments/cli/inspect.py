@@ -25,8 +25,9 @@ from medpanel.experiments.analysis.inspect_export import write_inspect_logs
 from medpanel.experiments.analysis.report import RunTables, write_tables
 from medpanel.experiments.cli.output import console, print_table, print_transcript, report_tables
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import inside
-from medpanel.experiments.run.ownership import refuse_run_records
+from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
 from medpanel.experiments.run.rundir import (
     load_record,
     load_run,
@@ -58,18 +59,32 @@ def _echo(text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
-def _warn_missing_transcripts(run_dir: Path) -> None:
-    """Say which conditions' pages and figures lack transcripts (deleted, or a copy made without them)."""
+def _missing_transcripts(run_dir: Path) -> tuple[dict[str, list[int]], int]:
+    """Per condition, [transcripts missing, rows]; and the run's row count."""
     data = load_run(run_dir)
     missing: dict[str, list[int]] = {}
     for row in data.rows:
         counts = missing.setdefault(row.condition, [0, 0])
         counts[1] += 1
         counts[0] += not transcript_path(run_dir, row).is_file()
-    for condition, (gone, total) in missing.items():
+    return missing, len(data.rows)
+
+
+def _refuse_without_transcripts(run_dir: Path) -> None:
+    """`report --html` shows the debates: with none of them there, nothing asked for can be shown."""
+    missing, total = _missing_transcripts(run_dir)
+    if total and sum(gone for gone, _ in missing.values()) == total:
+        raise UserError(f"none of the run's {total} transcripts is there (deleted, or a copy made without them), so "
+                        "the HTML report has no debate to show. Restore transcripts/ from a backup, or run medpanel "
+                        f"report {run_dir} without --html for the tables", file=str(run_dir / "transcripts"))
+
+
+def _warn_missing_transcripts(run_dir: Path, what: str) -> None:
+    """Say which conditions' transcripts are missing (deleted, or a copy made without them)."""
+    for condition, (gone, total) in _missing_transcripts(run_dir)[0].items():
         if gone:
             sys.stderr.write(f"warning: condition {condition}: {gone} of {total} transcripts are missing from "
-                             f"{run_dir / 'transcripts'}; its question pages and transition figures lack them\n")
+                             f"{run_dir / 'transcripts'}; {what}\n")
 
 
 def _note_progress(run_dir: Path) -> None:
@@ -153,10 +168,10 @@ def export(
     (--format inspect) one Inspect AI eval log per condition and repeat, for `inspect view`."""
     if fmt == "inspect":
         load_record(run_dir)
-        folder = out or run_dir / "report" / "inspect"
-        refuse_run_records(folder, field="--out")
-        if folder.exists() and not folder.is_dir():
-            raise UserError(f"{folder} is a file. Give a folder for the Inspect logs", field="--out")
+        if out is None:
+            folder = Confined(run_dir).folder("report/inspect")  # inside the run, never through a link
+        else:
+            folder = check_output_folder(out, field="--out")
         paths = write_inspect_logs(run_dir, folder)
         _echo(f"{len(paths)} Inspect logs written to {folder}/ (inspect view --log-dir {folder})")
         _note_progress(run_dir)
@@ -169,33 +184,21 @@ def export(
         write_export(run_dir, fmt, sys.stdout)
         _note_progress(run_dir)
         return
-    path = out or run_dir / "report" / f"results.{fmt}"
-    refuse_run_records(path, field="--out")
-    if path.is_dir():
-        raise UserError(f"{path} is a folder. Give a file name, e.g. --out {path / f'results.{fmt}'}", field="--out")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create the folder of {path} ({exc.strerror or exc}). Choose another --out",
-                        field="--out") from None
+    target = None if out is None else check_output_file(out, field="--out", run_dir=run_dir)
     # Rendered before the file is opened, so a damaged run leaves no empty output behind.
     buffer = io.StringIO()
     n = write_export(run_dir, fmt, buffer)
-    with open(path, "w", encoding="utf-8", newline="") as fh:
-        fh.write(buffer.getvalue())
-    _echo(f"{n} records written to {path}")
+    if target is None:
+        path = Confined(run_dir, private=False).write(f"report/results.{fmt}", buffer.getvalue())
+    else:
+        path = write_output(target, buffer.getvalue())
+    _echo(f"{n} records written to {out or path}")
     _note_progress(run_dir)
 
 
 def _check_out_dir(out: Path) -> None:
-    """`--out DIR` for a folder of tables: refuse a file, or a folder that cannot be created."""
-    refuse_run_records(out, field="--out")
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{out} is a file. Give a folder for the tables", field="--out")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UserError(f"cannot create {out} ({exc.strerror or exc}). Choose another --out", field="--out") from None
+    """`--out DIR` for a folder of tables: refuse a file, a run's records, a folder whose parent is missing."""
+    check_output_folder(out, field="--out")
 
 
 def audit(
@@ -233,11 +236,14 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
                                                             "audit.")] = False) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
+    if html:
+        _refuse_without_transcripts(run_dir)  # before anything is printed or written
     _written, shared = report_tables(run_dir)
     if html:
         paths = write_html_report(run_dir, shared=shared)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
-        _warn_missing_transcripts(run_dir)
+    _warn_missing_transcripts(run_dir, "its question pages, transition tables and figures lack them" if html
+                              else "its transition and cost tables count them from their rows alone")
     _note_progress(run_dir)
 
 
@@ -265,13 +271,19 @@ def show(
     if not matches:
         raise UserError(f"no transcript for {qid!r}{f' in condition {condition}' if condition else ''}. "
                         f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
+    missing: list[str] = []
     for row in matches:
         path = inside(run_dir, row.transcript)
         if path is None or not path.is_file():
-            console.print(f"{row.condition} {row.dataset}/{row.qid}: transcript {row.transcript} is missing",
-                          markup=False)
+            why = "leaves the run directory" if path is None else "is missing"
+            missing.append(f"{row.condition} {row.dataset}/{row.qid}: the transcript {run_dir / row.transcript} {why}")
             continue
         print_transcript(load_transcript(path), full=full)
+    if missing and len(missing) == len(matches):  # nothing asked for can be shown
+        more = f" (and {len(missing) - 1} more of the {len(matches)} asked for)" if len(missing) > 1 else ""
+        raise UserError(f"{missing[0]}{more}: nothing to show. Restore transcripts/ from a backup", field="QID")
+    for line in missing:
+        sys.stderr.write(f"warning: {line}\n")
     _note_progress(run_dir)
 
 

@@ -24,7 +24,7 @@ from medpanel.experiments.errors import UserError, not_regular, read_text, speci
 from medpanel.experiments.run.freetext import load_freetext
 from medpanel.experiments.run.hf_datasets import load_hf
 from medpanel.experiments.run.hf_presets import PRESETS, default_subsets
-from medpanel.experiments.run.jsonline import MAX_ID_CHARS, load_line, storable
+from medpanel.experiments.run.jsonline import MAX_ID_CHARS, lines_of, load_line, storable
 
 log = logging.getLogger("medpanel.datasets")
 
@@ -247,7 +247,7 @@ def _load_jsonl(path: Path, *, default_dataset: str, use_dataset_field: bool) ->
     questions: list[Question] = []
     first_line: dict[tuple[str, str], int] = {}
     text = read_text(path, what="dataset file", fix="Check the dataset path", field="dataset.path")
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(lines_of(text), start=1):
         if not line.strip():
             continue
         where = f"{path}:{lineno}"

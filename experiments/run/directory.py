@@ -19,12 +19,12 @@ from medpanel.agents.redact import redact_url as redact_url_secrets
 from medpanel.agents.types import Condition
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget_match import BudgetReference
-from medpanel.experiments.run.files import write_atomic
-from medpanel.experiments.run.ownership import check_new_run_folder, check_parts_belong, new_run_id
+from medpanel.experiments.run.confined import Confined
+from medpanel.experiments.run.ownership import check_new_run_folder, check_parts_belong, check_run_paths, new_run_id
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.provenance import git_commit, versions
 from medpanel.experiments.run.records import RUN_FORMAT, RunRecord
-from medpanel.experiments.run.rundir import load_record, read_run_questions
+from medpanel.experiments.run.rundir import load_record, read_run_questions, read_status
 from medpanel.experiments.run.scenario import Scenario, load_scenario
 from medpanel.experiments.run.storage import normalize_url, redact_url
 from medpanel.experiments.run.store import Store
@@ -55,6 +55,7 @@ def new_run_dir(plan: Plan, *, runs_dir: Path | None, run_dir: Path | None) -> P
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is a file, not a folder. Choose another --run-dir", field="--run-dir")
     check_new_run_folder(run_dir)
+    check_run_paths(run_dir)  # an interrupted creation's files: no link among them
     if plan.scenario.run.storage:
         # Reach the storage before anything is written, so a wrong URL leaves no half-made run.
         Store(normalize_url(plan.scenario.run.storage), run_dir).close()
@@ -104,7 +105,7 @@ def run_record(plan: Plan, *, storage_url: str, scenario_file: str | None) -> di
 
 def write_questions(run_dir: Path, plan: Plan) -> str:
     text = "".join(q.model_dump_json() + "\n" for q in plan.questions)
-    write_atomic(run_dir / "questions.jsonl", text)
+    Confined(run_dir).write("questions.jsonl", text)
     return text
 
 
@@ -153,8 +154,10 @@ def read_plan(run_dir: Path) -> tuple[Plan, RunRecord]:
 
 
 def check_parts(run_dir: Path, record: RunRecord, store: Store) -> None:
-    """Refuse to go on with a run whose run.json or questions.jsonl is another run's (`ownership`)."""
-    check_parts_belong(run_dir, record, store.get_meta("run_json"), store.get_meta("questions"))
+    """Refuse to go on with a run whose run.json or questions.jsonl is another run's, or whose run.json
+    changed since it was created (`ownership`), or whose status.json is not the runner's."""
+    read_status(run_dir)
+    check_parts_belong(run_dir, record, store.get_meta("run_json"), store.get_meta("questions"), plan=True)
 
 
 def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:
@@ -210,6 +213,7 @@ def join_files(url: str, run_dir: Path | None) -> Path:
     runs_dir = Path(meta["scenario"]["run"].get("runs_dir", "runs"))
     folder = run_dir or runs_dir / f"{meta['name']}@{socket.gethostname()}"
     folder.mkdir(parents=True, exist_ok=True)
-    write_atomic(folder / "questions.jsonl", questions)
-    write_atomic(folder / "run.json", json.dumps(meta, indent=2))
+    check_run_paths(folder)
+    Confined(folder).write("questions.jsonl", questions)
+    Confined(folder).write("run.json", json.dumps(meta, indent=2))
     return folder

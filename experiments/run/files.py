@@ -1,23 +1,23 @@
-"""Files a run writes: names that are safe and unique for any id, atomic writes, status.json.
+"""Files a run writes: names that are safe and unique for any id, paths read from a study, status.json.
 
-A transcript's or a page's file name is a readable prefix plus a hash of the exact key; every file
-is written to a temporary name, fsynced, then renamed, so a crash leaves the old file or the new
-one, never half of either.
+A transcript's or a page's file name is a readable prefix plus a hash of the exact key. Every file
+is written by `confined.Confined` (a temporary name, fsynced, then renamed; no link followed).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import json
-import os
 import re
-import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+from medpanel.experiments.run.confined import Confined
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+STATUS_NAME = "status.json"
 
 NAME_PREFIX_CHARS = 80
 """How much of an id a file name keeps readable; the hash after it carries the identity."""
@@ -48,6 +48,15 @@ def inside(root: Path, relative: str) -> Path | None:
     return path if path.is_relative_to(root.resolve()) else None
 
 
+def own_path(relative: str) -> PurePosixPath | None:
+    """A path a study names as the run's own (a row's transcript), when it is relative and has no
+    `..`: what the run directory's writer may write or remove. None for anything else."""
+    path = PurePosixPath(relative)
+    if not relative or path.is_absolute() or any(p in ("", ".", "..") for p in path.parts):
+        return None
+    return path
+
+
 def row_file(run_dir: Path, relative: str) -> Path:
     """A result row's transcript file, refused (ValueError) when the row's path leaves the run
     directory: an absolute or `../` path in a study is not followed, whoever reads it."""
@@ -58,60 +67,19 @@ def row_file(run_dir: Path, relative: str) -> Path:
     return path
 
 
-def write_atomic(path: Path, text: str, *, durable: bool = True) -> None:
-    """`text` at `path` whole or not at all: written to a temporary sibling, then renamed over it,
-    so no reader and no crash of this process ever meets a half-written file at `path`.
-
-    `durable=False` skips the fsync: the rename still holds against a crash of the process, not
-    against a power loss or a kernel crash, where the file's last seconds may be lost. Transcripts
-    are written so (their rows' commits run with SQLite's `synchronous=NORMAL`, no fsync either);
-    the fsync cost 3 ms of wall time and 0.5 ms of CPU a question."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        if exc.errno:
-            raise _naming(exc, path) from exc
-        raise
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.errno:
-            raise _naming(exc, path) from exc
-        raise
-
-
-def _naming(exc: OSError, path: Path) -> OSError:
-    """The same error, naming the file meant (not its temporary sibling)."""
-    return OSError(exc.errno, exc.strerror, str(path))
-
-
 STATUS_BYTES = 2048
 """status.json is written this large (padded with spaces, still valid JSON) so that a disk that has
 filled up since can still take the final status: it is then overwritten in place."""
 
 
-def write_status(path: Path, status: dict[str, Any]) -> None:
+def write_status(run_dir: Path, status: dict[str, Any]) -> None:
+    """RUN_DIR/status.json, through the run directory's writer (`confined`): never through a link."""
     text = json.dumps(status, indent=2) + "\n"
     padded = text + " " * max(0, STATUS_BYTES - len(text.encode()))
+    folder = Confined(run_dir)
     try:
-        write_atomic(path, padded)
+        folder.write(STATUS_NAME, padded)
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not path.is_file():
-            raise
-        size = path.stat().st_size
-        data = text.encode()
-        if len(data) > size:
-            raise
         # No room for a new file: overwrite the old one in place, within blocks it already has.
-        with open(path, "r+b") as fh:
-            fh.write(data + b" " * (size - len(data)))
-            fh.flush()
-            os.fsync(fh.fileno())
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not folder.overwrite_in_place(STATUS_NAME, text.encode()):
+            raise

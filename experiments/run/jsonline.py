@@ -33,6 +33,13 @@ def load_line(line: str, where: str) -> Any:
                         file=where) from None
 
 
+def lines_of(text: str) -> list[str]:
+    """The lines of a JSON-lines text: split at "\\n" only (a "\\r" before it dropped). `str.splitlines`
+    also splits at U+2028, U+2029, U+0085 and the other separators Unicode counts, which JSON keeps
+    unescaped inside a string: a question holding one would read back as two broken lines."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 MAX_ID_CHARS = 512
 """The longest id (realidx, dataset) a record may have: ids are keys of the study and parts of file names."""
 

@@ -13,13 +13,21 @@ import json
 import sqlite3
 import uuid
 from pathlib import Path
+from typing import Any
 
-from medpanel.experiments.errors import UserError
+from medpanel.experiments.errors import UserError, read_json
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.records import RunRecord
 
 RECORDS = frozenset({"run.json", "questions.jsonl", "study.db", "study.db-wal", "study.db-shm", "study.db-journal",
                      "status.json", "runner.lock", "transcripts", "cache", "local_server.log"})
 """The names a run writes at its top level that only the runner may write (report/ is the readers')."""
+
+IN_PLACE = ("study.db", "study.db-wal", "study.db-shm", "study.db-journal", "runner.lock", "local_server.log")
+"""The run's files written in place (SQLite, flock, the model server's log): links refused, and other names too."""
+
+TREES = {"transcripts": False, "cache": True, "report": False, "wandb": False}
+"""The run's folders, each checked to its depth; True: its files are written in place (diskcache's)."""
 
 CREATION = frozenset({"questions.jsonl", "study.db", "study.db-wal", "study.db-shm", "study.db-journal"})
 """What a run's creation writes before run.json: all a folder may hold for a new run to take it."""
@@ -71,15 +79,55 @@ def check_new_run_folder(run_dir: Path) -> None:
                         "folder for the run", field="--run-dir")
 
 
+def check_run_paths(run_dir: Path) -> None:
+    """Refuse (`UnsafePath`, exit 2) a run directory where any path the run or its readers write is a
+    link, a special file, or (written in place) a file with other names, before anything is read or
+    written: each writer goes through `confined` too, so one planted later is refused where it is met."""
+    if not run_dir.is_dir():
+        return  # the callers name a missing run directory themselves
+    folder = Confined(run_dir)
+    for name in ("run.json", "questions.jsonl", "status.json", *IN_PLACE):
+        folder.check_file(name, in_place=name in IN_PLACE)
+    for name, in_place in TREES.items():
+        folder.check_tree(name, in_place=in_place)
+
+
+def study_problem(db: Path) -> str | None:
+    """Why the SQLite file `db` does not hold a run's study (None when it may: damage inside it is
+    `storage.check_sqlite`'s to name). An emptied file, or one whose tables were dropped, would
+    read as a run with nothing done, and a resume would run every pair again."""
+    if db.stat().st_size == 0:
+        return "it is empty (0 bytes)"
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            names = {str(r[0]) for r in conn.execute("select name from sqlite_master where type = 'table'")}
+            missing = [t for t in ("mp_results", "mp_meta") if t not in names]
+            if missing:
+                return f"it has no {' and no '.join(missing)} table"
+            if conn.execute("select 1 from mp_meta where key = 'run_json'").fetchone() is None:
+                return "it keeps no copy of the run.json it was created with"
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return None
+
+
 def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | None,
-                       stored_questions: str | None) -> None:
+                       stored_questions: str | None, *, plan: bool = False) -> None:
     """Refuse a run whose run.json, questions.jsonl and study come from different runs.
 
     The study keeps the run.json and questions it was created with: run.json must carry the same
     run id (older runs, made before run ids, the same creation time) and questions.jsonl the same
-    text."""
+    text. `plan` (a resume): run.json must also be the very one the study keeps, but for the
+    tracker's note, so a run.json edited after a crash (another model, other conditions) cannot
+    make the pairs left run on another plan."""
+    path = run_dir / "run.json"
     if stored_run_json is None:
-        return  # a study made before these copies were kept: nothing to compare
+        raise UserError("the study database beside it keeps no copy of the run.json it was created with, so it "
+                        "does not hold this run's study. Put back this run's own study.db, or start the run again",
+                        file=str(path))
     try:
         stored = json.loads(stored_run_json)
     except ValueError:
@@ -90,7 +138,15 @@ def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | 
     if mine != stored.get(key):
         raise UserError(f"run.json belongs to another run than the study database beside it (its {key} is "
                         f"{mine!r}, the study's is {stored.get(key)!r}). Put back this run's own run.json, "
-                        "or start the run again", file=str(run_dir / "run.json"))
+                        "or start the run again", file=str(path))
+    if plan:
+        on_disk = read_json(path, what="run.json", fix="Restore it from a backup")
+        differ = first_difference({k: v for k, v in stored.items() if k != "tracker"},
+                                  {k: v for k, v in on_disk.items() if k != "tracker"}, "")
+        if differ is not None:
+            raise UserError(f"was changed since the run was created ({differ} differs from the copy its study keeps), "
+                            "and a resume runs the plan it started with. Put back the run's own run.json, or start a "
+                            "new run with the change", file=str(path))
     qfile = run_dir / "questions.jsonl"
     if stored_questions is not None and qfile.is_file():
         try:
@@ -101,6 +157,17 @@ def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | 
             raise UserError("does not match the questions the study database was created with (it was replaced "
                             "or edited). Put back this run's own questions.jsonl, or start the run again",
                             file=str(qfile))
+
+
+def first_difference(a: Any, b: Any, prefix: str) -> str | None:
+    """The dotted path of the first place two JSON documents differ (None when equal)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in sorted(set(a) | set(b)):
+            found = first_difference(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
+            if found is not None:
+                return found
+        return None
+    return None if a == b else prefix or "the document"
 
 
 def run_root_of(path: Path) -> Path | None:

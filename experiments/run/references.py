@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.jsonline import lines_of
 
 MAX_REFERENCE_BYTES = 512_000_000
 """Decompressed bytes a reference file may hold (the published one is about 8 MB): a gzip bomb stops here."""
@@ -152,7 +153,7 @@ def _parse(data: bytes, file: str, field: str) -> Runs:
         raise UserError("neither gzip nor UTF-8 JSON lines. Give the published predictions file "
                         "(one JSON object a line, gzipped or not)", file=file, field=field) from None
     runs: Runs = {}
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines_of(text), 1):
         if not line.strip():
             continue
         try:

@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.run.files import row_file
+from medpanel.experiments.run.jsonline import lines_of
+from medpanel.experiments.run.ownership import check_parts_belong, check_run_paths, study_problem
 from medpanel.experiments.run.records import (
     RUN_FORMAT,
     TRANSCRIPT_FORMAT,
@@ -185,7 +187,7 @@ def read_run_questions(run_dir: Path) -> list[Question]:
     path = Path(run_dir) / "questions.jsonl"
     text = read_text(path, what="question list of this run", fix=RESTORE)
     out = []
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(lines_of(text), 1):
         if line.strip():
             try:
                 out.append(Question.model_validate_json(line))
@@ -199,20 +201,32 @@ def read_run_questions(run_dir: Path) -> list[Question]:
 
 
 def open_store(run_dir: Path, record: RunRecord) -> Store:
-    """The store of an existing run. A SQLite run whose study.db is gone is refused: opening it
-    would create an empty one, and the run would read as having nothing done (a resume would redo
-    and overwrite every question)."""
+    """The store of an existing run, once no path the run or its readers write is a link
+    (`check_run_paths`). A SQLite run whose study.db is gone, emptied or not this run's is refused:
+    opening it would create an empty one, and the run would read as having nothing done (a resume
+    would redo every question)."""
+    check_run_paths(run_dir)
     url = storage_url(run_dir, record)
     require_study(run_dir, url)
-    return Store(url, run_dir)
+    store = Store(url, run_dir)
+    try:
+        check_parts_belong(run_dir, record, store.get_meta("run_json"), None)
+    except UserError:
+        store.close()
+        raise
+    return store
 
 
 def require_study(run_dir: Path, url: str) -> None:
-    """Refuse an existing run whose SQLite study file is gone (see `open_store`)."""
+    """Refuse an existing run whose SQLite study file is gone or holds no run's study (see `open_store`)."""
     db = sa_url_path(url) if url.startswith("sqlite") else None
     if db is not None and not db.is_file():
         raise UserError(f"is missing: the study database holds every result row of the run in {run_dir}. "
                         f"{RESTORE}", file=str(db))
+    problem = study_problem(db) if db is not None else None
+    if problem is not None:
+        raise UserError(f"does not hold the study of the run in {run_dir} ({problem}): opened, it would read as a "
+                        f"run with nothing done. {RESTORE}", file=str(db))
 
 
 def sa_url_path(url: str) -> Path | None:
@@ -228,7 +242,7 @@ def read_questions(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
     questions: dict[tuple[str, str], dict[str, Any]] = {}
     qfile = run_dir / "questions.jsonl"
     if qfile.is_file():
-        for n, line in enumerate(read_text(qfile, what="question list of this run", fix=RESTORE).splitlines(), 1):
+        for n, line in enumerate(lines_of(read_text(qfile, what="question list of this run", fix=RESTORE)), 1):
             if line.strip():
                 try:
                     q = json.loads(line)
@@ -249,15 +263,28 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     finally:
         store.close()
     questions = read_questions(run_dir)
-    status_path = run_dir / "status.json"
-    status = read_json(status_path, what="status.json", fix="Delete it; the next run or resume writes it again") \
-        if status_path.is_file() else {}
-    if not isinstance(status, dict):
-        raise UserError("not a status document: delete it; the next run or resume writes it again",
-                        file=str(status_path))
+    status = read_status(run_dir)
     if status.get("state") == "running" and lock_holder(run_dir) is None:
         status["state"] = "killed"  # a session wrote "running" and never finished: resume it
     return RunData(run_dir=run_dir, record=record, rows=rows, questions=questions, status=status)
+
+
+STATES = ("running", "complete", "stopped", "incomplete")
+"""What a session writes in status.json's `state`."""
+
+
+def read_status(run_dir: Path) -> dict[str, Any]:
+    """status.json as the runner wrote it ({} when there is none); a `UserError` naming it otherwise,
+    so a file that is not the run's own is never taken, or replaced, without a word."""
+    path = run_dir / "status.json"
+    if not path.is_file() and not path.is_symlink():
+        return {}
+    fix = "Delete it; the next run or resume writes it again"
+    status = read_json(path, what="status.json", fix=fix)
+    if not isinstance(status, dict) or status.get("state") not in STATES:
+        raise UserError(f"not a medpanel status document (a JSON object whose state is one of {', '.join(STATES)}). "
+                        f"{fix}", file=str(path))
+    return status
 
 
 def progress_note(run_dir: Path) -> str | None:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.confined import Confined
 
 LOCK_NAME = "runner.lock"
 
@@ -47,9 +48,9 @@ def refuse_if_running(run_dir: Path) -> None:
 
 @contextlib.contextmanager
 def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
-    path = run_dir / LOCK_NAME
+    folder = Confined(run_dir)
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = folder.open_own(LOCK_NAME)  # a regular file of one name: a link or a FIFO is refused
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -61,11 +62,8 @@ def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
             raise
         # The previous holder removes the file when it finishes: if that happened between our open
         # and our lock, we hold a lock on a file nobody else will see. Open the path again.
-        try:
-            same = os.stat(path).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if same:
+        info = os.fstat(fd)
+        if folder.identity(LOCK_NAME) == (info.st_dev, info.st_ino):
             break
         os.close(fd)
     try:
@@ -76,7 +74,7 @@ def run_lock(run_dir: Path, owner: str) -> Iterator[None]:
     finally:
         # Removed while still held, so a runner waiting on this file re-opens the path (see above).
         with contextlib.suppress(OSError):
-            path.unlink()
+            folder.unlink(LOCK_NAME)
         os.close(fd)
 
 
@@ -84,7 +82,8 @@ def lock_holder(run_dir: Path) -> str | None:
     """The pid noted by the process running `run_dir` now, or None when no process holds its lock."""
     path = run_dir / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        # Never through a link, never waiting on a FIFO: what is there is refused by the writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
     try:

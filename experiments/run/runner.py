@@ -41,8 +41,10 @@ from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimits
 from medpanel.experiments.run.collector import collecting_less
-from medpanel.experiments.run.files import write_atomic, write_status
+from medpanel.experiments.run.confined import Confined
+from medpanel.experiments.run.files import write_status
 from medpanel.experiments.run.health import EndpointHealth
+from medpanel.experiments.run.ownership import check_run_paths
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.quiet import no_widget_notice
 from medpanel.experiments.run.rundir import require_study
@@ -141,7 +143,7 @@ class Runner:
         # Optuna's schema is created (and checked) with the run, so starting a session does not
         # pay for it; see `_optuna_storage`.
         runner._optuna_storage().engine.dispose()
-        write_atomic(run_dir / "run.json", json.dumps(meta, indent=2))  # last: the run exists from now on
+        Confined(run_dir).write("run.json", json.dumps(meta, indent=2))  # last: the run exists from now on
         return runner
 
     @classmethod
@@ -154,6 +156,7 @@ class Runner:
 
     @classmethod
     def open(cls, run_dir: Path, member: processes.MemberSpec | None = None) -> Runner:
+        check_run_paths(run_dir)  # no link where the run writes, before anything is read or written
         plan, record = directory.read_plan(run_dir)
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
@@ -240,7 +243,6 @@ class Runner:
                         model_budgets=self.model_budgets, replay=self.replay)
         if self.replay is not None and self.replay.strict:
             self.replay.on_strict_miss = self.stop.set
-        status_path = self.run_dir / "status.json"
         total = len(self.plan.pairs)
         held = self.tracker is not None or self.member is not None  # the runner's tracker logs the run
         tracker = self.tracker if held else open_tracker(self.plan.scenario.run.tracker, self.run_dir)
@@ -250,7 +252,7 @@ class Runner:
         with self._runner_lock():
             with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
                 if self.member is None:  # status.json is the runner's
-                    write_status(status_path, {"state": "running", "pid": os.getpid(),
+                    write_status(self.run_dir, {"state": "running", "pid": os.getpid(),
                                                "updated": datetime.now(timezone.utc).isoformat()})
             try:
                 self._session(shared, install_signals)
@@ -277,9 +279,9 @@ class Runner:
             }
             try:
                 if self.member is None:
-                    write_status(status_path, status)
+                    write_status(self.run_dir, status)
             except OSError as exc:
-                status["status_error"] = store.resource_failure(exc) or f"cannot write {status_path}: {exc}"
+                status["status_error"] = store.resource_failure(exc) or f"cannot write {exc.filename}: {exc}"
             if tracker is not None:
                 tracker.state = status["state"]
                 if not held:
@@ -331,14 +333,16 @@ class Runner:
             if group is not None:
                 group.spawn(self.n_processes - 1)  # their imports overlap this process's start-up
             caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
-            shared.cache = ResponseCache(self.run_dir / "cache") if caching else None
+            if caching:  # diskcache opens its files itself: the folder is checked first (`confined`)
+                shared.cache = ResponseCache(Confined(self.run_dir).folder("cache", in_place=True))
             self.prepare()
             spec = next((m for m in [self.plan.scenario.model, *self.plan.axes.models.values()]
                          if m.backend == "local"), self.plan.scenario.model)
             if member is not None:
                 shared.base_url = member.base_url  # the runner's embedded server, if it started one
             elif spec.backend == "local" and self.client_factory is None:
-                server = embedded_server(spec, log_path=self.run_dir / "local_server.log")
+                log = Confined(self.run_dir).check_file("local_server.log", in_place=True)
+                server = embedded_server(spec, log_path=log)
                 shared.base_url = server.start()
             self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)

@@ -89,7 +89,7 @@ def end_process(run_dir: Path, stop: Stop) -> None:
     claims and redoes the rest)."""
     reason = f"{stop.reason or 'stopped'}; the process ended {BACKSTOP_S:g} s after the grace period"
     with contextlib.suppress(OSError):
-        write_status(run_dir / "status.json", {"state": "stopped", "reason": redact(reason),
+        write_status(run_dir, {"state": "stopped", "reason": redact(reason),
                                                "updated": datetime.now(timezone.utc).isoformat()})
     log.warning("%s", reason)
     os._exit(3)

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 from medpanel.agents.model.cache import StorageFailure, storage_cause
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.confined import Confined, UnsafePath
 
 metadata = sa.MetaData()
 
@@ -166,15 +167,23 @@ def redact_url(url: str) -> str:
     return url
 
 
-def check_sqlite(url: str) -> None:
-    """Refuse a SQLite study file that is not a database or has damaged pages, naming it.
+def check_sqlite(url: str, run_dir: Path) -> None:
+    """Refuse a SQLite study file that is not a database or has damaged pages, naming it; and, when
+    it is the run directory's own, one that is a link or has other names (SQLite writes it, and its
+    journal beside it, in place: `confined`).
 
     SQLite reports damage only when a query reaches a damaged page, which may be deep inside a
     report or a resumed run; `PRAGMA quick_check` reads every page once (milliseconds for a run's
     study.db), so the problem is one line before anything else happens.
     """
     path = sa.engine.make_url(url).database
-    if not path or path == ":memory:" or not Path(path).is_file() or Path(path).stat().st_size == 0:
+    if not path or path == ":memory:":
+        return
+    if Path(path).parent.resolve() == Path(run_dir).resolve():
+        own = Confined(run_dir)
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            own.check_file(Path(path).name + suffix, in_place=True)
+    if not Path(path).is_file() or Path(path).stat().st_size == 0:
         return
     fix = ("Restore it from a backup, or start the run again in a new --run-dir (its transcripts/ folder "
            "keeps every finished debate)")
@@ -234,7 +243,7 @@ def resource_failure(exc: BaseException, url: str, run_dir: Path) -> str | None:
     """One line naming the path and the cause when `exc` is the run's own storage failing (disk
     full, read-only, no permission), or None for anything else."""
     for e in _chain(exc):
-        if isinstance(e, StorageFailure):
+        if isinstance(e, StorageFailure | UnsafePath):  # UnsafePath: a link met mid-run, refused
             return str(e)
         if isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS:
             return f"cannot write {e.filename or run_dir}: {storage_cause(e)}"

@@ -3,14 +3,16 @@
 The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
 killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
 is committed by inserting its row after its transcript file is in place (written to a temporary
-name, then renamed), so a crash of the process leaves either both or a stray transcript the next
-attempt overwrites, never a row without its whole transcript. Neither is fsynced (SQLite runs with
+name, then renamed), so a crash of the process leaves either both or a stray transcript, never a
+row without its whole transcript; no execution writes over another's file (the next attempt's
+transcript takes a name of its own). Neither is fsynced (SQLite runs with
 `synchronous=NORMAL`), so that holds for the process, not for a power loss or kernel crash, after
 which the last seconds' writes (rows or transcript files) may be lost; see docs/operations.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -28,7 +30,8 @@ from medpanel.agents.redact import redact
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import store_sql as sql
-from medpanel.experiments.run.files import inside, row_file, safe_dir, safe_stem, write_atomic
+from medpanel.experiments.run.confined import Confined
+from medpanel.experiments.run.files import own_path, row_file, safe_dir, safe_stem
 from medpanel.experiments.run.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.rows import row_of
@@ -80,13 +83,14 @@ class Store:
     def __init__(self, url: str, run_dir: Path) -> None:
         self.url = url
         self.run_dir = run_dir
+        self.folder = Confined(run_dir)  # the run directory's writer: transcripts never go through a link
         self.shared = is_shared(url)
         self._local = threading.local()
         self._own: list[sqlite3.Connection] = []
         """The threads' own connections (`_now`), closed with the store."""
         self._lock = threading.Lock()
         if not self.shared:
-            check_sqlite(url)
+            check_sqlite(url, run_dir)
         try:
             self.engine = make_engine(url)
             metadata.create_all(self.engine)
@@ -121,9 +125,9 @@ class Store:
         with self.engine.connect() as conn:
             for r in conn.execute(query):
                 pair = (r.condition, r.dataset, r.qid, r.repeat)
-                path = inside(self.run_dir, r.path) or self.transcript_path(pair)
-                if not path.exists():
-                    write_atomic(path, r.body)
+                relative = own_path(r.path) or self.transcript_path(pair).relative_to(self.run_dir)
+                with contextlib.suppress(FileExistsError):  # a file already there is never replaced
+                    self.folder.write(relative, r.body, replace=False)
                     n += 1
         return n
 
@@ -295,7 +299,11 @@ class Store:
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
         body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
-        write_atomic(path, body, durable=False)  # the row's commit does not fsync either (files.write_atomic)
+        try:  # not fsynced: neither is the row's commit (`Confined.write`)
+            self.folder.write(path.relative_to(self.run_dir), body, durable=False, replace=False)
+        except FileExistsError:  # another execution's file (killed before its row): kept; this one is named anew
+            path = self.transcript_path(pair, tag=f"x-{uuid.uuid4().hex[:8]}")
+            self.folder.write(path.relative_to(self.run_dir), body, durable=False, replace=False)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
@@ -353,9 +361,9 @@ class Store:
                 conn.execute(sql.INSERT_TRANSCRIPT, {**key, "body": staged.body})
                 conn.execute(sql.DROP_CLAIM, key)
         for relative in replaced:
-            old_path = inside(self.run_dir, relative)
-            if old_path is not None and old_path != staged.path.resolve():
-                old_path.unlink(missing_ok=True)  # the error's transcript; its row is gone
+            gone = own_path(relative)
+            if gone is not None and self.run_dir / gone != staged.path:
+                self.folder.unlink(gone)  # the error's transcript; its row is gone
         return row_of(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
 
     def rows(self) -> list[Row]:

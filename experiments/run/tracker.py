@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.files import write_atomic
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.store import Row
 
@@ -269,7 +269,7 @@ def open_tracker(kind: str | None, run_dir: Path) -> Tracker | None:
     if record is not None and record.tracker != tracker.record:
         # The run.json as read (only the keys the file has), with the tracker run added.
         doc = record.model_dump(mode="json", exclude_unset=True) | {"tracker": tracker.record}
-        write_atomic(run_json, json.dumps(doc, indent=2))
+        Confined(run_dir).write("run.json", json.dumps(doc, indent=2))
     return tracker
 
 

@@ -36,6 +36,7 @@ from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
+from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import safe_stem
 from medpanel.experiments.run.rundir import RunData, load_run, read_document, transcript_path
 from medpanel.experiments.run.store import Row
@@ -123,11 +124,12 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     if messages not in MESSAGE_MODES:
         raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
     data = load_run(Path(run_dir))
-    out = data.run_dir / "report"
-    qdir = out / "questions"
-    qdir.mkdir(parents=True, exist_ok=True)
+    own = Confined(data.run_dir, private=False)  # the report is written inside the run, never through a link
+    out = own.folder("report")
+    qdir = own.folder("report/questions")
+    own.folder("report/plots")
     for old in qdir.glob("*.html"):
-        old.unlink()
+        own.unlink(f"report/questions/{old.name}")
     written: list[Path] = []
     shared = shared if shared is not None and shared.matches(data.rows) else None
     # Every transcript is read once, streamed, into its row's digest (or the tables' digests are
@@ -215,24 +217,22 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         diffs = _diffs(pairs, repeats, columns, events_by)
         for c in columns:  # after the diffs and flips have marked their events
             c["events_html"] = render_events(c["events"])
-        qpath = qdir / page
-        qpath.write_text(qtemplate.render(nonce=nonce, run=_header(data), question=_question_view(question, key),
-                                          columns=columns, diffs=diffs, messages=messages),
-                         encoding="utf-8")
+        qpath = own.write(f"report/questions/{page}", qtemplate.render(
+            nonce=nonce, run=_header(data), question=_question_view(question, key), columns=columns, diffs=diffs,
+            messages=messages), durable=False)
         written.append(qpath)
-    index = out / "index.html"
     filters = {
         "condition": conditions, "dataset": sorted({r.dataset for r in data.rows}),
         "status": ["correct", "wrong", "invalid", "error"],
         "route": sorted({t["route"] for t in table_rows if t["route"]}),
     }
-    index.write_text(env.get_template("index.html.j2").render(
+    index = own.write("report/index.html", env.get_template("index.html.j2").render(
         nonce=nonce, run=_header(data), tables=[_table_view(t) for t in tables], rows=table_rows, filters=filters,
         plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                for p in plot_files if p.suffix == ".png"],
         transition_plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                           for p in transition_files if p.suffix == ".png"],
-        leak_hits=len((leak_doc or {}).get("hits", []))), encoding="utf-8")
+        leak_hits=len((leak_doc or {}).get("hits", []))), durable=False)
     written.append(index)
     return written
 
