@@ -218,6 +218,9 @@ def test_a_reopened_run_skips_optunas_schema_check_only_for_the_same_version(tmp
     meta = json.loads((run_dir / "run.json").read_text())
     meta["versions"]["optuna"] = "0.0.1"
     (run_dir / "run.json").write_text(json.dumps(meta))
+    with sqlite3.connect(run_dir / "study.db") as conn:  # a run made so keeps that run.json in its study too
+        conn.execute("update mp_meta set value = ? where key = 'run_json'", (json.dumps(meta),))
+    conn.close()
     seen.clear()
     Runner.open(run_dir)._optuna_storage()
     assert seen == [False]

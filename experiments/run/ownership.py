@@ -2,8 +2,11 @@
 
 - A new run takes a folder only if it is empty or holds nothing but an interrupted creation's
   own files: a folder of someone else's files (or the filesystem root) is never taken over.
+- Every path the run or its readers write is a regular file or folder, never a link (`check_run_paths`;
+  the writes themselves go through `confined`).
 - A run's parts (run.json, questions.jsonl, the study) carry one run id, so parts of two runs put
-  together are refused before anything resumes.
+  together are refused before anything resumes; a study that was emptied or stripped is no run's,
+  and a resume runs only the run.json the study keeps a copy of.
 - No reader writes into a run's own records: only the runner does.
 """
 

@@ -3,7 +3,9 @@
 The kernel releases a flock when its process dies, however it dies, so a lock left by a killed
 runner never blocks the next one, and a pid reused by an unrelated process means nothing. Taking
 the lock is atomic (no check-then-write window for two runners starting at once). The file notes
-the holder's pid for the error message; it is removed when the holder finishes.
+the holder's pid for the error message; it is removed when the holder finishes. It is opened by the
+run directory's writer (`confined`): a link, a FIFO or a file with another name is refused, never
+truncated.
 """
 
 from __future__ import annotations
