@@ -177,7 +177,8 @@ class Confined:
                         raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
                     if not stat.S_ISREG(old.st_mode):
                         raise refusal(path, old, "file", self.within)
-                tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
+                # A name of at most 255 bytes, whatever the original's characters: 100 bytes of it.
+                tmp = f".{name.encode()[:100].decode(errors='ignore')}.{secrets.token_hex(4)}.tmp"
                 out = new_temporary(path.parent, tmp, self.mode, fd)
                 try:
                     with os.fdopen(out, "wb") as fh:
