@@ -148,8 +148,8 @@ def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | 
                                   {k: v for k, v in on_disk.items() if k != "tracker"}, "")
         if differ is not None:
             raise UserError(f"was changed since the run was created ({differ} differs from the copy its study keeps), "
-                            "and a resume runs the plan it started with. Put back the run's own run.json, or start a "
-                            "new run with the change", file=str(path))
+                            "and a resume runs the plan it started with. Put back the run's own run.json (the study "
+                            "keeps it as mp_meta's run_json), or start a new run with the change", file=str(path))
     qfile = run_dir / "questions.jsonl"
     if stored_questions is not None and qfile.is_file():
         try:
