@@ -126,7 +126,9 @@ def scenario_file_of(run_dir: Path) -> str | None:
 
 
 def read_plan(run_dir: Path) -> tuple[Plan, RunRecord]:
-    """The plan of an existing run directory and its run.json; a `UserError` naming what is wrong."""
+    """The plan of an existing run directory and its run.json; a `UserError` naming what is wrong.
+    First of all, no path the run writes may be a link (`check_run_paths`): nothing is read or written before."""
+    check_run_paths(run_dir)
     if not (run_dir / "run.json").is_file():
         if run_dir.is_dir() and any((run_dir / n).exists() for n in ("questions.jsonl", "study.db")):
             # run.json is written last: this directory's creation was interrupted, nothing ran.

@@ -36,15 +36,13 @@ from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import directory, processes, shares, signals
+from medpanel.experiments.run import confined, directory, processes, shares, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimits
 from medpanel.experiments.run.collector import collecting_less
-from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import write_status
 from medpanel.experiments.run.health import EndpointHealth
-from medpanel.experiments.run.ownership import check_run_paths
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.quiet import no_widget_notice
 from medpanel.experiments.run.rundir import require_study
@@ -143,7 +141,7 @@ class Runner:
         # Optuna's schema is created (and checked) with the run, so starting a session does not
         # pay for it; see `_optuna_storage`.
         runner._optuna_storage().engine.dispose()
-        Confined(run_dir).write("run.json", json.dumps(meta, indent=2))  # last: the run exists from now on
+        confined.Confined(run_dir).write("run.json", json.dumps(meta, indent=2))  # last: the run exists from now on
         return runner
 
     @classmethod
@@ -156,7 +154,6 @@ class Runner:
 
     @classmethod
     def open(cls, run_dir: Path, member: processes.MemberSpec | None = None) -> Runner:
-        check_run_paths(run_dir)  # no link where the run writes, before anything is read or written
         plan, record = directory.read_plan(run_dir)
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
@@ -332,17 +329,16 @@ class Runner:
                 return
             if group is not None:
                 group.spawn(self.n_processes - 1)  # their imports overlap this process's start-up
-            caching = any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()])
-            if caching:  # diskcache opens its files itself: the folder is checked first (`confined`)
-                shared.cache = ResponseCache(Confined(self.run_dir).folder("cache", in_place=True))
+            own = confined.Confined(self.run_dir)  # diskcache and the server open their files: checked first
+            if any(m.cache != "off" for m in [self.plan.scenario.model, *self.plan.axes.models.values()]):
+                shared.cache = ResponseCache(own.folder("cache", in_place=True))
             self.prepare()
             spec = next((m for m in [self.plan.scenario.model, *self.plan.axes.models.values()]
                          if m.backend == "local"), self.plan.scenario.model)
             if member is not None:
                 shared.base_url = member.base_url  # the runner's embedded server, if it started one
             elif spec.backend == "local" and self.client_factory is None:
-                log = Confined(self.run_dir).check_file("local_server.log", in_place=True)
-                server = embedded_server(spec, log_path=log)
+                server = embedded_server(spec, log_path=own.check_file("local_server.log", in_place=True))
                 shared.base_url = server.start()
             self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
