@@ -6,6 +6,7 @@ lines it counts from."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedRequest, synthesize
@@ -326,7 +327,8 @@ def test_an_uncapped_call_is_posted_without_max_tokens() -> None:
 
     async def post(path: str, *, body: dict[str, Any], cast_to: Any, options: Any) -> Any:
         bodies.append(body)
-        return cast_to.model_validate(completion('{"answer": "A"}'))  # a real ChatCompletion
+        assert cast_to is bytes  # the body is read raw, under its bound, then parsed
+        return json.dumps(completion('{"answer": "A"}')).encode()
 
     chat = PostedChat(SimpleNamespace(post=post))  # type: ignore[arg-type]
     asyncio.run(chat.create(model="m", messages=[], max_tokens=None, temperature=0.0))

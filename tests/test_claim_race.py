@@ -35,6 +35,7 @@ def _finish(store: Store) -> None:
 
 
 def test_a_claim_racing_a_commit_never_takes_the_finished_pair(tmp_path: Path, pg_url: str) -> None:
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()  # two workers' run directories, as a run makes them
     first, second = Store(pg_url, tmp_path / "a"), Store(pg_url, tmp_path / "b")
     assert first.claim(PAIR, "first")
     paused, go = threading.Event(), threading.Event()
