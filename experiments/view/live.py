@@ -216,9 +216,7 @@ class LiveSite:
         self._lock = threading.Lock()
 
     def __call__(self, path: str) -> tuple[int, str, bytes] | None:
-        if self.finished:
-            return None
-        if path == "live.json":
+        if path == "live.json":  # answered after the end too: a page that polls late still learns of it
             doc = dict(self.live.snapshot())
             if not doc["running"]:
                 self._finish()
@@ -226,6 +224,8 @@ class LiveSite:
             if self.failed:
                 doc["alerts"] = [*doc["alerts"], f"the finished report could not be built: {self.failed}"]
             return json_answer(doc)
+        if self.finished:
+            return None
         if path == "index.html":
             return 200, "text/html; charset=utf-8", self._page().encode()
         if path.startswith("questions/") and path.count("/") == 1:
