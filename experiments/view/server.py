@@ -113,11 +113,11 @@ class ReadOnlyHandler(SimpleHTTPRequestHandler):
             f.close()
 
     def _head(self) -> BinaryIO | None:
-        if not self._host_allowed():
-            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
-            return None
         if "\x00" in self.path:
             self.send_error(400, "Bad request: a NUL in the URL")
+            return None
+        if not self._host_allowed():
+            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
             return None
         parts = served_parts(self.path)
         if parts is None:
