@@ -248,3 +248,78 @@ def test_condition_view_counts_invalid_errors_recruits_and_retrievals(finished: 
     assert v["done"] == len(rows) == 3
     assert v["correct"] == sum(r.correct for r in rows if not r.error)
     assert v["recruit_rate"] == sum(1 for r in rows if (r.summary.get("recruited") or 0)) / 3
+
+
+# -- while a run runs: --processes and PostgreSQL workers ---------------------------------------------
+
+
+PG_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    import psycopg
+
+    assert PG_URL is not None
+    name = f"mp_live_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _watch(run_dir: Path, procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
+    """Snapshots of the live figures taken while `procs` run, then one after they end."""
+    _wait("run.json", lambda: (run_dir / "run.json").is_file())
+    live = LiveRun(run_dir, load_record(run_dir))
+    seen = []
+    try:
+        _wait("the first rows", lambda: live.snapshot()["done"] > 0)
+        while any(p.poll() is None for p in procs):
+            seen.append(live.snapshot())
+            time.sleep(1.1)
+        for p in procs:
+            assert p.wait(timeout=600) == 0, p.stdout.read() if p.stdout else ""
+        time.sleep(FRESH_WAIT)
+        seen.append(live.snapshot())
+    finally:
+        live.close()
+    return seen
+
+
+FRESH_WAIT = 1.2  # past the snapshot's one-second reuse
+
+
+def _check_watched(seen: list[dict[str, Any]]) -> None:
+    during = [s for s in seen[:-1] if s["running"]]
+    assert during, "no snapshot saw the run running"
+    done = [s["done"] for s in seen]
+    assert done == sorted(done), "pairs done went backwards"
+    assert any(s["done"] < s["total"] for s in during) and done[-1] == seen[-1]["total"] == 12
+    assert not seen[-1]["running"]
+    assert sum(c["done"] for c in seen[-1]["conditions"]) == 12
+
+
+def test_live_figures_follow_a_run_with_processes(tmp_path: Path) -> None:
+    scenario = tmp_path / "live.yaml"
+    scenario.write_text(SCENARIO.replace("LATENCY", "60").replace("workers: 1", "workers: 1, processes: 2"),
+                        encoding="utf-8")
+    run_dir = tmp_path / "run"
+    run = _medpanel("run", str(scenario), "--run-dir", str(run_dir), "--quiet", stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT)
+    _check_watched(_watch(run_dir, [run]))
+
+
+@pytest.mark.skipif(not PG_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with .ci/start_postgres.sh)")
+def test_live_figures_follow_postgresql_workers(tmp_path: Path, pg_url: str) -> None:
+    scenario = tmp_path / "live.yaml"
+    scenario.write_text(SCENARIO.replace("LATENCY", "60"), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    run = _medpanel("run", str(scenario), "--storage", pg_url, "--run-dir", str(run_dir), "--quiet",
+                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    _wait("run.json", lambda: (run_dir / "run.json").is_file())
+    worker = _medpanel("worker", pg_url, "--run-dir", str(tmp_path / "elsewhere"), "--quiet",
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = _watch(run_dir, [run, worker])
+    _check_watched(seen)
