@@ -65,7 +65,9 @@ class RowReader:
         db = sa_url_path(url) if url.startswith("sqlite") else None
         if db is not None:
             uri = f"{db.absolute().as_uri()}?mode=ro"
-            self.engine = sa.create_engine("sqlite://", creator=lambda: sqlite3.connect(
+            # A connection per read, closed after it (NullPool): the server reads on many threads,
+            # and a held connection would keep an old snapshot of the WAL.
+            self.engine = sa.create_engine("sqlite://", poolclass=sa.pool.NullPool, creator=lambda: sqlite3.connect(
                 uri, uri=True, timeout=5, check_same_thread=False))
         else:
             self.engine = make_engine(url)
