@@ -3,7 +3,8 @@
 Only regular files reached from the report folder without following a link are served: each path
 is walked one name at a time on directory descriptors opened with O_NOFOLLOW, so a link planted
 anywhere in `report/` (to a secret, to a folder outside, even to a page inside) is a 404, as is
-`..`, a NUL, a URL that does not decode, a FIFO or a folder. No listings, no other methods (501).
+`..`, a NUL, a URL that does not decode, a FIFO, a folder or a hard link. No listings, no other
+methods (501).
 
 A client that connects and says nothing, stops mid-request, never reads its answer or resets the
 connection costs one daemon thread for at most `CLIENT_TIMEOUT_S` and prints nothing; Ctrl-C
@@ -58,7 +59,8 @@ def served_parts(raw_path: str) -> tuple[str, ...] | None:
 
 def open_served(root: Path, parts: tuple[str, ...]) -> BinaryIO | None:
     """The regular file at `root/parts`, opened without following any link on the way; None for a
-    link, a missing name, a folder, a FIFO or a device. Nothing is read before it is checked."""
+    link, a missing name, a folder, a FIFO, a device or a file with other names (a hard link: the
+    report's builder writes each file under one name). Nothing is read before it is checked."""
     flags_dir = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(root, flags_dir)
@@ -74,7 +76,8 @@ def open_served(root: Path, parts: tuple[str, ...]) -> BinaryIO | None:
         return None
     finally:
         os.close(fd)
-    if not stat.S_ISREG(os.fstat(leaf).st_mode):
+    st = os.fstat(leaf)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:  # a hard link may be a file from anywhere
         os.close(leaf)
         return None
     os.set_blocking(leaf, True)
@@ -85,6 +88,7 @@ class ReadOnlyHandler(SimpleHTTPRequestHandler):
     """GET and HEAD of regular files under the report folder (and the live view's routes)."""
 
     server_version = "medpanel-view"
+    default_request_version = "HTTP/1.0"  # a garbled request line still gets a status line, not a bare page
     timeout = CLIENT_TIMEOUT_S  # a half-open client is dropped, never waited on forever
     live: LiveRoute | None = None
 
