@@ -241,8 +241,10 @@ class LiveSite:
         rows = self.live.rows()
         data = RunData(run_dir=self.live.run_dir, record=self.live.record, rows=rows,
                        questions={}, status=self.live._status())
+        header = run_header(data)  # as the page was opened; the live figures below it move on
+        header["state"] = f"{header['state']} when the page was opened"
         return environment().get_template("live.html.j2").render(
-            nonce=secrets.token_urlsafe(16), run=run_header(data), poll_ms=self.poll_ms)
+            nonce=secrets.token_urlsafe(16), run=header, poll_ms=self.poll_ms)
 
     def _finish(self) -> None:
         with self._lock:
