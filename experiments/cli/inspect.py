@@ -28,6 +28,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
+from medpanel.experiments.run.ownership import check_run_paths
 from medpanel.experiments.run.rundir import (
     load_record,
     load_run,
@@ -37,6 +38,7 @@ from medpanel.experiments.run.rundir import (
     transcript_path,
 )
 from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.view.live import LiveSite
 from medpanel.experiments.view.viewer import build_site, make_server
 from medpanel.retrieval.leakage import Thresholds
 
@@ -99,15 +101,21 @@ def view(
     run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")] = DEFAULT_PORT,
     rebuild: Annotated[bool, typer.Option(help="Rebuild the HTML report before serving.")] = False,
+    poll_s: Annotated[float, typer.Option("--poll-s", min=0.2, max=600.0,
+                                          help="How often the live page of a running run asks for news.")] = 2.0,
 ) -> None:
-    """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing)."""
-    load_record(run_dir)  # a damaged run is refused even when an old report is there to serve
+    """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing). On a run that
+    is still running, a live page updates as pairs finish and turns into the report when it stops."""
+    record = load_record(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
-    if rebuild or not (report / "index.html").is_file():
+    check_run_paths(run_dir)
+    site = LiveSite(run_dir, record, lambda: write_html_report(run_dir), poll_ms=round(poll_s * 1000))
+    live = site.live.running()
+    if not live and (rebuild or not (report / "index.html").is_file()):
         paths = write_html_report(run_dir)
         _echo(f"HTML report written: {len(paths)} files in {report}/")
     try:
-        server = make_server(report, port)
+        server = make_server(report, port, live=site if live else None)
     except OSError as exc:
         why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror or exc})"
         raise UserError(f"port {port} {why}. Choose another with --port N (or --port 0 for any free port)",
@@ -115,7 +123,8 @@ def view(
     host, bound = server.server_address[:2]
     name = host.decode() if isinstance(host, bytes) else str(host)
     _note_progress(run_dir)
-    _echo(f"Serving {report} read-only at http://{name}:{bound}/index.html  (Ctrl-C to stop)")
+    what = "the live view of" if live else "read-only"
+    _echo(f"Serving {what} {report} at http://{name}:{bound}/index.html  (Ctrl-C to stop)")
     sys.stdout.flush()
     try:
         server.serve_forever()
@@ -123,6 +132,7 @@ def view(
         pass
     finally:
         server.server_close()
+        site.close()
 
 
 def compare(

@@ -14,10 +14,9 @@ of still shows every field.
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections import defaultdict
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -44,6 +43,7 @@ from medpanel.experiments.view.events import column_label, comparison_pairs, eve
 from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty
 from medpanel.experiments.view.render import render_event, render_events, render_value, safe_url
+from medpanel.experiments.view.server import make_server as make_server  # re-exported: callers serve through it
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -90,7 +90,7 @@ def _table_view(t: Table) -> dict[str, Any]:
     return {"title": t.title, "columns": t.columns, "rows": [[_num(v) for v in r] for r in t.rows], "note": t.note}
 
 
-def _header(data: RunData) -> dict[str, Any]:
+def run_header(data: RunData) -> dict[str, Any]:
     record, sc = data.record, data.record.scenario
     model = record.model
     return {
@@ -164,70 +164,23 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         written += plot_files
         transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files
-    nonce = secrets.token_urlsafe(16)
-    env = environment()
-    pairs = comparison_pairs(data.record, conditions)
-    repeats = max([r.repeat for r in data.rows], default=0) + 1
-    order = {c: i for i, c in enumerate(conditions)}
+    ctx = PageContext.of(data, leaks, messages)
     by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in data.rows:
         by_q[r.key].append(r)
     table_rows: list[dict[str, Any]] = []
-    qtemplate = env.get_template("question.html.j2")
     for key in sorted(by_q):
-        rows = sorted(by_q[key], key=lambda r: (order.get(r.condition, 99), r.repeat))
-        question = data.questions.get(key, {})
-        page = page_name(*key)
-        columns: list[dict[str, Any]] = []
-        events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
-        for n, row in enumerate(rows):
-            dg = digest_of[(row.condition, row.dataset, row.qid, row.repeat)]
-            doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
-            if doc and not question:
-                question = doc.get("question", {})
-            col = f"c{n}"
-            row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
-            leak_map: dict[tuple[int, str, int], list[dict[str, Any]]] = defaultdict(list)
-            for h in row_leaks:
-                leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])
-            raw_events = (doc or {}).get("events", [])
-            events_by[(row.condition, row.repeat)] = raw_events
-            facts = row_facts(row, doc)
-            flip, path = _flip_view(dg.trajectory)
-            leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
-            columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
-                            "across": _across(row.condition),
-                            "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
-                            "gold": row.gold, "status": row.status, "calls": row.calls,
-                            "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
-                            "error": row.error or "", "error_kind": row.error_kind or "", "summary": row.summary,
-                            "missing": doc is None, "leak": leak_kinds, "facts": facts,
-                            "events": [event_view(e, i, col, messages, leak_map) for i, e in enumerate(raw_events)],
-                            "flip": flip, "path": path})
-            if flip is not None and flip["event"] is not None and flip["event"] < len(columns[-1]["events"]):
-                ev = columns[-1]["events"][flip["event"]]
-                ev["flip"] = flip
-                flip["anchor"] = ev["anchor"]
-            table_rows.append({"page": page, "dataset": row.dataset, "qid": row.qid, "condition": row.condition,
-                               "repeat": row.repeat, "answer": row.answer or "-", "gold": row.gold,
-                               "status": row.status, "calls": row.calls, "tokens": row.tokens,
-                               "latency_s": round(row.latency_s, 2), "stem": str(question.get("text", ""))[:90],
-                               "recruited": facts["recruited"], "passages": facts["passages"],
-                               "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
-        diffs = _diffs(pairs, repeats, columns, events_by)
-        for c in columns:  # after the diffs and flips have marked their events
-            c["events_html"] = render_events(c["events"])
-        qpath = own.write(f"report/questions/{page}", qtemplate.render(
-            nonce=nonce, run=_header(data), question=_question_view(question, key), columns=columns, diffs=diffs,
-            messages=messages), durable=False)
-        written.append(qpath)
+        html, rows_here = question_page(data, key, by_q[key], digest_of, ctx)
+        table_rows += rows_here
+        written.append(own.write(f"report/questions/{page_name(*key)}", html, durable=False))
     filters = {
         "condition": conditions, "dataset": sorted({r.dataset for r in data.rows}),
         "status": ["correct", "wrong", "invalid", "error"],
         "route": sorted({t["route"] for t in table_rows if t["route"]}),
     }
-    index = own.write("report/index.html", env.get_template("index.html.j2").render(
-        nonce=nonce, run=_header(data), tables=[_table_view(t) for t in tables], rows=table_rows, filters=filters,
+    index = own.write("report/index.html", ctx.env.get_template("index.html.j2").render(
+        nonce=ctx.nonce, run=run_header(data), tables=[_table_view(t) for t in tables], rows=table_rows,
+        filters=filters,
         plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                for p in plot_files if p.suffix == ".png"],
         transition_plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
@@ -235,6 +188,84 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         leak_hits=len((leak_doc or {}).get("hits", []))), durable=False)
     written.append(index)
     return written
+
+
+@dataclass
+class PageContext:
+    """What every question page of one build shares: the templates, the nonce, the compared pairs,
+    the repeats, the conditions' order, the audit's hits and the messages shown."""
+
+    env: Environment
+    nonce: str
+    pairs: list[tuple[str, str]]
+    repeats: int
+    order: dict[str, int]
+    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]]
+    messages: str
+
+    @classmethod
+    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+           messages: str) -> PageContext:
+        conditions = data.conditions
+        repeats = max([r.repeat for r in data.rows], default=0) + 1
+        return cls(env=environment(), nonce=secrets.token_urlsafe(16),
+                   pairs=comparison_pairs(data.record, conditions), repeats=repeats,
+                   order={c: i for i, c in enumerate(conditions)}, leaks=leaks, messages=messages)
+
+
+def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
+                  digest_of: dict[tuple[str, str, str, int], Any], ctx: PageContext
+                  ) -> tuple[str, list[dict[str, Any]]]:
+    """One question's page (every condition's debate on it side by side) and its rows of the index's
+    question table. The finished report and the live view build their pages here."""
+    nonce, pairs, repeats, order = ctx.nonce, ctx.pairs, ctx.repeats, ctx.order
+    leaks, messages = ctx.leaks, ctx.messages
+    table_rows: list[dict[str, Any]] = []
+    qtemplate = ctx.env.get_template("question.html.j2")
+    rows = sorted(key_rows, key=lambda r: (order.get(r.condition, 99), r.repeat))
+    question = data.questions.get(key, {})
+    page = page_name(*key)
+    columns: list[dict[str, Any]] = []
+    events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for n, row in enumerate(rows):
+        dg = digest_of[(row.condition, row.dataset, row.qid, row.repeat)]
+        doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
+        if doc and not question:
+            question = doc.get("question", {})
+        col = f"c{n}"
+        row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
+        leak_map: dict[tuple[int, str, int], list[dict[str, Any]]] = defaultdict(list)
+        for h in row_leaks:
+            leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])
+        raw_events = (doc or {}).get("events", [])
+        events_by[(row.condition, row.repeat)] = raw_events
+        facts = row_facts(row, doc)
+        flip, path = _flip_view(dg.trajectory)
+        leak_kinds = sorted({x["kind"] for h in row_leaks for x in h["hits"]})
+        columns.append({"id": col, "condition": row.condition, "repeat": row.repeat,
+                        "across": _across(row.condition),
+                        "label": column_label(row.condition, row.repeat, repeats), "answer": row.answer or "-",
+                        "gold": row.gold, "status": row.status, "calls": row.calls,
+                        "logical_calls": row.logical_calls, "tokens": row.tokens, "latency_s": row.latency_s,
+                        "error": row.error or "", "error_kind": row.error_kind or "", "summary": row.summary,
+                        "missing": doc is None, "leak": leak_kinds, "facts": facts,
+                        "events": [event_view(e, i, col, messages, leak_map) for i, e in enumerate(raw_events)],
+                        "flip": flip, "path": path})
+        if flip is not None and flip["event"] is not None and flip["event"] < len(columns[-1]["events"]):
+            ev = columns[-1]["events"][flip["event"]]
+            ev["flip"] = flip
+            flip["anchor"] = ev["anchor"]
+        table_rows.append({"page": page, "dataset": row.dataset, "qid": row.qid, "condition": row.condition,
+                           "repeat": row.repeat, "answer": row.answer or "-", "gold": row.gold,
+                           "status": row.status, "calls": row.calls, "tokens": row.tokens,
+                           "latency_s": round(row.latency_s, 2), "stem": str(question.get("text", ""))[:90],
+                           "recruited": facts["recruited"], "passages": facts["passages"],
+                           "route": facts["route"], "leak": "/".join(leak_kinds), "anchor": col})
+    diffs = _diffs(pairs, repeats, columns, events_by)
+    for c in columns:  # after the diffs and flips have marked their events
+        c["events_html"] = render_events(c["events"])
+    return qtemplate.render(nonce=nonce, run=run_header(data), question=_question_view(question, key), columns=columns,
+                            diffs=diffs, messages=messages), table_rows
 
 
 def _diffs(pairs: list[tuple[str, str]], repeats: int, columns: list[dict[str, Any]],
@@ -285,49 +316,3 @@ def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:
             "options": [{"letter": str(k), "text": str(v), "gold": str(k) in gold}
                         for k, v in (q.get("options") or {}).items()],
             "gold": ",".join(gold), "multi": bool(q.get("multi_answer"))}
-
-
-# -- serving -----------------------------------------------------------------------------------
-
-
-class ReadOnlyHandler(SimpleHTTPRequestHandler):
-    """GET and HEAD of files under the report folder; no listings, no other methods (501)."""
-
-    server_version = "medpanel-view"
-
-    def list_directory(self, path: Any) -> None:
-        self.send_error(404, "No directory listings")
-        return None
-
-    def _host_allowed(self) -> bool:
-        """DNS rebinding: a page from another site may point its own name at 127.0.0.1; its requests
-        then carry that name as Host. Only the loopback names this server is reached by pass."""
-        host = (self.headers.get("Host") or "").strip().lower()
-        name = host[:host.index("]") + 1] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
-        return name in ("127.0.0.1", "localhost", "[::1]")
-
-    def do_GET(self) -> None:
-        if not self._host_allowed():
-            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
-            return
-        super().do_GET()
-
-    def do_HEAD(self) -> None:
-        if not self._host_allowed():
-            self.send_error(403, "Host not allowed: open the report at http://127.0.0.1:PORT/")
-            return
-        super().do_HEAD()
-
-    def end_headers(self) -> None:
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-def make_server(report_dir: Path, port: int = 0, host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    """A server for `report_dir` bound to localhost; port 0 picks a free port (see server_address)."""
-    handler = functools.partial(ReadOnlyHandler, directory=str(Path(report_dir).resolve()))
-    return ThreadingHTTPServer((host, port), handler)
