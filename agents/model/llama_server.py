@@ -173,10 +173,12 @@ class LlamaServer(ServerProcess):
     label = "llama-server"
 
     def __init__(self, *, n_ctx: int = 8192, parallel: int = 4, n_threads: int | None = None,
-                 log_path: Path | None = None, startup_timeout_s: float = 180.0) -> None:
+                 log_path: Path | None = None, startup_timeout_s: float = 180.0,
+                 cache_ram_mib: int = CACHE_RAM_MIB) -> None:
         super().__init__(n_ctx=n_ctx, n_threads=n_threads or default_threads(), log_path=log_path,
                          startup_timeout_s=startup_timeout_s)
         self.parallel = parallel
+        self.cache_ram_mib = cache_ram_mib
 
     def command(self, binary: Path, model: Path) -> list[str]:
         return [
@@ -185,7 +187,7 @@ class LlamaServer(ServerProcess):
             "--host", "127.0.0.1", "--port", str(self.port),
             "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel), "--no-kv-unified",
             "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads),
-            "--cache-ram", str(CACHE_RAM_MIB), "--no-webui",
+            "--cache-ram", str(self.cache_ram_mib), "--no-webui",
             *extra_args(),
         ]
 
