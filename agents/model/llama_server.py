@@ -151,14 +151,14 @@ def _library_env(folder: Path | None) -> dict[str, str] | None:
 
 
 def default_threads() -> int:
-    """One core fewer than the machine has (at least one).
+    """One core fewer than the machine has (at least one): a single server's threads (`cores.layout`
+    gives each of several servers its own share).
 
     llama.cpp's compute threads meet at a barrier after every operation and spin while they wait,
     so a thread that loses its core to the runner or to anything else on the machine stalls the
     others. Measured with benchmarks/bench_quickstart.py on the 2-core machine at load average
     1.4 to 3.6: 1 thread, 83 s wall and 78.5 s of server CPU; 2 threads, 215 s wall and 245 s of
-    server CPU. On a machine with nothing else running, `MEDPANEL_LLAMA_SERVER_ARGS="--threads 2
-    --threads-batch 2"` may be faster (the benchmark's `two-threads` configuration tells)."""
+    server CPU. Several single-threaded servers use every core without that stall (agents/model/cores.py)."""
     return max(1, (os.cpu_count() or 1) - 1)
 
 
