@@ -40,6 +40,8 @@ from typing import Any
 
 import httpx
 
+from medpanel.agents.model.llama_server import LlamaServer
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_QUIET_S, TARGET_BUSY_S = 45.0, 60.0
 CONFIGS = {
@@ -97,8 +99,6 @@ def _server_cpu(root: int, stop: threading.Event, out: dict[str, float]) -> None
 def calibrate() -> tuple[float, float]:
     """(prompt tokens/s, decoded tokens/s) of one llama-server thread alone: one server, one
     thread, one slot, a long prompt once to warm it and once measured, from the server's own timings."""
-    from medpanel.agents.model.llama_server import LlamaServer
-
     prompt = "Describe the anatomy of the heart, its chambers, valves and vessels. " * 40
     with LlamaServer(n_ctx=4096, parallel=1, n_threads=1) as server:
         url = server.base_url + "/chat/completions"
