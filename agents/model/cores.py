@@ -9,8 +9,9 @@ and every core still works. So `backend: local` starts `servers` processes of `t
 (`layout`), each with `slots` of the run's `local_parallel` requests, and the client sends each
 request to the server with the fewest requests in flight (`spread.Spread`).
 
-Each request is decoded alone in its server (one slot), as it was in one slot of the single server,
-so what the model is sent is unchanged; only where it runs changes. The servers' URLs travel as one
+What the model is sent is unchanged; only where it runs changes. With one slot a server decodes one
+request at a time, so no reply depends on which other requests shared its batch (the single
+server's 4 slots made the quickstart's answers differ from run to run; the pool's did not). The servers' URLs travel as one
 string (`POOL_SEP`-joined) wherever the single server's URL went, so a run's other processes
 (`run.processes`) reach the same servers.
 """
