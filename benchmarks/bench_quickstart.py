@@ -1,28 +1,24 @@
-"""Where the quickstart's time goes, before and after tuning the embedded server.
+"""The quickstart's wall time on the embedded model: quiet, and with another process busy on a core.
 
-    python -m benchmarks.bench_quickstart [--configs before,after] [--repeat 1]
+    python -m benchmarks.bench_quickstart [--configs single,pool] [--repeat 1] [--no-busy]
 
 Each configuration runs `medpanel run scenarios/quickstart.yaml` (24 pairs, 4 workers, the
-embedded SmolLM2 on llama-server) in a fresh run directory, through the CLI as a user runs it, and
+embedded SmolLM2 on llama-server) in a fresh run directory, through the CLI as a user runs it, once
+on a quiet machine and once beside `python -c 'while 1: pass'` (a program holding one core), and
 prints:
-- wall time, and CPU time of the runner and of llama-server apart (the server's from /proc, sampled
-  until it exits, counting only the server this run started; the runner's is the rest of the
-  children's CPU);
-- server start: from launch until llama-server listens (its log's own timestamp), the model loaded;
-- prompt tokens the server evaluated and those it took from its cache (the `prompt eval` lines of
-  its log against the calls' prompt tokens in the transcripts), the server's prompt-eval and decode
-  milliseconds (summed over requests; requests overlap in the slots, so these add to more than the
-  wall time when several decode at once);
-- calls, accuracy per condition and the answers' digest: tuning must change neither.
+- wall time against the targets (<= 45 s quiet, <= 60 s busy on 2 cores) and against the floor for
+  the run's tokens: the prompt tokens the servers evaluated and the tokens they decoded, at the
+  speed of one llama-server thread measured alone at the start (`calibrate`), divided by the cores;
+- CPU time of the runner and of the llama-servers apart (the servers' from /proc, sampled until they
+  exit, counting only the servers this run started);
+- prompt tokens evaluated and taken from the slots' cache, decoded tokens;
+- calls, accuracy per condition and the answers' digest for every run: a layout must change neither;
+- the load average beside every figure (other programs on the machine slow every figure).
 
-`before` passes llama-server's options as medpanel set them before (one compute thread on 2
-cores, no chunk reuse, llama.cpp's batch sizes) through MEDPANEL_LLAMA_SERVER_ARGS, whose options
-come last and win; `after` passes nothing, so it measures the defaults; `two-threads` gives the
-server both cores. Target: <= 30 s wall on a quiet 2-core machine.
-
-Two runs of one configuration may differ in calls and answers: llama-server decodes up to 4
-requests in one batch, which requests share a batch depends on timing, and a batch rounds
-differently from a request alone. The answers' digest tells whether two runs answered alike.
+Configurations (`--set` keys of the scenario's model): `single` is the layout medpanel had before,
+one llama-server with one thread fewer than the cores and all four slots; `pool` is the default,
+four single-threaded servers of one slot each (agents/model/cores.py); `two-threads` is one server
+with two threads, the layout that collapses when anything else runs.
 """
 
 from __future__ import annotations
@@ -42,17 +38,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
+from medpanel.agents.model.llama_server import LlamaServer
+
 ROOT = Path(__file__).resolve().parents[1]
-TARGET_S = 30.0
+TARGET_QUIET_S, TARGET_BUSY_S = 45.0, 60.0
 CONFIGS = {
-    "before": "--threads 1 --threads-batch 1 --cache-reuse 0 --batch-size 2048 --ubatch-size 512",
-    "after": "",
-    "two-threads": "--threads 2 --threads-batch 2",
+    "single": ["model.local_servers=1"],
+    "pool": [],
+    "two-threads": ["model.local_servers=1", "model.local_threads=2"],
 }
+BUSY = "while 1: pass"
 PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 EVAL = re.compile(r"\|\s+eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
-LISTENING = re.compile(r"^(\d+)\.(\d+)\.(\d+)\.(\d+) I srv\s+llama_server: listening", re.M)
 TICK = os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    return "load " + " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _stat(pid: str) -> list[str] | None:
@@ -92,27 +96,49 @@ def _server_cpu(root: int, stop: threading.Event, out: dict[str, float]) -> None
         time.sleep(0.1)
 
 
-def one_run(extra: str) -> dict[str, Any]:
-    env = dict(os.environ, MEDPANEL_LLAMA_SERVER_ARGS=extra)
+def calibrate() -> tuple[float, float]:
+    """(prompt tokens/s, decoded tokens/s) of one llama-server thread alone: one server, one
+    thread, one slot, a long prompt once to warm it and once measured, from the server's own timings."""
+    prompt = "Describe the anatomy of the heart, its chambers, valves and vessels. " * 40
+    with LlamaServer(n_ctx=4096, parallel=1, n_threads=1) as server:
+        url = server.base_url + "/chat/completions"
+        for _ in range(2):
+            # cache_prompt off: the second request evaluates the whole prompt again.
+            reply = httpx.post(url, json={"messages": [{"role": "user", "content": prompt}], "max_tokens": 96,
+                                          "temperature": 0, "cache_prompt": False, "ignore_eos": True},
+                               timeout=300).json()
+    timings = reply["timings"]
+    return float(timings["prompt_per_second"]), float(timings["predicted_per_second"])
+
+
+def one_run(sets: list[str], busy: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "qs"
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        stop, cpu = threading.Event(), {}  # type: ignore[var-annotated]
-        start = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
-                                 "--run-dir", str(run_dir), "--quiet"], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-        sampler = threading.Thread(target=_server_cpu, args=(proc.pid, stop, cpu), daemon=True)
-        sampler.start()
-        _, err = proc.communicate(timeout=1800)
-        wall = time.perf_counter() - start
-        stop.set()
-        sampler.join()
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        hog = subprocess.Popen([sys.executable, "-c", BUSY]) if busy else None
+        try:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            stop, cpu = threading.Event(), {}  # type: ignore[var-annotated]
+            load_before = load()
+            start = time.perf_counter()
+            cmd = [sys.executable, "-m", "medpanel", "run", str(ROOT / "scenarios" / "quickstart.yaml"),
+                   "--run-dir", str(run_dir), "--quiet", *(x for kv in sets for x in ("--set", kv))]
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            sampler = threading.Thread(target=_server_cpu, args=(proc.pid, stop, cpu), daemon=True)
+            sampler.start()
+            _, err = proc.communicate(timeout=1800)
+            wall = time.perf_counter() - start
+            stop.set()
+            sampler.join()
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
         if proc.returncode != 0:
             raise SystemExit(f"quickstart failed ({proc.returncode}): {err[-2000:]}")
         children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         log = (run_dir / "local_server.log").read_text(errors="replace")
+        layout = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))["model"]["local_server"]
         with sqlite3.connect(run_dir / "study.db") as conn:
             rows = conn.execute("select condition, qid, answer, correct, invalid, error from mp_results "
                                 "order by condition, qid").fetchall()
@@ -126,14 +152,13 @@ def one_run(extra: str) -> dict[str, Any]:
     evals = [(float(ms), int(n)) for ms, n in PROMPT_EVAL.findall(log)]
     decodes = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
     server_cpu = sum(cpu.values())
-    ready = LISTENING.search(log)
-    started = (int(ready[1]) * 60 + int(ready[2]) + int(ready[3]) / 1e3) if ready else float("nan")
     accuracy: dict[str, str] = {}
     for cond in sorted({r[0] for r in rows}):
         mine = [r for r in rows if r[0] == cond]
         accuracy[cond] = f"{sum(1 for r in mine if r[3])}/{len(mine)}"
     digest = hashlib.sha256(json.dumps(rows).encode()).hexdigest()[:12]
-    return {"wall": wall, "cpu": children, "server_start": started, "server_cpu": server_cpu,
+    return {"wall": wall, "cpu": children, "server_cpu": server_cpu, "layout": layout,
+            "load_before": load_before, "load_after": load(),
             "runner_cpu": children - server_cpu,
             "prompt_evaluated": sum(n for _, n in evals), "prompt_total": prompt_total,
             "prompt_ms": sum(ms for ms, _ in evals), "decode_ms": sum(ms for ms, _ in decodes),
@@ -144,34 +169,41 @@ def one_run(extra: str) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--configs", default="before,after", help="comma-separated, from: " + ", ".join(CONFIGS))
-    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration (the fastest is shown)")
+    ap.add_argument("--configs", default="single,pool", help="comma-separated, from: " + ", ".join(CONFIGS))
+    ap.add_argument("--repeat", type=int, default=1, help="runs per configuration and load (the fastest is shown)")
+    ap.add_argument("--no-busy", action="store_true", help="quiet runs only")
     args = ap.parse_args()
     names = [c for c in args.configs.split(",") if c]
     unknown = set(names) - set(CONFIGS)
     if unknown:
         raise SystemExit(f"--configs: unknown {sorted(unknown)}; use {', '.join(CONFIGS)}")
-    print(f"quickstart: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} before")
-    results: dict[str, dict[str, Any]] = {}
+    cores = len(os.sched_getaffinity(0))
+    print(f"quickstart: {cores} cores, {load()}")
+    pps, dps = calibrate()
+    print(f"one llama-server thread alone: prompt {pps:.0f} tok/s, decode {dps:.1f} tok/s ({load()})")
+    digests: dict[tuple[str, int], str] = {}
     for name in names:
-        runs = [one_run(CONFIGS[name]) for _ in range(args.repeat)]
-        r = results[name] = min(runs, key=lambda x: x["wall"])
-        cached = r["prompt_total"] - r["prompt_evaluated"]
-        print(f"\n{name}: MEDPANEL_LLAMA_SERVER_ARGS='{CONFIGS[name]}'")
-        print(f"  wall {r['wall']:6.1f} s (target <= {TARGET_S:.0f} s: ratio {r['wall'] / TARGET_S:.2f}); CPU "
-              f"{r['cpu']:6.1f} s = llama-server {r['server_cpu']:6.1f} s + runner {r['runner_cpu']:5.1f} s")
-        print(f"  server start {r['server_start']:.1f} s (model loaded, listening)")
-        print(f"  prompt tokens {r['prompt_total']} in {r['requests']} requests: {r['prompt_evaluated']} evaluated "
-              f"({r['prompt_ms'] / 1000:.1f} s), {cached} from the slots' cache; decoded {r['decoded']} tokens "
-              f"({r['decode_ms'] / 1000:.1f} s, summed over slots)")
-        print(f"  calls {r['calls']}, accuracy {r['accuracy']}, invalid {r['invalid']}, errors {r['errors']}, "
-              f"answers {r['digest']}")
-        print(f"  load average {os.getloadavg()[0]:.2f}")
-    if {"before", "after"} <= set(results):
-        b, a = results["before"], results["after"]
-        same = b["calls"] == a["calls"] and b["digest"] == a["digest"]
-        print(f"\nafter / before: wall {a['wall'] / b['wall']:.2f}x, CPU {a['cpu'] / b['cpu']:.2f}x; "
-              f"same calls and answers: {same}")
+        print(f"\n{name}: --set {' --set '.join(CONFIGS[name]) or '(none)'}")
+        for busy in ([False] if args.no_busy else [False, True]):
+            runs = [one_run(CONFIGS[name], busy) for _ in range(args.repeat)]
+            r = min(runs, key=lambda x: x["wall"])
+            floor = (r["prompt_evaluated"] / pps + r["decoded"] / dps) / cores
+            target = TARGET_BUSY_S if busy else TARGET_QUIET_S
+            lay = r["layout"]
+            print(f"  {'busy ' if busy else 'quiet'} wall {r['wall']:6.1f} s (target <= {target:.0f} s: "
+                  f"{r['wall'] / target:.2f}x; floor {floor:.1f} s: {r['wall'] / floor:.2f}x) "
+                  f"[{r['load_before']} before, {r['load_after']} after]")
+            print(f"        {lay.get('servers')} servers x {lay.get('threads')} threads x {lay.get('slots')} slots; "
+                  f"CPU {r['cpu']:6.1f} s = llama-server {r['server_cpu']:6.1f} s + runner {r['runner_cpu']:5.1f} s")
+            print(f"        prompt tokens {r['prompt_total']} in {r['requests']} requests: {r['prompt_evaluated']} "
+                  f"evaluated, {r['prompt_total'] - r['prompt_evaluated']} from the slots' cache; "
+                  f"decoded {r['decoded']}")
+            for x in runs:
+                digests[(name, len(digests))] = f"{x['calls']}:{x['digest']}"
+                print(f"        run: wall {x['wall']:.1f} s, calls {x['calls']}, accuracy {x['accuracy']}, "
+                      f"invalid {x['invalid']}, errors {x['errors']}, answers {x['digest']}")
+    print(f"\nsame calls and answers in every run: {len(set(digests.values())) == 1} "
+          f"({len(set(digests.values()))} distinct of {len(digests)})")
 
 
 if __name__ == "__main__":

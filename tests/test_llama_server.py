@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from medpanel.agents.model import llama_server
+from medpanel.agents.model.cores import layout
 from medpanel.agents.model.embedded import embedded_server, served_by
 from medpanel.agents.model.llama_server import BINARY_ENV, EXTRA_ARGS_ENV, LlamaServer, find_llama_server
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
@@ -203,9 +204,10 @@ def test_the_watchdog_refuses_a_program_it_cannot_run(tmp_path: Path) -> None:
 
 
 def test_model_local_server_picks_the_program_and_its_context() -> None:
-    default = embedded_server(ModelSpec(backend="local"))
+    # One server (`local_servers: 1`); the default's several are tests/test_embedded_cores.py's.
+    default = embedded_server(ModelSpec(backend="local", local_servers=1))
     assert isinstance(default, LlamaServer) and (default.n_ctx, default.parallel) == (8192, 4)
-    wide = embedded_server(ModelSpec(backend="local", local_parallel=8, context_window=2048))
+    wide = embedded_server(ModelSpec(backend="local", local_parallel=8, local_servers=1, context_window=2048))
     assert isinstance(wide, LlamaServer) and (wide.n_ctx, wide.parallel) == (2048, 8)
     other = embedded_server(ModelSpec(backend="local", local_server="llama-cpp-python", context_window=4096))
     assert isinstance(other, LocalServer) and other.n_ctx == 4096
@@ -228,7 +230,8 @@ def test_run_json_records_which_server_serves(fake_server: Path, tmp_path: Path,
     monkeypatch.setenv(EXTRA_ARGS_ENV, "--poll 0")
     assert meta_for({"backend": "local", "local_parallel": 2}, "a")["model"]["local_server"] == {
         "server": "llama-server", "version": "version: 4242 (fakecommit)", "parallel": 2,
-        "built_by": f"{BINARY_ENV}={fake_server}", "extra_args": ["--poll", "0"]}
+        "built_by": f"{BINARY_ENV}={fake_server}", "extra_args": ["--poll", "0"],
+        **layout(2, len(os.sched_getaffinity(0))).record()}
     other = meta_for({"backend": "local", "local_server": "llama-cpp-python"}, "b")["model"]["local_server"]
     assert other["server"] == "llama-cpp-python" and other["parallel"] == 1
     assert served_by(ModelSpec(backend="openai", name="m")) is None

@@ -8,6 +8,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from medpanel.agents.model.cores import EmbeddedPool, layout, machine_cores
 from medpanel.agents.model.llama_server import (
     BINARY_ENV,
     DISTRIBUTION,
@@ -20,7 +21,7 @@ from medpanel.agents.model.llama_server import (
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
 
-EmbeddedServer: TypeAlias = LocalServer | LlamaServer
+EmbeddedServer: TypeAlias = LocalServer | LlamaServer | EmbeddedPool
 
 
 def embedded_server(spec: ModelSpec, *, log_path: Path | None = None) -> EmbeddedServer:
@@ -28,12 +29,16 @@ def embedded_server(spec: ModelSpec, *, log_path: Path | None = None) -> Embedde
     n_ctx = spec.context_limit or LOCAL_ACCOMMODATIONS["context_window"]
     if spec.local_server == "llama-cpp-python":
         return LocalServer(n_ctx=n_ctx, log_path=log_path)
-    return LlamaServer(n_ctx=n_ctx, parallel=spec.local_parallel, log_path=log_path)
+    plan = layout(spec.local_parallel, machine_cores(), servers=spec.local_servers, threads=spec.local_threads)
+    if plan.servers == 1:
+        return LlamaServer(n_ctx=n_ctx, parallel=plan.slots, n_threads=plan.threads, log_path=log_path)
+    return EmbeddedPool(plan, n_ctx=n_ctx, log_path=log_path)
 
 
 def served_by(spec: ModelSpec) -> dict[str, Any] | None:
     """What serves the embedded model, for run.json: the program, its version, how many requests it
-    decodes at once. None for every other backend. A missing program is recorded as such (the
+    decodes at once, and how on this machine's cores (servers, threads each, slots each, cores).
+    None for every other backend. A missing program is recorded as such (the
     session that starts it fails with the install hint)."""
     if spec.backend != "local":
         return None
@@ -44,6 +49,8 @@ def served_by(spec: ModelSpec) -> dict[str, Any] | None:
         return {"server": "llama-cpp-python", "version": version, "parallel": 1}
     record: dict[str, Any] = {"server": "llama-server", "version": None, "parallel": spec.local_parallel,
                               "built_by": None}
+    record |= layout(spec.local_parallel, machine_cores(), servers=spec.local_servers,
+                     threads=spec.local_threads).record()
     try:
         binary, libs = find_llama_server()
     except LocalModelError:

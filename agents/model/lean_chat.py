@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import nullcontext
 from typing import Any, Literal
 
 import aiohttp
@@ -64,6 +65,7 @@ from medpanel.agents.model.reply_bounds import (
     parse_json,
     usage_of,
 )
+from medpanel.agents.model.spread import spread_for
 
 SDK_HTTPX: Any = getattr(sdk_base, "httpx2", None) or getattr(sdk_base, "httpx")  # noqa: B009
 """The httpx the installed SDK builds its exceptions from (openai 3 ships a fork, httpx2)."""
@@ -112,7 +114,12 @@ class LeanChatClient(ChatCompletionClient):
 
     def __init__(self, *, base_url: str, api_key: str, timeout_s: float, create_args: Mapping[str, Any],
                  model_info: ModelInfo, ssl: Any = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
+        # The embedded model's several servers (agents/model/cores.py): each call goes to the least busy.
+        self.spread = spread_for(base_url)
+        if self.spread is not None:
+            base_url = self.spread.urls[0]
         self.url = base_url.rstrip("/") + "/chat/completions"
+        self._urls = {u: u.rstrip("/") + "/chat/completions" for u in self.spread.urls} if self.spread else {}
         self.create_args = dict(create_args)
         self.info = model_info
         self.timeout_s = timeout_s
@@ -137,10 +144,10 @@ class LeanChatClient(ChatCompletionClient):
             self._sdk = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, max_retries=0)
         return self._sdk
 
-    def _request(self) -> Any:
+    def _request(self, url: str | None = None) -> Any:
         # What the SDK's exceptions name (never sent); built on the error path only, since an httpx
         # Request costs more CPU than the whole aiohttp POST.
-        return SDK_HTTPX.Request("POST", self.url)
+        return SDK_HTTPX.Request("POST", url or self.url)
 
     def _open(self) -> aiohttp.ClientSession:
         # Built on first use, on the loop that uses it: an aiohttp session belongs to one event loop.
@@ -176,22 +183,25 @@ class LeanChatClient(ChatCompletionClient):
         if tools:
             raise ValueError("medpanel roles do not call tools")
         data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
-        try:
-            session = self._open()
-            # No redirect is followed: a 307 would resend the prompts to wherever it points.
-            async with session.post(self.url, data=data, headers=self.headers, proxy=self._proxy,
-                                    proxy_auth=self._proxy_auth, allow_redirects=False) as reply:
-                raw = await self._read(reply)
-                status, headers = reply.status, reply.headers
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            # The session's total timeout covers the body too: a reply that never ends stops here.
-            raise openai.APITimeoutError(request=self._request()) from TimeoutError(
-                f"no whole reply within model.timeout_s ({self.timeout_s:g} s)")
-        except aiohttp.ClientError as exc:
-            raise openai.APIConnectionError(request=self._request()) from exc
+        with self.spread.take() if self.spread is not None else nullcontext(self._base_url) as base:
+            url = self.url if self.spread is None else self._urls[base]
+            try:
+                session = self._open()
+                # No redirect is followed: a 307 would resend the prompts to wherever it points.
+                async with session.post(url, data=data, headers=self.headers, proxy=self._proxy,
+                                        proxy_auth=self._proxy_auth, allow_redirects=False) as reply:
+                    raw = await self._read(reply)
+                    status, headers = reply.status, reply.headers
+            except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+                # The session's total timeout covers the body too: a reply that never ends stops here.
+                raise openai.APITimeoutError(request=self._request(url)) from TimeoutError(
+                    f"no whole reply within model.timeout_s ({self.timeout_s:g} s)")
+            except aiohttp.ClientError as exc:
+                raise openai.APIConnectionError(request=self._request(url)) from exc
         observe(status, headers)
         if not 200 <= status < 300:
-            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw, request=self._request())
+            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw,
+                                          request=self._request(url))
             raise self._errors()._make_status_error_from_response(response)
         payload = parse_json(raw)
         choices = completion_choices(payload)

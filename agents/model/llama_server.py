@@ -151,14 +151,14 @@ def _library_env(folder: Path | None) -> dict[str, str] | None:
 
 
 def default_threads() -> int:
-    """One core fewer than the machine has (at least one).
+    """One core fewer than the machine has (at least one): a single server's threads (`cores.layout`
+    gives each of several servers its own share).
 
     llama.cpp's compute threads meet at a barrier after every operation and spin while they wait,
     so a thread that loses its core to the runner or to anything else on the machine stalls the
     others. Measured with benchmarks/bench_quickstart.py on the 2-core machine at load average
     1.4 to 3.6: 1 thread, 83 s wall and 78.5 s of server CPU; 2 threads, 215 s wall and 245 s of
-    server CPU. On a machine with nothing else running, `MEDPANEL_LLAMA_SERVER_ARGS="--threads 2
-    --threads-batch 2"` may be faster (the benchmark's `two-threads` configuration tells)."""
+    server CPU. Several single-threaded servers use every core without that stall (agents/model/cores.py)."""
     return max(1, (os.cpu_count() or 1) - 1)
 
 
@@ -173,10 +173,12 @@ class LlamaServer(ServerProcess):
     label = "llama-server"
 
     def __init__(self, *, n_ctx: int = 8192, parallel: int = 4, n_threads: int | None = None,
-                 log_path: Path | None = None, startup_timeout_s: float = 180.0) -> None:
+                 log_path: Path | None = None, startup_timeout_s: float = 180.0,
+                 cache_ram_mib: int = CACHE_RAM_MIB) -> None:
         super().__init__(n_ctx=n_ctx, n_threads=n_threads or default_threads(), log_path=log_path,
                          startup_timeout_s=startup_timeout_s)
         self.parallel = parallel
+        self.cache_ram_mib = cache_ram_mib
 
     def command(self, binary: Path, model: Path) -> list[str]:
         return [
@@ -185,7 +187,7 @@ class LlamaServer(ServerProcess):
             "--host", "127.0.0.1", "--port", str(self.port),
             "--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel), "--no-kv-unified",
             "--threads", str(self.n_threads), "--threads-batch", str(self.n_threads),
-            "--cache-ram", str(CACHE_RAM_MIB), "--no-webui",
+            "--cache-ram", str(self.cache_ram_mib), "--no-webui",
             *extra_args(),
         ]
 

@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medpanel.agents.model.reply_bounds import DEFAULT_MAX_REPLY_BYTES
 from medpanel.agents.redact import redact
@@ -103,6 +103,12 @@ class ModelSpec(BaseModel):
     """`local` only: the program that serves the embedded model (agents/model/embedded.py)."""
     local_parallel: int = Field(default=4, ge=1, le=64)
     """`local` with `llama-server`: requests decoded at once (`--parallel`), each with the full context."""
+    local_servers: int | None = Field(default=None, ge=1, le=64)
+    """`local` with `llama-server`: how many server processes share `local_parallel` (agents/model/cores.py).
+    Default min(local_parallel, max(4, cores)), each with one thread; 1 is the single server."""
+    local_threads: int | None = Field(default=None, ge=1, le=256)
+    """`local` with `llama-server`: compute threads of each server. Default 1 (with 4 servers on up to
+    8 cores), so no server's threads wait for each other on a shared core."""
 
     @field_validator("backend")
     @classmethod
@@ -110,6 +116,18 @@ class ModelSpec(BaseModel):
         if v not in BACKENDS:
             raise ValueError(f"unknown backend {v!r}; use one of {', '.join(BACKENDS)}")
         return v
+
+    @model_validator(mode="after")
+    def _servers_for_slots(self) -> ModelSpec:
+        # More processes than requests decoded at once: some would never get one.
+        if self.local_servers is not None and self.local_servers > self.local_parallel:
+            raise ValueError(f"local_servers ({self.local_servers}) is more than local_parallel "
+                             f"({self.local_parallel}): a server with no request to decode only holds memory. "
+                             f"Set local_servers <= {self.local_parallel} or raise local_parallel")
+        if self.local_server == "llama-cpp-python" and (self.local_servers or self.local_threads):
+            raise ValueError("local_servers and local_threads apply to llama-server only. Remove them or set "
+                             "local_server: llama-server")
+        return self
 
     @field_validator("base_url")
     @classmethod
