@@ -22,6 +22,7 @@ from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.children import MAX_PROCESSES
 from medpanel.experiments.run.references import References
 from medpanel.experiments.run.slugs import condition_from_slug, slug_for
 from medpanel.experiments.run.storage import normalize_url, redact_url
@@ -94,7 +95,7 @@ class RunSpec(_Strict):
     """Worker threads (Optuna `n_jobs`), each with its own event loop."""
     questions_per_worker: int = Field(default=1, ge=1, le=256)
     """Questions each worker keeps in flight on its event loop: the width is workers x this."""
-    processes: int = Field(default=1, ge=1, le=64)
+    processes: int = Field(default=1, ge=1, le=MAX_PROCESSES)
     """Processes on this machine sharing the run directory (each with `workers` workers): the first
     starts the others, and rate limits and budgets are divided among them (docs/operations.md)."""
     storage: str | None = None
