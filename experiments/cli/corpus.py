@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from medpanel.experiments.cli.console import make_console
 from medpanel.experiments.errors import UserError
 from medpanel.retrieval import (
     IngestReport,
@@ -108,7 +108,7 @@ def search_cmd(
     table.add_column("title", overflow="fold")
     for hit in hits:
         table.add_row(str(hit.rank), f"{hit.score:.3f}", hit.doc_id, hit.title)
-    Console().print(table)
+    make_console().print(table)
     if not hits:
         typer.echo("no passage shares a term with the query", err=True)
 
@@ -134,7 +134,7 @@ def list_cmd() -> None:
         dense = f"yes ({info.dense_model})" if info.dense else "no"
         updated = info.updated[:16].replace("T", " ")  # minutes are enough; keeps the table narrow
         table.add_row(info.name, str(info.n_docs), _human_bytes(info.disk_bytes), dense, updated)
-    Console().print(table)
+    make_console().print(table)
 
 
 if __name__ == "__main__":

@@ -142,12 +142,25 @@ class RunSpec(_Strict):
         if v is None:
             return v
         try:
-            make_url(normalize_url(v)).get_dialect()
+            url = make_url(normalize_url(v))
+            url.get_dialect()
         except (ArgumentError, NoSuchModuleError, ValueError) as exc:
             reason = str(exc).splitlines()[0].replace(v, redact_url(v))
             raise ValueError(f"{redact_url(v)!r} is not a storage URL ({reason}). Use sqlite:///path/study.db or "
                              "postgresql://user@host/db") from None
+        if url.get_backend_name() == "sqlite" and in_memory(url.database, url.query):
+            # Every connection would get an empty database of its own: nothing the run does would be
+            # kept, and the study's own engines (Optuna's, the store's) would not even share one.
+            raise ValueError(f"{redact_url(v)!r} is an in-memory SQLite database, which keeps nothing and is not "
+                             "shared between connections. Use sqlite:///path/study.db (or leave storage out)")
         return v
+
+
+def in_memory(database: str | None, query: Any) -> bool:
+    """Whether a SQLite URL's database lives only in memory (`:memory:`, no file, `mode=memory`)."""
+    name = (database or "").strip()
+    return (not name or name == ":memory:" or name.startswith("file::memory:") or "mode=memory" in name
+            or str(dict(query or {}).get("mode", "")) == "memory")
 
 
 class BudgetMatch(_Strict):
