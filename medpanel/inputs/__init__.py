@@ -9,6 +9,7 @@ from __future__ import annotations
 from medpanel.inputs.files import (
     DEFAULT_MAX_BYTES,
     InputFileError,
+    check_input,
     open_input,
     read_input,
     read_input_text,
@@ -16,5 +17,5 @@ from medpanel.inputs.files import (
 )
 from medpanel.inputs.printable import one_line, printable
 
-__all__ = ["DEFAULT_MAX_BYTES", "InputFileError", "one_line", "open_input", "printable", "read_input",
+__all__ = ["DEFAULT_MAX_BYTES", "InputFileError", "check_input", "one_line", "open_input", "printable", "read_input",
            "read_input_text", "special_kind"]
