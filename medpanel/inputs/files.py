@@ -66,6 +66,9 @@ def open_input(path: Path | str, *, what: str = "file", fix: str = "Check the pa
     except ValueError:  # a NUL in the path
         raise InputFileError(p, f"is not a path (it holds a NUL character), not a {what}", fix) from None
     except OSError as exc:
+        kind = special_kind(p)  # a socket cannot be opened at all (ENXIO): say what it is
+        if kind is not None:
+            raise InputFileError(p, f"is {kind}, not a {what} saved as a file", "Give the path of a regular file") from None
         raise InputFileError(p, f"cannot open this {what} ({exc.strerror or exc})", fix) from None
     try:
         mode = os.fstat(fd).st_mode
