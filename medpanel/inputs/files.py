@@ -21,6 +21,8 @@ DEFAULT_MAX_BYTES = 512 * 2**20
 """The most a whole-file read takes into memory unless its caller names a smaller bound (a scenario
 1 MB, a prompt file 200 KB). Files streamed line by line (a corpus's input) have no size bound."""
 
+REGULAR_FIX = "Give the path of a regular file"
+
 
 class InputFileError(ValueError):
     """A user-named path that cannot be read as asked: `<path>: <problem>. <fix>` on one line."""
@@ -68,15 +70,14 @@ def open_input(path: Path | str, *, what: str = "file", fix: str = "Check the pa
     except OSError as exc:
         kind = special_kind(p)  # a socket cannot be opened at all (ENXIO): say what it is
         if kind is not None:
-            raise InputFileError(p, f"is {kind}, not a {what} saved as a file", "Give the path of a regular file") from None
+            raise InputFileError(p, f"is {kind}, not a {what} saved as a file", REGULAR_FIX) from None
         raise InputFileError(p, f"cannot open this {what} ({exc.strerror or exc})", fix) from None
     try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise InputFileError(p, f"is a folder, not a {what}", fix)
         if not stat.S_ISREG(mode):
-            raise InputFileError(p, f"is {kind_of(mode)}, not a {what} saved as a file",
-                                 "Give the path of a regular file")
+            raise InputFileError(p, f"is {kind_of(mode)}, not a {what} saved as a file", REGULAR_FIX)
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
