@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import children
+from medpanel.experiments.run import children, tether
 from medpanel.experiments.run.children import MAX_PROCESSES, planned_processes
 
 from .conftest import write
@@ -47,7 +47,7 @@ def _members_of(runner: int) -> list[int]:
             raw = env.read_bytes()
         except OSError:
             continue
-        if f"{children.tether.RUNNER_PID_ENV}={runner}".encode() in raw.split(b"\0") or (
+        if f"{tether.RUNNER_PID_ENV}={runner}".encode() in raw.split(b"\0") or (
                 b"medpanel.experiments.run.member" in _cmdline(env.parent) and _ppid(env.parent) == runner):
             pid = int(env.parent.name)
             if _alive(pid):
@@ -111,8 +111,8 @@ def test_the_scenario_bound_is_the_same_constant() -> None:
 
 
 def test_no_more_children_start_ahead_than_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    started: list[int] = []
-    monkeypatch.setattr(children, "launch", lambda run_dir=None: started.append(1) or None)
+    started: list[Path | None] = []
+    monkeypatch.setattr(children, "launch", started.append)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     children.prestart(MAX_PROCESSES - 1)
     children._started.clear()
@@ -205,7 +205,7 @@ def test_children_end_when_their_parent_exits_by_itself(end: str) -> None:
 
 def test_a_child_whose_parent_died_before_it_tied_itself_ends() -> None:
     """The parent is gone before `hold()` runs: the child notices its parent changed and ends."""
-    env = {**os.environ, children.tether.RUNNER_PID_ENV: "1"}  # not its parent
+    env = {**os.environ, tether.RUNNER_PID_ENV: "1"}  # not its parent
     done = subprocess.run([sys.executable, "-c", STUB, "no-lifeline"], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 3 and "ready" not in done.stdout
@@ -221,8 +221,8 @@ def test_a_process_not_started_by_a_runner_holds_no_tie() -> None:
 def test_the_lifeline_is_not_inherited_by_other_children() -> None:
     """Only the read end travels (pass_fds); the write end stays with the runner alone, or a child
     holding it would keep every other child's lifeline open."""
-    read_end = children.tether.lifeline()
-    write_end = children.tether._lifeline[1] if children.tether._lifeline else -1
+    read_end = tether.lifeline()
+    write_end = tether._lifeline[1] if tether._lifeline else -1
     assert not os.get_inheritable(read_end) and not os.get_inheritable(write_end)
 
 
