@@ -112,7 +112,11 @@ def test_the_scenario_bound_is_the_same_constant() -> None:
 
 def test_no_more_children_start_ahead_than_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Path | None] = []
-    monkeypatch.setattr(children, "launch", started.append)
+
+    def launch(run_dir: Path | None = None) -> None:
+        started.append(run_dir)
+
+    monkeypatch.setattr(children, "launch", launch)
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
     children.prestart(MAX_PROCESSES - 1)
     children._started.clear()
