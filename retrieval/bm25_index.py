@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medpanel.inputs import special_kind
-from medpanel.retrieval.errors import CorpusDamagedError
+from medpanel.retrieval.errors import CorpusDamagedError, CorpusInputError
 
 if TYPE_CHECKING:
     import bm25s
@@ -46,6 +46,9 @@ def build_index(texts: list[str]) -> bm25s.BM25:
     """Index `texts` in row order (row i of the index = row i of the doc store)."""
     bm25s = _bm25s()
     tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, show_progress=False)
+    if not tokens.vocab:  # bm25s would fail on max() of nothing
+        raise CorpusInputError("no document holds a word BM25 can index (each is empty, one letter long or "
+                               "stopwords only). Ingest documents with text")
     index = bm25s.BM25()
     index.index(tokens, show_progress=False)
     return index

@@ -158,7 +158,7 @@ def read_manifest(corpus_dir: Path) -> Manifest:
                                max_bytes=MAX_MANIFEST_BYTES)
         return Manifest.model_validate_json(text)
     except InputFileError as err:
-        raise CorpusDamagedError(str(err)) from None
+        raise CorpusDamagedError(f"{err.path}: {err.problem}. {rebuild_fix(corpus_dir)}") from None
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first.get("loc", ())) or "the document"

@@ -141,7 +141,7 @@ class DocStore:
                     if line.strip():
                         store.put(doc_from_trusted(json.loads(line)))
         except InputFileError as err:
-            raise CorpusDamagedError(str(err)) from None
+            raise CorpusDamagedError(f"{err.path}: {err.problem}. {fix}") from None
         except (ValueError, TypeError, AttributeError, KeyError, OSError) as err:  # JSON, UTF-8, a record's shape
             why = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
             raise CorpusDamagedError(f"{path}: line {lineno} is damaged ({why}). {fix}") from None

@@ -29,6 +29,7 @@ class InputFileError(ValueError):
 
     def __init__(self, path: Path | str, problem: str, fix: str) -> None:
         self.path = str(path)
+        self.problem = problem
         self.reason = f"{problem}. {fix}"
         super().__init__(f"{self.path}: {self.reason}")
 
