@@ -113,7 +113,7 @@ def test_an_error_line_quoting_a_file_is_escaped(capsys: pytest.CaptureFixture[s
     raw, shown = ESCAPES[name]
     error_line(f"bad.yaml: name: {raw!s} is not a slug")
     _, err = capsys.readouterr()
-    assert err.count("\n") == 1 and not _has_control(err), repr(err)
+    assert err.count("\n") == 1 and shown in err and not _has_control(err), repr(err)
 
 
 @pytest.mark.parametrize("name", ["OSC title", "CSI clear screen"])

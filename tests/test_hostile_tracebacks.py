@@ -185,5 +185,5 @@ def test_an_evidence_source_path_goes_through_the_same_check() -> None:
     from medpanel.plugins import PluginError, load
 
     for name in ("..evil:X", ":X", "os:"):
-        with pytest.raises(PluginError, match="not a evidence source path|not a .* path"):
+        with pytest.raises(PluginError, match="is not a evidence source path"):
             load(name, "medpanel.sources", "evidence source")
