@@ -13,8 +13,6 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition
@@ -25,7 +23,7 @@ from medpanel.experiments.run.budget import Price
 from medpanel.experiments.run.children import MAX_PROCESSES
 from medpanel.experiments.run.references import References
 from medpanel.experiments.run.slugs import condition_from_slug, slug_for
-from medpanel.experiments.run.storage import normalize_url, redact_url
+from medpanel.experiments.run.storage import check_url
 from medpanel.experiments.run.yamlfile import (
     MAX_SCENARIO_BYTES,
     Refused,
@@ -139,28 +137,9 @@ class RunSpec(_Strict):
     def _storage_url(cls, v: str | None) -> str | None:
         # Checked here, before a run directory exists: an unparsable URL used to fail only when the
         # store opened, leaving a half-made run directory behind.
-        if v is None:
-            return v
-        try:
-            url = make_url(normalize_url(v))
-            url.get_dialect()
-        except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-            reason = str(exc).splitlines()[0].replace(v, redact_url(v))
-            raise ValueError(f"{redact_url(v)!r} is not a storage URL ({reason}). Use sqlite:///path/study.db or "
-                             "postgresql://user@host/db") from None
-        if url.get_backend_name() == "sqlite" and in_memory(url.database, url.query):
-            # Every connection would get an empty database of its own: nothing the run does would be
-            # kept, and the study's own engines (Optuna's, the store's) would not even share one.
-            raise ValueError(f"{redact_url(v)!r} is an in-memory SQLite database, which keeps nothing and is not "
-                             "shared between connections. Use sqlite:///path/study.db (or leave storage out)")
+        if v is not None:
+            check_url(v)
         return v
-
-
-def in_memory(database: str | None, query: Any) -> bool:
-    """Whether a SQLite URL's database lives only in memory (`:memory:`, no file, `mode=memory`)."""
-    name = (database or "").strip()
-    return (not name or name == ":memory:" or name.startswith("file::memory:") or "mode=memory" in name
-            or str(dict(query or {}).get("mode", "")) == "memory")
 
 
 class BudgetMatch(_Strict):
