@@ -203,3 +203,22 @@ def test_an_encoding_without_utf8_prints_escapes_not_a_traceback(tmp_path: Path,
         assert b"caf" in done.stdout
     else:
         assert done.returncode == 2 and err.count("\n") == 1, err
+
+
+def test_runs_lists_a_run_whose_name_holds_controls_escaped_and_a_fifo_status_without_hanging(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    sc = write(tmp_path / "s.yaml", SCENARIO + "dataset: {source: sample, limit: 1}\nmodel: {backend: scripted}\n")
+    runs = tmp_path / "runs"
+    try:
+        main(["run", str(sc), "--quiet", "--run-dir", str(runs / "a")])
+    except SystemExit as done:
+        assert not done.code
+    shutil.copytree(runs / "a", runs / "b\x1b]0;OWNED\x07")
+    (runs / "a" / "status.json").unlink()
+    os.mkfifo(runs / "a" / "status.json")
+    capsys.readouterr()
+    main(["runs", str(runs)])
+    out, _ = capsys.readouterr()
+    assert "\\x1b]0;OWNED\\x07" in out and not _has_control(out), repr(out)
