@@ -8,27 +8,13 @@ way such a file can be unreadable (missing, a folder, not UTF-8, not JSON, damag
 from __future__ import annotations
 
 import json
-import os
-import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from medpanel.inputs import DEFAULT_MAX_BYTES, InputFileError, printable, read_input_text, special_kind
 
-def special_kind(path: Path | str) -> str | None:
-    """What `path` is when it exists but is neither a regular file nor a folder (a FIFO, a device,
-    a socket), else None. Such a file may block a reader forever or never end."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+__all__ = ["UserError", "error_line", "not_regular", "read_json", "read_text", "special_kind"]
 
 
 def not_regular(path: Path | str, *, what: str, field: str | None = None) -> UserError:
@@ -54,38 +40,14 @@ class UserError(Exception):
 
 def read_text(path: Path | str, *, what: str = "file", fix: str = "Check the path", field: str | None = None,
               max_bytes: int | None = None) -> str:
-    """A UTF-8 text file, or a `UserError` naming it: missing, a folder, too large, unreadable, not UTF-8.
-
-    A UTF-8 byte-order mark is dropped (editors on Windows write one). `max_bytes` refuses a file
-    larger than that before reading it.
-    """
-    p = Path(path)
+    """A UTF-8 text file, or a `UserError` naming it: missing, a folder, a FIFO or a device, too
+    large, unreadable, not UTF-8. Read through `medpanel.inputs` (the one reader of a user's files);
+    `max_bytes` (default `DEFAULT_MAX_BYTES`) refuses a larger file before reading it."""
     try:
-        if p.is_dir():
-            raise UserError(f"is a folder, not a {what}. {fix}", file=str(p), field=field)
-        # Only regular files: a FIFO would block the open (or the read) forever, /dev/zero never ends.
-        # O_NONBLOCK keeps the open itself from blocking; fstat then checks what was opened.
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as fh:
-            info = os.fstat(fh.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise not_regular(p, what=what, field=field)
-            if max_bytes is not None and info.st_size > max_bytes:
-                raise UserError(f"is {info.st_size:,} bytes; a {what} may have at most {max_bytes:,}. "
-                                "Use a smaller file", file=str(p), field=field)
-            os.set_blocking(fh.fileno(), True)
-            data = fh.read()
-    except FileNotFoundError:
-        raise UserError(f"no such {what}. {fix}", file=str(p), field=field) from None
-    except OSError as exc:
-        raise UserError(f"cannot read this {what} ({exc.strerror or exc}). {fix}", file=str(p), field=field) from None
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        binary = b"\x00" in data[:4096]
-        kind = "a binary file, not text" if binary else f"not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
-        raise UserError(f"{kind}. Give a {what} saved as UTF-8", file=str(p), field=field) from None
+        bound = DEFAULT_MAX_BYTES if max_bytes is None else max_bytes
+        return read_input_text(path, what=what, fix=fix, max_bytes=bound)
+    except InputFileError as exc:
+        raise UserError(exc.reason, file=exc.path, field=field) from None
 
 
 def read_json(path: Path | str, *, what: str = "JSON file", fix: str = "Check the path",
@@ -105,6 +67,7 @@ def read_json(path: Path | str, *, what: str = "JSON file", fix: str = "Check th
 def error_line(message: str) -> None:
     """Print one `error:` line on stderr. Newlines inside a message are folded, so every error is
     exactly one line whatever produced it (a pydantic message, an OS error)."""
-    line = " ".join(part.strip() for part in str(message).splitlines() if part.strip())
+    # Control characters shown escaped: a message may quote a file (a path, a YAML line, a value).
+    line = " ".join(part.strip() for part in str(printable(str(message))).splitlines() if part.strip())
     sys.stderr.write(f"error: {line.removeprefix('error: ')}\n")
     sys.stderr.flush()

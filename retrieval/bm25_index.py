@@ -14,6 +14,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from medpanel.inputs import special_kind
+from medpanel.retrieval.errors import CorpusDamagedError, CorpusInputError
+
 if TYPE_CHECKING:
     import bm25s
 
@@ -43,6 +46,9 @@ def build_index(texts: list[str]) -> bm25s.BM25:
     """Index `texts` in row order (row i of the index = row i of the doc store)."""
     bm25s = _bm25s()
     tokens = bm25s.tokenize(texts, stopwords=STOPWORDS, show_progress=False)
+    if not tokens.vocab:  # bm25s would fail on max() of nothing
+        raise CorpusInputError("no document holds a word BM25 can index (each is empty, one letter long or "
+                               "stopwords only). Ingest documents with text")
     index = bm25s.BM25()
     index.index(tokens, show_progress=False)
     return index
@@ -64,5 +70,19 @@ def save_index(index: bm25s.BM25, corpus_dir: Path) -> Path:
 
 
 def load_index(corpus_dir: Path) -> bm25s.BM25:
-    """Load fully into memory (no mmap): queries then never touch the disk."""
-    return _bm25s().BM25.load(str(corpus_dir / BM25_DIR), mmap=False, show_progress=False)
+    """Load fully into memory (no mmap): queries then never touch the disk. A damaged index (a file
+    truncated, garbled or missing, one that is not a regular file) is a `CorpusDamagedError`
+    naming it and the rebuild, never a traceback of bm25s or numpy."""
+    folder = corpus_dir / BM25_DIR
+    fix = f"Delete {corpus_dir} and ingest its files again (medpanel corpus ingest PATH... --name {corpus_dir.name})"
+    if not folder.is_dir() or folder.is_symlink():
+        raise CorpusDamagedError(f"{folder}: the BM25 index is missing or not a folder. {fix}")
+    for entry in folder.iterdir():
+        kind = special_kind(entry)
+        if kind is not None or entry.is_symlink():  # a FIFO would hang the load, a link read elsewhere
+            raise CorpusDamagedError(f"{entry}: is {kind or 'a link'}, not a file of the BM25 index. {fix}")
+    try:
+        return _bm25s().BM25.load(str(folder), mmap=False, show_progress=False)
+    except Exception as err:  # bm25s, numpy, json and scipy each fail their own way on a damaged file
+        name = getattr(err, "filename", None) or folder
+        raise CorpusDamagedError(f"{name}: the BM25 index cannot be read ({type(err).__name__}). {fix}") from None

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
@@ -37,9 +37,10 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from medpanel.inputs import InputFileError, read_input_text
 from medpanel.retrieval import bm25_index, chroma_store
 from medpanel.retrieval.docstore import Doc, DocStore
-from medpanel.retrieval.errors import CorpusInputError, DenseUnavailableError
+from medpanel.retrieval.errors import CorpusDamagedError, CorpusInputError, DenseUnavailableError
 from medpanel.retrieval.home import (
     MANIFEST_NAME,
     available_corpora,
@@ -50,6 +51,8 @@ from medpanel.retrieval.home import (
 from medpanel.retrieval.medrag_jsonl import expand_inputs, read_jsonl
 
 _MAX_PRINTED_PROBLEMS = 20
+MAX_MANIFEST_BYTES = 4 * 2**20
+"""A manifest is a page of JSON; a larger file at its name is not one."""
 _EMBED_BATCH = 256
 
 
@@ -141,8 +144,26 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def rebuild_fix(corpus_dir: Path) -> str:
+    """How to get a working corpus back when its own files are damaged."""
+    return (f"Delete {corpus_dir} and ingest its files again (medpanel corpus ingest PATH... --name "
+            f"{corpus_dir.name})")
+
+
 def read_manifest(corpus_dir: Path) -> Manifest:
-    return Manifest.model_validate_json((corpus_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+    """The corpus's manifest, or a `CorpusDamagedError` naming it (damaged, empty, not a regular file)."""
+    path = corpus_dir / MANIFEST_NAME
+    try:
+        text = read_input_text(path, what="corpus manifest", fix=rebuild_fix(corpus_dir),
+                               max_bytes=MAX_MANIFEST_BYTES)
+        return Manifest.model_validate_json(text)
+    except InputFileError as err:
+        raise CorpusDamagedError(f"{err.path}: {err.problem}. {rebuild_fix(corpus_dir)}") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ())) or "the document"
+        raise CorpusDamagedError(f"{path}: damaged manifest ({where}: {first.get('msg')}). "
+                                 f"{rebuild_fix(corpus_dir)}") from None
 
 
 def _write_manifest(corpus_dir: Path, manifest: Manifest) -> None:
@@ -206,7 +227,8 @@ def ingest(
     files = expand_inputs([Path(p) for p in paths])
     console = console or Console(stderr=True, highlight=False)
     corpus_dir = corpora_root() / name
-    old_manifest = read_manifest(corpus_dir) if (corpus_dir / MANIFEST_NAME).is_file() else None
+    # Anything at the manifest's name is read (a damaged or special one is refused, never replaced).
+    old_manifest = read_manifest(corpus_dir) if os.path.lexists(corpus_dir / MANIFEST_NAME) else None
     dense = dense or bool(old_manifest and old_manifest.dense)
     embedder = ""
     if dense:

@@ -8,11 +8,15 @@ re-ingested or inspected with ordinary tools.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from medpanel.inputs import InputFileError, open_input
+from medpanel.retrieval.errors import CorpusDamagedError
 
 Scalar = str | int | float | bool
 
@@ -125,12 +129,22 @@ class DocStore:
         """Read `docs.jsonl` written by `save` (trusted, so no per-field validation)."""
         store = cls()
         path = folder / DOCS_NAME
-        if not path.is_file():
+        if not os.path.lexists(path):
             return store
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                if line.strip():
-                    store.put(doc_from_trusted(json.loads(line)))
+        fix = f"Delete {folder} and ingest its files again (medpanel corpus ingest PATH... --name {folder.name})"
+        lineno = 0
+        try:
+            # Checked first (a FIFO or a device at its name is refused, not read), then streamed.
+            with open_input(path, what="corpus document file", fix=fix) as raw:
+                for line in io.TextIOWrapper(raw, encoding="utf-8", newline="\n"):
+                    lineno += 1  # counted by hand: the error below names the line being read
+                    if line.strip():
+                        store.put(doc_from_trusted(json.loads(line)))
+        except InputFileError as err:
+            raise CorpusDamagedError(f"{err.path}: {err.problem}. {fix}") from None
+        except (ValueError, TypeError, AttributeError, KeyError, OSError) as err:  # JSON, UTF-8, a record's shape
+            why = err.msg if isinstance(err, json.JSONDecodeError) else type(err).__name__
+            raise CorpusDamagedError(f"{path}: line {lineno} is damaged ({why}). {fix}") from None
         return store
 
 

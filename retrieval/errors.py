@@ -19,6 +19,11 @@ class CorpusInputError(RetrievalError, ValueError):
     """Input files for ingestion are missing or hold no usable record."""
 
 
+class CorpusDamagedError(RetrievalError):
+    """A corpus's own files (manifest, documents, BM25 index) that cannot be read back: damaged,
+    truncated, or not regular files. The message names the file and how to rebuild the corpus."""
+
+
 class DenseUnavailableError(RetrievalError):
     """Dense retrieval was asked for but cannot run (extra missing, corpus not embedded)."""
 

@@ -7,12 +7,14 @@ non-scalar extra fields (e.g. PubMed `meshes` lists) are counted by the caller.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from medpanel.inputs import InputFileError, open_input, special_kind
 from medpanel.retrieval.docstore import CORE_FIELDS, Doc, Scalar
 from medpanel.retrieval.errors import CorpusInputError
 
@@ -88,7 +90,11 @@ def parse_record(obj: object) -> tuple[Doc, list[str]]:
 
 def read_jsonl(path: Path) -> Iterator[ParsedLine]:
     """Parse a MedRAG JSONL file line by line; blank lines are not records and are passed over."""
-    with path.open(encoding="utf-8", errors="strict") as fh:
+    try:  # checked first: a FIFO or a device is refused before a byte is read
+        raw_file = open_input(path, what="MedRAG JSONL file", fix="Pass regular MedRAG JSONL files")
+    except InputFileError as err:
+        raise CorpusInputError(str(err)) from None
+    with io.TextIOWrapper(raw_file, encoding="utf-8", errors="strict") as fh:
         line_no = 0
         while True:
             line_no += 1
@@ -117,12 +123,14 @@ def expand_inputs(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
     for path in paths:
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())  # a FIFO in a folder is passed over
             if not found:
                 raise CorpusInputError(f"{path}: folder holds no *.jsonl file. Pass MedRAG JSONL files")
             files.extend(found)
         elif path.is_file():
             files.append(path)
+        elif special_kind(path):
+            raise CorpusInputError(f"{path}: is {special_kind(path)}, not a MedRAG JSONL file. Pass regular files")
         else:
             raise CorpusInputError(f"{path}: no such file or folder. Check the path")
     if not files:

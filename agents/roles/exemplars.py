@@ -27,6 +27,7 @@ from pathlib import Path
 
 from medpanel.agents.plan import PlanError
 from medpanel.agents.types import Question
+from medpanel.inputs import InputFileError, read_input_text
 from medpanel.retrieval import bm25_index
 
 BUILTIN = "builtin"
@@ -94,10 +95,12 @@ class ExemplarPool:
         if re.match(r"test", path.name, flags=re.IGNORECASE):
             raise PlanError(f"{path} looks like a test split; exemplars must come from a split that is not "
                             "evaluated (e.g. train.jsonl), or use exemplars: builtin", field="settings.exemplars")
-        if not path.is_file():
-            raise PlanError(f"{path}: no such exemplar file. Check settings.exemplars, or use exemplars: builtin",
-                            field="settings.exemplars")
-        self.items = _parse(path.read_text(encoding="utf-8"), str(path))
+        try:  # checked first (a FIFO or a device is refused before a byte is read), bounded, UTF-8
+            text = read_input_text(path, what="exemplar file",
+                                   fix="Check settings.exemplars, or use exemplars: builtin")
+        except InputFileError as exc:
+            raise PlanError(str(exc), field="settings.exemplars") from None
+        self.items = _parse(text, str(path))
 
     @cached_property
     def _index(self) -> object:

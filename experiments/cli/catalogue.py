@@ -16,10 +16,13 @@ from typing import Annotated
 
 import typer
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from medpanel.experiments.cli.output import console
-from medpanel.experiments.errors import UserError
+from medpanel.experiments.errors import UserError, read_text, special_kind
 from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.yamlfile import MAX_SCENARIO_BYTES
+from medpanel.inputs import one_line
 
 _TABLE = re.compile(r"\bTables?\s+\d+[A-Z]?(?:\s*(?:and|,|/)\s*\d+[A-Z]?)*")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
@@ -80,24 +83,34 @@ def first_sentence(text: str) -> str:
 
 def catalogue(root: Path) -> list[dict[str, str]]:
     """One row per scenario file of `root`: file, pipeline, description, paper table, conditions, calls."""
-    files = sorted(root.glob("*.yaml")) if root.is_dir() else []
+    if special_kind(root) or (root.exists() and not root.is_dir()):
+        raise UserError("is not a folder. Pass --dir FOLDER (a folder of *.yaml scenarios)", file=str(root),
+                        field="--dir")
+    try:
+        files = sorted(root.glob("*.yaml")) if root.is_dir() else []
+    except OSError as exc:
+        raise UserError(f"cannot list this folder ({exc.strerror or exc}). Check its permissions", file=str(root),
+                        field="--dir") from None
     if not files:
         raise UserError(f"no scenario files (*.yaml) in {root}. Pass --dir FOLDER", field="--dir")
     rows = []
     for f in files:
-        text = f.read_text(encoding="utf-8")
-        head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+        # Every cell is text from the file: shown without its terminal controls (`printable`).
         try:
+            # Read once, checked first (a FIFO, a link to /dev/zero, Latin-1: one row saying so).
+            text = read_text(f, what="scenario", max_bytes=MAX_SCENARIO_BYTES)
+            head = "\n".join(line for line in text.splitlines() if line.startswith("#"))
             sc = load_scenario(f)
         except UserError as exc:
-            rows.append({"file": f.name, "pipeline": "-", "description": f"(does not load: {exc})",
+            rows.append({"file": one_line(f.name), "pipeline": "-", "description": one_line(f"(does not load: {exc})"),
                          "table": "-", "conditions": "-", "calls": "-"})
             continue
         about = sc.about
-        rows.append({"file": f.name, "pipeline": sc.pipeline, "description": " ".join(sc.description.split()) or "-",
-                     "table": _paper_table(f"{sc.description}\n{head}", about.table if about else None),
+        rows.append({"file": one_line(f.name), "pipeline": one_line(sc.pipeline),
+                     "description": one_line(sc.description) or "-",
+                     "table": one_line(_paper_table(f"{sc.description}\n{head}", about.table if about else None)),
                      "conditions": str(len(sc.conditions())),
-                     "calls": (about.calls_per_question if about else None) or "-"})
+                     "calls": one_line((about.calls_per_question if about else None) or "-")})
     return rows
 
 
@@ -121,11 +134,12 @@ def scenarios(
     if markdown:
         print(markdown_table(rows))
         return
-    table = RichTable(title=f"Scenarios in {root}", show_lines=False)
+    # Text, not markup: a description's `[link=...]` or `[bold]` is shown as written.
+    table = RichTable(title=Text(f"Scenarios in {one_line(str(root))}"), show_lines=False)
     for col in ("file", "description", "paper table", "conditions", "calls/question"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(r["file"], r["description"], r["table"], r["conditions"], r["calls"])
+        table.add_row(*(Text(r[k]) for k in ("file", "description", "table", "conditions", "calls")))
     console.print(table)
 
 
@@ -149,7 +163,8 @@ def init(
         if not src.is_file():
             known = ", ".join(p.stem for p in sorted(scenario_dir().glob("*.yaml")))
             raise UserError(f"no shipped scenario {template!r}. Use one of: {known}", field="--from")
-        body, n = re.subn(r"(?m)^name:.*$", f"name: {stem}", src.read_text(encoding="utf-8"), count=1)
+        shipped = read_text(src, what="scenario", max_bytes=MAX_SCENARIO_BYTES)
+        body, n = re.subn(r"(?m)^name:.*$", f"name: {stem}", shipped, count=1)
         if not n:
             body = f"name: {stem}\n{body}"
         body = f"# Made from {src.name} (medpanel init --from {template}).\n{body}"

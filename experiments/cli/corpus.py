@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from medpanel.experiments.cli.console import make_console
 from medpanel.experiments.errors import UserError
+from medpanel.inputs import one_line
 from medpanel.retrieval import (
     IngestReport,
     RetrievalError,
@@ -101,14 +103,15 @@ def search_cmd(
     with _user_errors():
         hits = open_retriever(name, retriever.value).search(query, k)
         info = corpus_info(name)
-    table = Table(title=f"{info.name}: {retriever.value}, k={k}", title_justify="left")
+    # Text from the corpus, shown as written: no markup read in it, its terminal controls escaped.
+    table = Table(title=Text(one_line(f"{info.name}: {retriever.value}, k={k}")), title_justify="left")
     table.add_column("rank", justify="right")
     table.add_column("score", justify="right")
     table.add_column("id", overflow="fold")
     table.add_column("title", overflow="fold")
     for hit in hits:
-        table.add_row(str(hit.rank), f"{hit.score:.3f}", hit.doc_id, hit.title)
-    Console().print(table)
+        table.add_row(str(hit.rank), f"{hit.score:.3f}", Text(one_line(hit.doc_id)), Text(one_line(hit.title)))
+    make_console().print(table)
     if not hits:
         typer.echo("no passage shares a term with the query", err=True)
 
@@ -133,8 +136,9 @@ def list_cmd() -> None:
     for info in corpora:
         dense = f"yes ({info.dense_model})" if info.dense else "no"
         updated = info.updated[:16].replace("T", " ")  # minutes are enough; keeps the table narrow
-        table.add_row(info.name, str(info.n_docs), _human_bytes(info.disk_bytes), dense, updated)
-    Console().print(table)
+        table.add_row(Text(one_line(info.name)), str(info.n_docs), _human_bytes(info.disk_bytes), Text(one_line(dense)),
+                      Text(one_line(updated)))
+    make_console().print(table)
 
 
 if __name__ == "__main__":

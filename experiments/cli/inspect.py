@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import errno
 import io
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
@@ -35,11 +35,13 @@ from medpanel.experiments.run.rundir import (
     load_transcript,
     open_store,
     progress_note,
+    read_status,
     transcript_path,
 )
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.view.live import LiveSite
 from medpanel.experiments.view.viewer import build_site, make_server
+from medpanel.inputs import one_line
 from medpanel.retrieval.leakage import Thresholds
 
 DEFAULT_PORT = 8765
@@ -302,7 +304,7 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
     if not runs_dir.is_dir():
         what = "is a file, not a folder of runs" if runs_dir.exists() else "does not exist"
         raise UserError(f"{runs_dir} {what}. Runs are created by medpanel run", field="RUNS_DIR")
-    table = RichTable(title=f"runs in {runs_dir}", title_justify="left")
+    table = RichTable(title=Text(one_line(f"runs in {runs_dir}")), title_justify="left")
     for col in ("run", "scenario", "model", "pairs", "state", "created"):
         table.add_column(col)
     damaged: list[UserError] = []
@@ -311,24 +313,24 @@ def runs(runs_dir: Annotated[Path, typer.Argument(help="Folder of run directorie
             record = load_record(d)
         except UserError as exc:  # list the others, then say which could not be read
             damaged.append(exc)
-            table.add_row(d.name, "-", "-", "-", "damaged run.json", "-")
+            table.add_row(Text(one_line(d.name)), "-", "-", "-", "damaged run.json", "-")
             continue
-        status_path = d / "status.json"
         try:
-            status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
-        except (OSError, ValueError):
+            status = read_status(d)
+        except UserError:
             status = {"state": "unreadable status.json"}
-        status = status if isinstance(status, dict) else {"state": "unreadable status.json"}
         status.setdefault("state", "killed")
         if lock_holder(d) is not None:
             status["state"] = "running"
         elif status.get("state") == "running":
             status["state"] = "killed"  # its session wrote "running" and never finished: resume it
         model = record.model
-        table.add_row(d.name, record.name, f"{model.backend or '?'}/{model.name}",
-                      str(record.n_pairs if record.n_pairs is not None else "?"), f"{status['state']}"
-                      + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
-                      str(record.created or "")[:19])
+        # Text from the run's files, shown as written: no markup read in it, its controls escaped.
+        cells = (d.name, record.name, f"{model.backend or '?'}/{model.name}",
+                 str(record.n_pairs if record.n_pairs is not None else "?"), f"{status['state']}"
+                 + (f" ({status.get('remaining')} left)" if status.get("remaining") else ""),
+                 str(record.created or "")[:19])
+        table.add_row(*(Text(one_line(str(c))) for c in cells))
     console.print(table)
     if damaged:
         more = f" (and {len(damaged) - 1} more damaged run.json)" if len(damaged) > 1 else ""

@@ -11,8 +11,10 @@ import sys
 import typer
 
 from medpanel.agents.model.errors import BackendError, LocalModelError
+from medpanel.experiments.cli import streams
 from medpanel.experiments.cli.lazy import LazyGroup
 from medpanel.experiments.errors import UserError, error_line
+from medpanel.inputs import InputFileError
 
 # The commands are loaded when one is resolved (cli/lazy.py: `medpanel --help` and completion stay
 # fast); `register(app)` in each command module is what adds them.
@@ -63,9 +65,18 @@ def fail(message: str, code: int = 2) -> None:
     sys.exit(code)
 
 
+def _cut_off() -> None:
+    streams.cut_off()
+    fail("standard output was closed by the program reading it (as | head does): the rest was not printed. "
+         "Read the whole output, or write it to a file", 2)
+
+
 def main(argv: list[str] | None = None) -> None:
     """The `medpanel` console script. Exit codes: 0 done, 2 a user mistake (one line, no traceback),
     3 a run stopped before the end (resumable), 130 aborted."""
+    if streams.prepare():
+        fail("standard output is closed (started with >&- or without one), so nothing could be shown. Run it with "
+             "stdout open, or with > /dev/null to discard what it prints", 2)
     usage_errors = _usage_error_types()
     try:
         rc = app(args=argv, prog_name="medpanel", standalone_mode=False)
@@ -75,10 +86,18 @@ def main(argv: list[str] | None = None) -> None:
         fail(str(exc), exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except SystemExit as exc:
+        if exc.code == 1 and streams.reader_gone():  # typer's own exit on EPIPE, without a word
+            _cut_off()
+        raise
     except typer.Abort:
         sys.exit(130)
     except usage_errors as exc:
         fail(_usage_line(exc), 2)
+    except BrokenPipeError:
+        _cut_off()
+    except InputFileError as exc:
+        fail(str(exc), 2)
     except Exception as exc:
         if isinstance(exc, BackendError | LocalModelError):
             fail(str(exc), 2)

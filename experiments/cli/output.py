@@ -9,9 +9,7 @@ be printed literally where markup is off).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
-from typing import Any
 
 from rich.panel import Panel
 from rich.text import Text
@@ -28,6 +26,7 @@ from medpanel.experiments.errors import error_line as error_line  # re-exported:
 from medpanel.experiments.run.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.store import Row
+from medpanel.inputs import printable as printable  # re-exported: what a command prints from a file
 
 
 def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel report writes",
@@ -169,21 +168,6 @@ def print_transcript(record: TranscriptRecord, *, full: bool = False) -> None:
             console.print(Text.assemble((tag, "bold"), f" {e.content}{data}"))
     if t.error:
         console.print(Text(f"error: {t.error}"))
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def printable(value: Any) -> Any:
-    """Every string of a JSON-like value with its control characters shown escaped (`\\x1b`): ANSI and
-    OSC sequences in model or option text would otherwise recolour, retitle or rewrite the terminal."""
-    if isinstance(value, str):
-        return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
-    if isinstance(value, dict):
-        return {k: printable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [printable(v) for v in value]
-    return value
 
 
 def _colour(role: str) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.text import Text
 
 from medpanel.agents.model.replay import Replay
 from medpanel.experiments.cli.console import console
@@ -29,6 +30,7 @@ from medpanel.experiments.run.scenario import (
     updated,
 )
 from medpanel.experiments.run.storage import is_shared
+from medpanel.inputs import one_line
 
 REPORT_MODULE = "medpanel.experiments.cli.output"
 
@@ -37,22 +39,23 @@ def validate(scenario: Path, limit: int | None, set_: list[str] | None) -> None:
     """`medpanel validate`: the scenario's conditions and question count."""
     sc = load_scenario(scenario, set_)
     plan = make_plan(sc, base_dir=scenario.parent, limit=limit, file=str(scenario))
-    console.print(f"[bold]{sc.name}[/bold]: pipeline {sc.pipeline}, model {sc.model.backend}"
-                  f"{'/' + sc.model.model_name if sc.model.model_name else ''}")
+    # Text from the file, shown as written: no markup read in it, its terminal controls escaped.
+    model = sc.model.backend + (f"/{sc.model.model_name}" if sc.model.model_name else "")
+    console.print(Text.assemble((one_line(sc.name), "bold"), one_line(f": pipeline {sc.pipeline}, model {model}")))
     if sc.models:  # the axis: which label is which model, and where routed roles go
-        console.print("models: " + ", ".join(f"{m.label} = {m.backend}/{m.model_name}" for m in sc.models)
-                      + "".join(f"; {role} -> {r.model}" for role, r in sc.roles.items()))
+        console.print(Text(one_line("models: " + ", ".join(f"{m.label} = {m.backend}/{m.model_name}" for m in sc.models)
+                                    + "".join(f"; {role} -> {r.model}" for role, r in sc.roles.items()))))
     console.print(f"conditions ({len(plan.conditions)}): {', '.join(c.slug for c in plan.conditions)}")
     by_ds: dict[str, int] = {}
     for q in plan.questions:
         by_ds[q.dataset] = by_ds.get(q.dataset, 0) + 1
-    console.print(f"questions ({len(plan.questions)}): " + ", ".join(f"{k} {v}" for k, v in by_ds.items()))
+    console.print(Text(one_line(f"questions ({len(plan.questions)}): "
+                                + ", ".join(f"{k} {v}" for k, v in by_ds.items()))))
     console.print(f"pairs: {len(plan.pairs)} (x{plan.repeats} repeats), shard size {plan.shard_size}")
     if plan.scenario.references is not None:  # read and matched to the questions by make_plan
         refs = plan.scenario.references
         names = ", ".join(r.name for r in refs.runs)
-        console.print(f"references ({len(refs.runs)}, not run): {names} from {refs.file}", markup=False,
-                      highlight=False)
+        console.print(Text(one_line(f"references ({len(refs.runs)}, not run): {names} from {refs.file}")))
 
 
 def run(scenario: Path | None, resume: Path | None, limit: int | None, workers: int | None, processes: int | None,

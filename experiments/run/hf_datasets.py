@@ -31,6 +31,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import hf_values as check
 from medpanel.experiments.run.hf_presets import HFFields, resolve_fields
 from medpanel.experiments.run.quiet import no_widget_notice
+from medpanel.inputs import InputFileError, check_input
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -158,6 +159,11 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
         raise UserError("no such file or folder. Point dataset.path at a save_to_disk folder, a parquet or a "
                         "JSONL file (relative paths are resolved against the scenario's folder)",
                         file=str(file), field="dataset.path")
+    if not file.is_dir():  # the library opens it by name: a FIFO or a device is refused first
+        try:
+            check_input(file, what="dataset file", fix="Point dataset.path at a parquet or a JSONL file")
+        except InputFileError as exc:
+            raise UserError(exc.reason, file=exc.path, field="dataset.path") from None
     rows, features = _rows(file, split)
     if not rows:
         raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")

@@ -19,6 +19,11 @@ import signal
 for _sig in (signal.SIGINT, signal.SIGTERM):
     signal.signal(_sig, lambda signum, frame: os._exit(3))
 
+# Tied to the runner before anything else: whatever ends it (a SIGKILL too), this process ends.
+from medpanel.experiments.run import tether  # noqa: E402
+
+tether.hold()
+
 import contextlib  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402

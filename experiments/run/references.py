@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.jsonline import lines_of
+from medpanel.inputs import InputFileError, read_input
 
 MAX_REFERENCE_BYTES = 512_000_000
 """Decompressed bytes a reference file may hold (the published one is about 8 MB): a gzip bomb stops here."""
@@ -125,15 +126,15 @@ def _raw(path: Path, field: str) -> tuple[str, bytes]:
     try:
         if path.is_dir():
             raise UserError(f"is a folder, not a reference file. {fix}", file=str(path), field=field)
-        with path.open("rb") as fh:
-            stored = fh.read(MAX_REFERENCE_BYTES + 1)
+        # Through the one reader of a user's files: a FIFO or a device is refused before a byte is read.
+        stored = read_input(path, what="reference file", fix=fix, max_bytes=MAX_REFERENCE_BYTES)
         if stored[:2] == b"\x1f\x8b":
             with gzip.GzipFile(fileobj=io.BytesIO(stored)) as gz:
                 data = gz.read(MAX_REFERENCE_BYTES + 1)
         else:
             data = stored
-    except FileNotFoundError:
-        raise UserError(f"no such reference file. {fix}", file=str(path), field=field) from None
+    except InputFileError as exc:
+        raise UserError(exc.reason, file=str(path), field=field) from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise UserError(f"a damaged gzip file ({exc or 'cut short'}). Download it again, or give it uncompressed",
                         file=str(path), field=field) from None

@@ -300,10 +300,9 @@ def progress_note(run_dir: Path) -> str | None:
         done = len(store.done())
     finally:
         store.close()
-    status_path = run_dir / "status.json"
     try:
-        status = json.loads(status_path.read_text(encoding="utf-8")) if status_path.is_file() else {}
-    except (OSError, ValueError):
+        status = read_status(run_dir)
+    except UserError:  # damaged: the note is about the pairs, which the study tells
         status = {}
     running = lock_holder(run_dir) is not None or (isinstance(status, dict) and status.get("state") == "running"
                                                     and record.storage_url is not None)
@@ -312,3 +311,4 @@ def progress_note(run_dir: Path) -> str | None:
     if done < total:
         return f"{run_dir} is incomplete: {done} of {total} pairs done; resume with: medpanel run --resume {run_dir}"
     return None
+

@@ -13,8 +13,6 @@ from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition
@@ -22,9 +20,10 @@ from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.children import MAX_PROCESSES
 from medpanel.experiments.run.references import References
 from medpanel.experiments.run.slugs import condition_from_slug, slug_for
-from medpanel.experiments.run.storage import normalize_url, redact_url
+from medpanel.experiments.run.storage import check_url
 from medpanel.experiments.run.yamlfile import (
     MAX_SCENARIO_BYTES,
     Refused,
@@ -94,7 +93,7 @@ class RunSpec(_Strict):
     """Worker threads (Optuna `n_jobs`), each with its own event loop."""
     questions_per_worker: int = Field(default=1, ge=1, le=256)
     """Questions each worker keeps in flight on its event loop: the width is workers x this."""
-    processes: int = Field(default=1, ge=1, le=64)
+    processes: int = Field(default=1, ge=1, le=MAX_PROCESSES)
     """Processes on this machine sharing the run directory (each with `workers` workers): the first
     starts the others, and rate limits and budgets are divided among them (docs/operations.md)."""
     storage: str | None = None
@@ -138,14 +137,8 @@ class RunSpec(_Strict):
     def _storage_url(cls, v: str | None) -> str | None:
         # Checked here, before a run directory exists: an unparsable URL used to fail only when the
         # store opened, leaving a half-made run directory behind.
-        if v is None:
-            return v
-        try:
-            make_url(normalize_url(v)).get_dialect()
-        except (ArgumentError, NoSuchModuleError, ValueError) as exc:
-            reason = str(exc).splitlines()[0].replace(v, redact_url(v))
-            raise ValueError(f"{redact_url(v)!r} is not a storage URL ({reason}). Use sqlite:///path/study.db or "
-                             "postgresql://user@host/db") from None
+        if v is not None:
+            check_url(v)
         return v
 
 

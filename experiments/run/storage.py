@@ -158,6 +158,32 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def check_url(v: str) -> None:
+    """A `ValueError` (one line, password redacted) unless `v` is a storage URL a run can keep its
+    study in: parsable, its driver installed, not an in-memory SQLite database."""
+    try:
+        url = sa.engine.make_url(normalize_url(v))
+        url.get_dialect()
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError, ValueError) as exc:
+        reason = str(exc).splitlines()[0].replace(v, redact_url(v))
+        raise ValueError(f"{redact_url(v)!r} is not a storage URL ({reason}). Use sqlite:///path/study.db or "
+                         "postgresql://user@host/db") from None
+    if in_memory(url):
+        raise ValueError(f"{redact_url(v)!r} is an in-memory SQLite database, which keeps nothing and is not "
+                         "shared between connections. Use sqlite:///path/study.db (or leave storage out)")
+
+
+def in_memory(url: sa.engine.URL) -> bool:
+    """Whether a SQLite URL's database lives only in memory (`:memory:`, no file, `mode=memory`):
+    every connection would get an empty database of its own, so nothing a run does would be kept
+    and the study's engines (Optuna's, the store's) would not even share one."""
+    if url.get_backend_name() != "sqlite":
+        return False
+    name = (url.database or "").strip()
+    return (not name or name == ":memory:" or name.startswith("file::memory:") or "mode=memory" in name
+            or str(dict(url.query or {}).get("mode", "")) == "memory")
+
+
 def redact_url(url: str) -> str:
     """A storage URL without its password, for messages and files."""
     if "@" in url and "://" in url:

@@ -12,7 +12,12 @@ Both registries (pipelines in `medpanel.agents.pipelines.registry`, evidence sou
 from __future__ import annotations
 
 import importlib
+import re
 from importlib import metadata
+
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+"""An absolute dotted module name."""
+_ATTR = re.compile(r"[A-Za-z_]\w*")
 
 
 class PluginError(LookupError):
@@ -28,11 +33,18 @@ def load(name: str, group: str, what: str) -> object | None:
     of `group`. An import that fails is a `PluginError` naming the module and the reason."""
     if is_path(name):
         module_name, _, attr = name.partition(":")
+        if not _MODULE.fullmatch(module_name) or not _ATTR.fullmatch(attr):
+            # A relative (`..evil`), empty or otherwise malformed name never reaches the import system.
+            raise PluginError(f"{name!r} is not a {what} path: write module:ClassName, an absolute dotted module "
+                              "name and a class name (mypkg.methods:MyPanel)")
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise PluginError(f"cannot import the {what} {name!r} ({exc}). Put its module on PYTHONPATH or install "
                               "its package") from None
+        except Exception as exc:  # the module itself fails as it runs (a SyntaxError, its own raise)
+            raise PluginError(f"the module of the {what} {name!r} fails as it is imported ({type(exc).__name__}: "
+                              f"{exc}). Fix that module") from None
         found: object | None = vars(module).get(attr)
         if found is None:
             raise PluginError(f"module {module_name!r} has no {attr!r} for the {what} {name!r}. Write it as "
@@ -42,9 +54,9 @@ def load(name: str, group: str, what: str) -> object | None:
         try:
             loaded: object = entry.load()
             return loaded
-        except ImportError as exc:
+        except Exception as exc:  # ImportError, or the module failing as it runs
             raise PluginError(f"the {what} {name!r} (entry point {entry.value} of {group}) cannot be imported "
-                              f"({exc})") from None
+                              f"({type(exc).__name__}: {exc})") from None
     return None
 
 

@@ -27,6 +27,7 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import Question
+from medpanel.inputs import InputFileError, read_input_text
 
 PROMPTS = Prompts(__name__)
 
@@ -82,15 +83,12 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
     """Tasks of a JSONL file: `prompt` (a string or a list of {role, content}), `rubrics`, an id
     (`prompt_id`, `id` or `realidx`) and optionally `dataset` (else the file's stem)."""
     file = task_path(path)
-    if not file.is_file():
-        raise TaskFileError(f"{file}: no such file. Give a JSONL file of free-text tasks")
     tasks: list[FreeTextTask] = []
     seen: set[str] = set()
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        bad_line = file.read_bytes().count(b"\n", 0, exc.start) + 1
-        raise TaskFileError(f"{file}: not UTF-8 text (line {bad_line}). Save the task file as UTF-8") from None
+    try:  # checked first (a FIFO or a device is refused before a byte is read), bounded, UTF-8
+        text = read_input_text(file, what="free-text task file", fix="Give a JSONL file of free-text tasks")
+    except InputFileError as exc:
+        raise TaskFileError(str(exc)) from None
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
