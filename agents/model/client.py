@@ -204,6 +204,11 @@ class RecordingClient(ChatCompletionClient):
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
         coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
+        if getattr(inner, "batched", False):
+            result = await coro  # a batch answers within its completion window, not model.timeout_s
+            if not isinstance(result.content, str):
+                raise ValueError("the model returned tool calls; medpanel roles expect text")
+            return result
         # The whole call's deadline, whatever the client's own timeouts (httpx's are per read: a
         # reply that drips a byte at a time would never end on them).
         try:
@@ -272,7 +277,9 @@ class RecordingClient(ChatCompletionClient):
                 await self.session.before_call()
             start = time.perf_counter()
             attempts = 0
-            limits = self.session.limits
+            # A batch has its own quota: the per-minute limits are for direct calls.
+            limits = None if getattr(self.session.inner, "batched", False) else self.session.limits
+            batch: list[str] = []
 
             async def once() -> tuple[CreateResult, tuple[int, int, int]]:
                 """One attempt: its result and usage (prompt, completion and cached prompt tokens, each
@@ -285,6 +292,8 @@ class RecordingClient(ChatCompletionClient):
                 try:
                     with probing(limits) as probe:
                         result = await self._call_inner(messages)
+                    if probe.batch is not None:
+                        batch.append(probe.batch)
                     usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
                                           probe.cached_tokens)
                     used = usage[0] + usage[1]
@@ -309,6 +318,8 @@ class RecordingClient(ChatCompletionClient):
             assert isinstance(result.content, str)
             event.content = result.content
             event.usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
+            if batch:
+                event.data["batch"] = batch[-1]  # the batch that answered: priced at the batch rate
             if cache is not None:
                 cache.put(key, {"content": result.content, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cached_tokens": cached})

@@ -10,7 +10,7 @@ import re
 import urllib.parse
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from medpanel.agents.model.reply_bounds import DEFAULT_MAX_REPLY_BYTES
 from medpanel.agents.redact import redact
@@ -45,6 +45,23 @@ def url_problem(url: str) -> str | None:
     if port == 0:
         return "has port 0"
     return None
+
+
+class BatchSpec(BaseModel):
+    """`model.batch`: send the calls of the questions in flight as batch files (OpenAI's Batch API)
+    instead of one request each: half the price, its own quota, replies within the completion window."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    enabled: bool = False
+    max_wait_s: float = Field(default=10.0, gt=0, le=86400)
+    """A batch goes out this long after its first request came, unless it is full before."""
+    max_requests: int = Field(default=1000, ge=1, le=50_000)
+    """A batch goes out once it holds this many requests (OpenAI takes at most 50,000 a file)."""
+    poll_s: float = Field(default=30.0, gt=0, le=3600)
+    """How often a submitted batch's status is asked for."""
+    completion_window: Literal["24h"] = "24h"
+    """The window the endpoint is given (the Batch API accepts `24h` only)."""
 
 
 class ModelSpec(BaseModel):
@@ -103,6 +120,8 @@ class ModelSpec(BaseModel):
     """`local` only: the program that serves the embedded model (agents/model/embedded.py)."""
     local_parallel: int = Field(default=4, ge=1, le=64)
     """`local` with `llama-server`: requests decoded at once (`--parallel`), each with the full context."""
+    batch: BatchSpec = Field(default_factory=BatchSpec)
+    """`openai` only: send calls through the endpoint's Batch API (agents/model/batching.py)."""
 
     @field_validator("backend")
     @classmethod
@@ -135,6 +154,13 @@ class ModelSpec(BaseModel):
         if v not in STRUCTURED_MODES:
             raise ValueError(f"unknown structured_output {v!r}; use one of {', '.join(STRUCTURED_MODES)}")
         return v
+
+    @model_validator(mode="after")
+    def _batch_backend(self) -> ModelSpec:
+        if self.batch.enabled and self.backend != "openai":
+            raise ValueError(f"batch.enabled needs backend openai (an OpenAI-compatible Batch API), not "
+                             f"{self.backend!r}. Set model.backend: openai or model.batch.enabled: false")
+        return self
 
     @property
     def model_name(self) -> str:

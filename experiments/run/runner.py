@@ -39,6 +39,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import confined, directory, processes, shares, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
+from medpanel.experiments.run.batches import batches
 from medpanel.experiments.run.budget import Budget, RateLimits
 from medpanel.experiments.run.collector import collecting_less
 from medpanel.experiments.run.files import write_status
@@ -349,7 +350,8 @@ class Runner:
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
-            with processes.watching_runner(member.runner_pid if member else None), collecting_less():
+            with processes.watching_runner(member.runner_pid if member else None), collecting_less(), \
+                    batches(self.run_dir, self.plan):
                 self._work(shared, study, len(grid if member else pending))
         except BaseException:
             if group is not None:

@@ -1,0 +1,403 @@
+"""`model.batch`: the calls of every question in flight go out together, as Batch API files.
+
+A debate is sequential, but hundreds of debates are in flight at once: each waits on its next
+call. `BatchQueue` (one per endpoint and batch settings in a process, shared by every worker
+thread and lane) takes each request's body, exactly the bytes a direct call would POST, as one
+line of a JSONL file; the file goes out when it holds `max_requests` lines or `max_wait_s` after
+its first line came. The queue's own thread then polls the batch every `poll_s`, downloads its
+output and error files and hands each line's reply back to the call that waits on it
+(`batch_client.BatchChatClient`), which reads it as a direct reply. Everything above the client
+(cache, retries, transcripts, budgets) sees an ordinary call, only slower.
+
+Failures are per item. A line in the error file is its status error (a 429, a 500 ...) or, for a
+batch that expired, failed or was cancelled before answering it, `BatchUnanswered`: either is
+retried by the caller's retries like any failed call, and a retry goes into the next batch.
+
+What a kill must not lose is written to the run directory through a `Journal` (the runner's
+confined writer, `experiments/run/batches.py`): `batches/<id>.json` from the moment a batch
+exists (its input file is noted before the batch is created), the downloaded replies beside it.
+A new queue reads those records first: a batch still running is followed, replies already
+downloaded are kept, and a request whose body matches one of their lines (sha-256 of the body)
+takes that reply instead of being sent again, so a resume never pays twice for a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from medpanel.agents.model.batch_api import BATCH_ENDPOINT, TERMINAL, BatchAPI
+from medpanel.agents.model.spec import BatchSpec
+
+
+class Journal(Protocol):
+    """Where a queue keeps its batches' records (a run directory's `batches/` folder)."""
+
+    def save(self, name: str, data: bytes) -> None: ...
+
+    def read(self, name: str) -> bytes | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def remove(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class ItemReply:
+    """One line's answer: its HTTP status and body, or `error` when the batch never answered it."""
+
+    batch_id: str
+    status: int = 0
+    body: bytes = b""
+    error: str | None = None
+    """`batch_expired`, `batch_failed`, `batch_cancelled` or the endpoint's code for the line."""
+
+
+@dataclass
+class _Item:
+    sha: str
+    data: bytes
+    future: concurrent.futures.Future[ItemReply]
+
+
+@dataclass
+class _Batch:
+    """A batch this queue follows: its record and the waiting call of each of its lines."""
+
+    record: dict[str, Any]
+    waiting: dict[str, concurrent.futures.Future[ItemReply] | None] = field(default_factory=dict)
+    """custom_id -> the call it answers (None: a line recovered from an earlier session, unclaimed)."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.record.get('batch_id') or self.record['input_file_id']}.json"
+
+
+def body_sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def jsonl_line(custom_id: str, data: bytes) -> bytes:
+    """One request line. The body is inserted as the bytes a direct call would POST, not re-encoded."""
+    head = json.dumps({"custom_id": custom_id, "method": "POST", "url": BATCH_ENDPOINT})[:-1]
+    return head.encode() + b', "body": ' + data + b"}\n"
+
+
+def parse_output(raw: bytes, batch_id: str) -> dict[str, ItemReply]:
+    """An output or error file: custom_id -> its reply (lines that cannot be read are skipped: their
+    calls are answered `batch_failed` and retried)."""
+    out: dict[str, ItemReply] = {}
+    for line in raw.splitlines():
+        try:
+            doc = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(doc, dict) or not isinstance(doc.get("custom_id"), str):
+            continue
+        response, error = doc.get("response"), doc.get("error")
+        if isinstance(response, dict) and isinstance(response.get("status_code"), int):
+            body = response.get("body")
+            data = body.encode() if isinstance(body, str) else json.dumps(body, ensure_ascii=False).encode()
+            out[doc["custom_id"]] = ItemReply(batch_id, int(response["status_code"]), data)
+        else:
+            code = error.get("code") if isinstance(error, dict) else None
+            message = error.get("message") if isinstance(error, dict) else None
+            out[doc["custom_id"]] = ItemReply(batch_id, error=f"{code or 'batch_failed'}: {message or 'no answer'}")
+    return out
+
+
+class BatchQueue:
+    """Collects request bodies from any thread, sends them as batches and hands back each reply."""
+
+    def __init__(self, api: Callable[[], BatchAPI], settings: BatchSpec, *, endpoint: str,
+                 journal: Journal | None = None) -> None:
+        self.api_factory = api
+        self.settings = settings
+        self.endpoint = endpoint
+        self.journal = journal
+        self._lock = threading.Lock()
+        self._waiting: list[_Item] = []
+        self._first_at = 0.0
+        self._pool: dict[str, list[ItemReply]] = {}
+        """Replies downloaded in an earlier session that no call has taken yet, by body sha."""
+        self._unclaimed: dict[str, list[tuple[_Batch, str]]] = {}
+        """Lines of earlier sessions' batches still running, no call waiting on them yet, by body sha."""
+        self._done: list[_Batch] = []
+        """Batches whose every line was handed back: recorded as delivered at the next collection."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        self._started = threading.Event()
+        self.submitted = 0
+        """Batches this queue created (for tests and the run summary)."""
+        if journal is not None:
+            self._recover(journal)
+
+    # -- any thread -------------------------------------------------------------------------------
+
+    def submit(self, data: bytes) -> concurrent.futures.Future[ItemReply]:
+        """The future reply to the request body `data` (a JSON object's bytes)."""
+        sha = body_sha(data)
+        future: concurrent.futures.Future[ItemReply] = concurrent.futures.Future()
+        with self._lock:
+            if self._closing:
+                raise RuntimeError("the batch queue is closed")
+            kept = self._pool.get(sha)
+            if kept:
+                future.set_result(kept.pop(0))  # answered by a batch of an earlier session
+                if not kept:
+                    del self._pool[sha]
+                return future
+            lines = self._unclaimed.get(sha)
+            if lines:
+                batch, custom_id = lines.pop(0)  # a line of an earlier session's batch, still running
+                if not lines:
+                    del self._unclaimed[sha]
+                batch.waiting[custom_id] = future
+                return future
+            if not self._waiting:
+                self._first_at = time.monotonic()
+            self._waiting.append(_Item(sha, data, future))
+        self._start()
+        self._poke()
+        return future
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread. Batches still running stay where they are: their records let a resume
+        collect them. Calls still waiting (the run is ending) are cancelled."""
+        with self._lock:
+            self._closing = True
+            waiting, self._waiting = self._waiting, []
+        for item in waiting:
+            item.future.cancel()
+        if self._loop is not None and self._thread is not None:
+            self._poke()
+            self._thread.join(timeout_s)
+
+    # -- the queue's thread -----------------------------------------------------------------------
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(target=self._run, name="medpanel-batches", daemon=True)
+            self._thread.start()
+        self._started.wait()
+
+    def _poke(self) -> None:
+        loop, wake = self._loop, self._wake
+        if loop is not None and wake is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has just ended
+                loop.call_soon_threadsafe(wake.set)
+
+    def _run(self) -> None:
+        asyncio.run(self._main())
+
+    async def _main(self) -> None:
+        self._loop, self._wake = asyncio.get_running_loop(), asyncio.Event()
+        self._started.set()
+        api = self.api_factory()
+        tasks: set[asyncio.Task[None]] = set()
+        for batch in self._following:
+            tasks.add(asyncio.ensure_future(self._follow(api, batch)))
+        try:
+            while not self._closing:
+                items, wait = self._due()
+                if items:
+                    tasks.add(asyncio.ensure_future(self._send(api, items)))
+                tasks = {t for t in tasks if not t.done()}
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=wait)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._record_delivered()
+            await api.close()
+
+    def _due(self) -> tuple[list[_Item], float]:
+        """The requests to send now (a full batch, or all once the oldest has waited max_wait_s)
+        and how long to sleep before looking again."""
+        s = self.settings
+        with self._lock:
+            if not self._waiting:
+                return [], s.max_wait_s
+            age = time.monotonic() - self._first_at
+            if len(self._waiting) < s.max_requests and age < s.max_wait_s:
+                return [], s.max_wait_s - age
+            items, self._waiting = self._waiting[:s.max_requests], self._waiting[s.max_requests:]
+            self._first_at = time.monotonic()
+            return items, 0.0 if self._waiting and len(self._waiting) >= s.max_requests else s.max_wait_s
+
+    async def _send(self, api: BatchAPI, items: list[_Item]) -> None:
+        items = [i for i in items if not i.future.cancelled()]
+        if not items:
+            return
+        ids = [f"{item.sha[:24]}-{n}" for n, item in enumerate(items)]
+        data = b"".join(jsonl_line(cid, item.data) for cid, item in zip(ids, items, strict=True))
+        batch = _Batch({"endpoint": self.endpoint, "state": "creating", "items": {
+            cid: item.sha for cid, item in zip(ids, items, strict=True)}}, dict(zip(ids, (i.future for i in items),
+                                                                                 strict=True)))
+        try:
+            batch.record["input_file_id"] = await api.upload(data, "medpanel-batch.jsonl")
+            # Noted before the batch exists: a kill between create and the record still leaves its input file,
+            # by which a resume finds the batch (`_find`).
+            self._save(batch)
+            created = await api.create(batch.record["input_file_id"])
+        except Exception as exc:
+            self._forget(batch)
+            for item in items:
+                if not item.future.done():
+                    item.future.set_exception(exc)  # retried by kind, into the next batch
+            return
+        self._forget(batch)
+        batch.record.update(batch_id=str(created["id"]), state="submitted", status=created.get("status"),
+                            submitted_at=time.time())
+        self._save(batch)
+        self.submitted += 1
+        await self._follow(api, batch)
+
+    async def _follow(self, api: BatchAPI, batch: _Batch) -> None:
+        """Poll until the batch ends, then collect it (a transport error while polling: poll again)."""
+        if not batch.record.get("batch_id"):
+            found = await self._find(api, batch)
+            if not found:
+                return
+        while True:
+            try:
+                doc = await api.retrieve(batch.record["batch_id"])
+            except Exception:
+                doc = {}
+            if doc.get("status") in TERMINAL:
+                break
+            await asyncio.sleep(self.settings.poll_s)
+        replies: dict[str, ItemReply] = {}
+        for key in ("output_file_id", "error_file_id"):
+            if doc.get(key):
+                replies.update(parse_output(await api.content(str(doc[key])), batch.record["batch_id"]))
+        self._collect(batch, str(doc["status"]), replies)
+
+    async def _find(self, api: BatchAPI, batch: _Batch) -> bool:
+        """An earlier session uploaded this file and was stopped around `POST /batches`: the batch
+        made from it, if one was."""
+        try:
+            listed = await api.list_batches()
+        except Exception:
+            return False
+        for doc in listed:
+            if doc.get("input_file_id") == batch.record["input_file_id"]:
+                self._forget(batch)
+                batch.record.update(batch_id=str(doc["id"]), state="submitted")
+                self._save(batch)
+                return True
+        self._forget(batch)
+        self._unclaim(batch)
+        return False
+
+    def _collect(self, batch: _Batch, status: str, replies: dict[str, ItemReply]) -> None:
+        bid = batch.record["batch_id"]
+        kept = b"".join(json.dumps({"custom_id": cid, "status": r.status, "error": r.error,
+                                    "body": r.body.decode("utf-8", "replace")}).encode() + b"\n"
+                        for cid, r in replies.items())
+        self._write(f"{bid}.replies.jsonl", kept)
+        batch.record.update(state="collected", status=status, collected_at=time.time())
+        self._save(batch)
+        self._record_delivered()
+        missing = f"batch_{status}" if status != "completed" else "batch_failed"
+        handed = True
+        with self._lock:
+            for cid, sha in batch.record["items"].items():
+                reply = replies.get(cid) or ItemReply(bid, error=f"{missing}: batch {bid} ended {status} "
+                                                      "without answering this request")
+                future = batch.waiting.get(cid)
+                if future is None:
+                    if reply.error is None:  # an earlier session's line no call has asked for yet
+                        self._pool.setdefault(sha, []).append(reply)
+                        handed = False
+                    with contextlib.suppress(ValueError):
+                        self._unclaimed.get(sha, []).remove((batch, cid))
+                    continue
+                if future.cancelled():
+                    handed = handed and reply.error is not None
+                    if reply.error is None:
+                        self._pool.setdefault(sha, []).append(reply)
+                    continue
+                future.set_result(reply)
+        if handed:
+            self._done.append(batch)
+
+    def _record_delivered(self) -> None:
+        """Batches whose replies were all handed back one collection ago: their calls have been
+        recorded (and cached) since, so their replies need not be kept for a resume."""
+        done, self._done = self._done, []
+        for batch in done:
+            batch.record["state"] = "delivered"
+            self._save(batch)
+            self._remove(f"{batch.record['batch_id']}.replies.jsonl")
+
+    # -- the journal ------------------------------------------------------------------------------
+
+    def _save(self, batch: _Batch) -> None:
+        self._write(batch.name, json.dumps(batch.record, indent=1).encode())
+
+    def _forget(self, batch: _Batch) -> None:
+        self._remove(batch.name)
+
+    def _write(self, name: str, data: bytes) -> None:
+        if self.journal is not None:
+            self.journal.save(name, data)
+
+    def _remove(self, name: str) -> None:
+        if self.journal is not None:
+            self.journal.remove(name)
+
+    def _unclaim(self, batch: _Batch) -> None:
+        with self._lock:
+            for cid, sha in batch.record["items"].items():
+                with contextlib.suppress(ValueError):
+                    self._unclaimed.get(sha, []).remove((batch, cid))
+
+    @property
+    def _following(self) -> list[_Batch]:
+        return getattr(self, "_recovered", [])
+
+    def _recover(self, journal: Journal) -> None:
+        """An earlier session's batches on this endpoint: replies downloaded, or batches to follow."""
+        recovered: list[_Batch] = []
+        for name in journal.names():
+            if not name.endswith(".json"):
+                continue
+            try:
+                record = json.loads(journal.read(name) or b"{}")
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or record.get("endpoint") != self.endpoint \
+                    or record.get("state") == "delivered" or not isinstance(record.get("items"), dict):
+                continue
+            batch = _Batch(record, {cid: None for cid in record["items"]})
+            kept = journal.read(f"{record.get('batch_id')}.replies.jsonl") if record.get("state") == "collected" \
+                else None
+            if kept is not None:
+                for line in kept.splitlines():
+                    doc = json.loads(line)
+                    sha = record["items"].get(doc.get("custom_id"))
+                    if sha and doc.get("error") is None:
+                        self._pool.setdefault(sha, []).append(ItemReply(record["batch_id"], int(doc["status"]),
+                                                                        str(doc["body"]).encode()))
+                continue
+            for cid, sha in record["items"].items():
+                self._unclaimed.setdefault(sha, []).append((batch, cid))
+            recovered.append(batch)
+        self._recovered = recovered
+        if recovered:
+            self._start()
