@@ -59,6 +59,8 @@ class FakeBatch:
         """Every request line of every batch created, as parsed."""
         self.raw_lines: list[bytes] = []
         self.direct: list[dict[str, Any]] = []
+        self.direct_raw: list[bytes] = []
+        """Every direct chat completion's body, as the bytes posted."""
         self.paid: Counter[str] = Counter()
         """Request body (as JSON text, keys sorted) -> how many times it was answered and billed."""
         self.lock = threading.Lock()
@@ -114,6 +116,7 @@ class FakeBatch:
                     body = json.loads(raw)
                     with outer.lock:
                         outer.direct.append(body)
+                        outer.direct_raw.append(raw)
                         n = len(outer.direct) + len(outer.lines)
                     status, _, payload = outer.handler(body, n)
                     if status == 200:

@@ -254,6 +254,10 @@ class BatchQueue:
             # by which a resume finds the batch (`_find`).
             self._save(batch)
             created = await api.create(batch.record["input_file_id"])
+        except asyncio.CancelledError:
+            for item in items:
+                item.future.cancel()
+            raise
         except Exception as exc:
             self._forget(batch)
             for item in items:
@@ -269,6 +273,16 @@ class BatchQueue:
 
     async def _follow(self, api: BatchAPI, batch: _Batch) -> None:
         """Poll until the batch ends, then collect it (a transport error while polling: poll again)."""
+        try:
+            await self._poll(api, batch)
+        except asyncio.CancelledError:
+            with self._lock:  # the session ends: the calls still waiting end with it (unrecorded)
+                for future in batch.waiting.values():
+                    if future is not None:
+                        future.cancel()
+            raise
+
+    async def _poll(self, api: BatchAPI, batch: _Batch) -> None:
         if not batch.record.get("batch_id"):
             found = await self._find(api, batch)
             if not found:
