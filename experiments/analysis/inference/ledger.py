@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-__all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
+__all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact", "rates_of",
            "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
 
@@ -102,7 +102,7 @@ class CallCost:
                    bool(isinstance(data, dict) and data.get("batch")))
 
 
-def _rates(price: PriceLike, batch: bool) -> tuple[float, float]:
+def rates_of(price: PriceLike, batch: bool) -> tuple[float, float]:
     """$ per million (prompt, completion) tokens; a batch call's from the price's own `rates`
     (experiments.run.budget.Price: half of the listed price unless the scenario says)."""
     rates = getattr(price, "rates", None)
@@ -128,7 +128,7 @@ def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike])
                 line = lines[key] = LedgerLine(*key)
             pt, ct = c.prompt_tokens, c.completion_tokens
             price = prices.get(c.model)
-            p_in, p_out = _rates(price, c.batch and not c.cache_hit) if price is not None else (0.0, 0.0)
+            p_in, p_out = rates_of(price, c.batch and not c.cache_hit) if price is not None else (0.0, 0.0)
             usd = (pt * p_in + ct * p_out) / 1e6
             if c.cache_hit:
                 line.cache_hits += 1
