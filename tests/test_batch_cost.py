@@ -95,5 +95,5 @@ def test_medpanel_plan_prints_the_estimate_with_batching(tmp_path: Path) -> None
 ])
 def test_a_bad_batch_block_is_one_line_naming_the_field(tmp_path: Path, block: str, words: str) -> None:
     sc = write(tmp_path / "s.yaml", f"name: b\npipeline: generalist\ndataset: {{source: sample}}\nmodel: {block}\n")
-    rc, out, err = invoke(["validate", str(sc)])
+    rc, _out, err = invoke(["validate", str(sc)])
     assert rc == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err, err

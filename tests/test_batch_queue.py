@@ -15,7 +15,7 @@ import pytest
 from autogen_core.models import SystemMessage, UserMessage
 
 from benchmarks.fake_batch import FakeBatch
-from benchmarks.fake_server import completion, valid_reply
+from benchmarks.fake_server import completion
 from medpanel.agents.model import batch_client
 from medpanel.agents.model.backends import build_client
 from medpanel.agents.model.batch_api import BatchAPI

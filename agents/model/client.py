@@ -277,9 +277,8 @@ class RecordingClient(ChatCompletionClient):
                 await self.session.before_call()
             start = time.perf_counter()
             attempts = 0
-            # A batch has its own quota: the per-minute limits are for direct calls.
-            limits = None if getattr(self.session.inner, "batched", False) else self.session.limits
-            batch: list[str] = []
+            limits = self._limits()
+            batch: list[str | None] = []
 
             async def once() -> tuple[CreateResult, tuple[int, int, int]]:
                 """One attempt: its result and usage (prompt, completion and cached prompt tokens, each
@@ -292,8 +291,7 @@ class RecordingClient(ChatCompletionClient):
                 try:
                     with probing(limits) as probe:
                         result = await self._call_inner(messages)
-                    if probe.batch is not None:
-                        batch.append(probe.batch)
+                    batch.append(probe.batch)
                     usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
                                           probe.cached_tokens)
                     used = usage[0] + usage[1]
@@ -318,8 +316,7 @@ class RecordingClient(ChatCompletionClient):
             assert isinstance(result.content, str)
             event.content = result.content
             event.usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
-            if batch:
-                event.data["batch"] = batch[-1]  # the batch that answered: priced at the batch rate
+            _answered_by(event, batch[-1] if batch else None)
             if cache is not None:
                 cache.put(key, {"content": result.content, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cached_tokens": cached})
@@ -328,6 +325,10 @@ class RecordingClient(ChatCompletionClient):
         finally:
             if lock is not None:
                 lock.release()
+
+    def _limits(self) -> RateLimits | None:
+        # A batch has its own quota: the per-minute limits are for direct calls.
+        return None if getattr(self.session.inner, "batched", False) else self.session.limits
 
     def _finish(self, event: TranscriptEvent) -> None:
         # A call's time is when its reply (or error) came back: the event was built before the call,
@@ -376,3 +377,9 @@ class RecordingClient(ChatCompletionClient):
     def model_info(self) -> ModelInfo:
         return ModelInfo(vision=False, function_calling=False, json_output=True,
                          family=self.session.spec.family, structured_output=True)
+
+
+def _answered_by(event: TranscriptEvent, batch: str | None) -> None:
+    """The batch whose line answered the call (`model.batch`), in its event: priced at the batch rate."""
+    if batch is not None:
+        event.data["batch"] = batch

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-__all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact", "rates_of",
-           "usd_per_extra_correct", "usd_per_extra_correct_rows"]
+__all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
+           "rates_of", "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
 
 class PriceLike(Protocol):
