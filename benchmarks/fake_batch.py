@@ -8,9 +8,10 @@ by the same `(body, n) -> Reply` handler) and the Batch API around it:
   `validating`, then `in_progress` until `latency_s` has passed since it was created, then
   `completed` with an `output_file_id` (the 2xx lines) and an `error_file_id` (the others);
 - `GET /v1/batches/{id}` and `GET /v1/batches?limit=` (newest first).
-`fault(n)` picks an ending for the n-th batch (1-based): None to complete it, or `expired`,
-`failed` or `cancelled`; an expired batch answers its first `answered_before_expiry` lines and puts
-the rest in its error file as `batch_expired`, as OpenAI does. `paid` counts each body answered
+A direct call takes `direct_latency_s`. `fault(n)` picks an ending for the n-th batch (1-based):
+None to complete it, or `expired`, `failed` or `cancelled`; an expired batch answers its first
+`answered_before_expiry` lines and puts the rest in its error file as `batch_expired`, as OpenAI
+does (a failed batch has no files). `paid` counts each body answered
 (a line of a completed batch or a direct call): a test of a resume asserts none twice.
 """
 
@@ -48,9 +49,11 @@ class FakeBatch:
     """The Batch API and direct chat completions, from one handler; records what it was sent."""
 
     def __init__(self, handler: Callable[[dict[str, Any], int], Reply] = valid_reply, *, latency_s: float = 0.5,
-                 fault: Callable[[int], str | None] = lambda n: None, answered_before_expiry: int = 0) -> None:
+                 fault: Callable[[int], str | None] = lambda n: None, answered_before_expiry: int = 0,
+                 direct_latency_s: float = 0.0) -> None:
         self.handler = handler
         self.latency_s = latency_s
+        self.direct_latency_s = direct_latency_s
         self.fault = fault
         self.answered_before_expiry = answered_before_expiry
         self.files: dict[str, bytes] = {}
@@ -119,6 +122,7 @@ class FakeBatch:
                         outer.direct_raw.append(raw)
                         n = len(outer.direct) + len(outer.lines)
                     status, _, payload = outer.handler(body, n)
+                    time.sleep(outer.direct_latency_s)
                     if status == 200:
                         with outer.lock:
                             outer.paid[_key(body)] += 1

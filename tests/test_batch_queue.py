@@ -19,7 +19,8 @@ from benchmarks.fake_server import completion
 from medpanel.agents.model import batch_client
 from medpanel.agents.model.backends import build_client
 from medpanel.agents.model.batch_api import BatchAPI
-from medpanel.agents.model.batching import BatchQueue, body_sha, jsonl_line
+from medpanel.agents.model.batch_lines import body_sha, jsonl_line
+from medpanel.agents.model.batching import BatchQueue
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.retries import error_kind

@@ -25,7 +25,8 @@ from autogen_core.models import CreateResult, LLMMessage
 from autogen_core.tools import Tool, ToolSchema
 
 from medpanel.agents.model.batch_api import BatchAPI
-from medpanel.agents.model.batching import BatchQueue, Journal
+from medpanel.agents.model.batch_lines import Journal
+from medpanel.agents.model.batching import BatchQueue
 from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.lean_chat import LeanChatClient
 from medpanel.agents.model.probe import note_batch

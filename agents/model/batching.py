@@ -26,39 +26,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import hashlib
 import json
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from medpanel.agents.model.batch_api import BATCH_ENDPOINT, TERMINAL, BatchAPI
+from medpanel.agents.model.batch_api import TERMINAL, BatchAPI
+from medpanel.agents.model.batch_lines import ItemReply, Journal, body_sha, jsonl_line, parse_output
 from medpanel.agents.model.spec import BatchSpec
-
-
-class Journal(Protocol):
-    """Where a queue keeps its batches' records (a run directory's `batches/` folder)."""
-
-    def save(self, name: str, data: bytes) -> None: ...
-
-    def read(self, name: str) -> bytes | None: ...
-
-    def names(self) -> list[str]: ...
-
-    def remove(self, name: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class ItemReply:
-    """One line's answer: its HTTP status and body, or `error` when the batch never answered it."""
-
-    batch_id: str
-    status: int = 0
-    body: bytes = b""
-    error: str | None = None
-    """`batch_expired`, `batch_failed`, `batch_cancelled` or the endpoint's code for the line."""
 
 
 @dataclass
@@ -79,39 +56,6 @@ class _Batch:
     @property
     def name(self) -> str:
         return f"{self.record.get('batch_id') or self.record['input_file_id']}.json"
-
-
-def body_sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def jsonl_line(custom_id: str, data: bytes) -> bytes:
-    """One request line. The body is inserted as the bytes a direct call would POST, not re-encoded."""
-    head = json.dumps({"custom_id": custom_id, "method": "POST", "url": BATCH_ENDPOINT})[:-1]
-    return head.encode() + b', "body": ' + data + b"}\n"
-
-
-def parse_output(raw: bytes, batch_id: str) -> dict[str, ItemReply]:
-    """An output or error file: custom_id -> its reply (lines that cannot be read are skipped: their
-    calls are answered `batch_failed` and retried)."""
-    out: dict[str, ItemReply] = {}
-    for line in raw.splitlines():
-        try:
-            doc = json.loads(line)
-        except (ValueError, RecursionError):
-            continue
-        if not isinstance(doc, dict) or not isinstance(doc.get("custom_id"), str):
-            continue
-        response, error = doc.get("response"), doc.get("error")
-        if isinstance(response, dict) and isinstance(response.get("status_code"), int):
-            body = response.get("body")
-            data = body.encode() if isinstance(body, str) else json.dumps(body, ensure_ascii=False).encode()
-            out[doc["custom_id"]] = ItemReply(batch_id, int(response["status_code"]), data)
-        else:
-            code = error.get("code") if isinstance(error, dict) else None
-            message = error.get("message") if isinstance(error, dict) else None
-            out[doc["custom_id"]] = ItemReply(batch_id, error=f"{code or 'batch_failed'}: {message or 'no answer'}")
-    return out
 
 
 class BatchQueue:

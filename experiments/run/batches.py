@@ -49,7 +49,7 @@ class RunJournal:
 
 
 @contextlib.contextmanager
-def batches(run_dir: Path, plan: Plan) -> Iterator[None]:
+def session(run_dir: Path, plan: Plan) -> Iterator[None]:
     """A session's batch queues keep their records in `run_dir` and are closed when it ends."""
     if not any(m.batch.enabled for m in [plan.scenario.model, *plan.axes.models.values()]):
         yield
