@@ -54,6 +54,8 @@ class BatchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     enabled: bool = False
+    """Send every call of this model as a line of a batch file (backend `openai`: an endpoint that
+    serves OpenAI's `/files` and `/batches`); the calls are priced at the batch price."""
     max_wait_s: float = Field(default=10.0, gt=0, le=86400)
     """A batch goes out this long after its first request came, unless it is full before."""
     max_requests: int = Field(default=1000, ge=1, le=50_000)
