@@ -15,6 +15,7 @@ the end of a session (`close_session`).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
@@ -59,13 +60,15 @@ def queue_for(client: LeanChatClient, settings: BatchSpec) -> BatchQueue:
     variable, is part of the endpoint: two keys are two accounts, two quotas)."""
     endpoint = client.url.removesuffix("/chat/completions")
     key = json.dumps([endpoint, client.headers.get("Authorization", "")[-8:], settings.model_dump()])
+    # What the records name the queue by: its endpoint and settings, nothing of the key.
+    tag = hashlib.sha256(json.dumps([endpoint, settings.model_dump()]).encode()).hexdigest()[:16]
     with _lock:
         queue = _queues.get(key)
         if queue is None:
             headers, ssl, timeout_s = dict(client.headers), client.ssl, client.timeout_s
             queue = _queues[key] = BatchQueue(
                 lambda: BatchAPI(base_url=endpoint, headers=headers, timeout_s=timeout_s, ssl=ssl),
-                settings, endpoint=endpoint, journal=_journal)
+                settings, endpoint=endpoint, tag=tag, journal=_journal)
         return queue
 
 

@@ -61,11 +61,14 @@ class _Batch:
 class BatchQueue:
     """Collects request bodies from any thread, sends them as batches and hands back each reply."""
 
-    def __init__(self, api: Callable[[], BatchAPI], settings: BatchSpec, *, endpoint: str,
+    def __init__(self, api: Callable[[], BatchAPI], settings: BatchSpec, *, endpoint: str, tag: str = "",
                  journal: Journal | None = None) -> None:
         self.api_factory = api
         self.settings = settings
         self.endpoint = endpoint
+        self.tag = tag
+        """Which of a process's queues on this endpoint (its key and settings): a resume's queue takes
+        back only its own batches."""
         self.journal = journal
         self._lock = threading.Lock()
         self._waiting: list[_Item] = []
@@ -189,7 +192,7 @@ class BatchQueue:
             return
         ids = [f"{item.sha[:24]}-{n}" for n, item in enumerate(items)]
         data = b"".join(jsonl_line(cid, item.data) for cid, item in zip(ids, items, strict=True))
-        batch = _Batch({"endpoint": self.endpoint, "state": "creating", "items": {
+        batch = _Batch({"endpoint": self.endpoint, "queue": self.tag, "state": "creating", "items": {
             cid: item.sha for cid, item in zip(ids, items, strict=True)}}, dict(zip(ids, (i.future for i in items),
                                                                                  strict=True)))
         try:
@@ -340,6 +343,7 @@ class BatchQueue:
             except ValueError:
                 continue
             if not isinstance(record, dict) or record.get("endpoint") != self.endpoint \
+                    or record.get("queue", self.tag) != self.tag \
                     or record.get("state") == "delivered" or not isinstance(record.get("items"), dict):
                 continue
             batch = _Batch(record, {cid: None for cid in record["items"]})
