@@ -176,6 +176,7 @@ def test_a_queue_stopped_mid_batch_leaves_its_record_and_the_next_collects_it_wi
         assert pending.cancelled()
         records = [json.loads((tmp_path / "batches" / n).read_text()) for n in journal.names()]
         assert [(r["batch_id"], r["state"]) for r in records] == [("batch_00001", "submitted")]
+        assert all(b"sk-test" not in (tmp_path / "batches" / n).read_bytes() for n in journal.names())
         second = _queue(fake, journal)
         reply = second.submit(body).result(timeout=20)
         assert reply.batch_id == "batch_00001" and reply.status == 200
