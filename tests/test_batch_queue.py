@@ -204,6 +204,9 @@ def test_replies_downloaded_before_a_kill_answer_the_resumed_calls(tmp_path: Pat
         assert again.done() and again.result().batch_id == "batch_00001"  # from disk, no request at all
         assert len(fake.batches) == 1 and list(fake.paid.values()) == [1]
         first.close()
+        batch_client.close_session()  # every kept reply was taken: the batch is delivered, its replies gone
+        assert json.loads((tmp_path / "batches" / "batch_00001.json").read_text())["state"] == "delivered"
+        assert journal.names() == ["batch_00001.json"]
 
 
 def test_a_batch_created_just_before_a_kill_is_found_by_its_input_file(tmp_path: Path) -> None:

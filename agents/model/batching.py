@@ -85,7 +85,11 @@ class BatchQueue:
         self._closing = False
         self._started = threading.Event()
         self.submitted = 0
-        """Batches this queue created (for tests and the run summary)."""
+        """Batches this queue created."""
+        self._recovered: list[_Batch] = []
+        """Earlier sessions' batches still running when they ended: followed once the thread starts."""
+        self._kept: dict[str, list[Any]] = {}
+        """batch id -> [its batch, its downloaded replies no call has taken yet] (earlier sessions')."""
         if journal is not None:
             self._recover(journal)
 
@@ -100,9 +104,11 @@ class BatchQueue:
                 raise RuntimeError("the batch queue is closed")
             kept = self._pool.get(sha)
             if kept:
-                future.set_result(kept.pop(0))  # answered by a batch of an earlier session
+                reply = kept.pop(0)  # answered by a batch of an earlier session
+                future.set_result(reply)
                 if not kept:
                     del self._pool[sha]
+                self._taken(reply.batch_id)
                 return future
             lines = self._unclaimed.get(sha)
             if lines:
@@ -118,6 +124,16 @@ class BatchQueue:
         self._poke()
         return future
 
+    def _taken(self, batch_id: str) -> None:
+        """One more kept reply of an earlier session's batch was handed back (under the lock): once
+        all were, the batch is recorded as delivered like any other."""
+        kept = self._kept.get(batch_id)
+        if kept is not None:
+            kept[1] -= 1
+            if kept[1] <= 0:
+                self._done.append(kept[0])
+                del self._kept[batch_id]
+
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the thread. Batches still running stay where they are: their records let a resume
         collect them. Calls still waiting (the run is ending) are cancelled."""
@@ -128,7 +144,9 @@ class BatchQueue:
             item.future.cancel()
         if self._loop is not None and self._thread is not None:
             self._poke()
-            self._thread.join(timeout_s)
+            self._thread.join(timeout_s)  # its loop records what was delivered as it ends
+        else:
+            self._record_delivered()  # no thread: only kept replies were handed back
 
     # -- the queue's thread -----------------------------------------------------------------------
 
@@ -154,7 +172,7 @@ class BatchQueue:
         self._started.set()
         api = self.api_factory()
         tasks: set[asyncio.Task[None]] = set()
-        for batch in self._following:
+        for batch in self._recovered:
             tasks.add(asyncio.ensure_future(self._follow(api, batch)))
         try:
             while not self._closing:
@@ -282,16 +300,16 @@ class BatchQueue:
                                                       "without answering this request")
                 future = batch.waiting.get(cid)
                 if future is None:
-                    if reply.error is None:  # an earlier session's line no call has asked for yet
+                    if _answered(reply):  # an earlier session's line no call has asked for yet
                         self._pool.setdefault(sha, []).append(reply)
                         handed = False
                     with contextlib.suppress(ValueError):
                         self._unclaimed.get(sha, []).remove((batch, cid))
                     continue
-                if future.cancelled():
-                    handed = handed and reply.error is not None
-                    if reply.error is None:
+                if future.cancelled():  # its question was stopped: kept for the call that asks again
+                    if _answered(reply):
                         self._pool.setdefault(sha, []).append(reply)
+                        handed = False
                     continue
                 future.set_result(reply)
         if handed:
@@ -328,10 +346,6 @@ class BatchQueue:
                 with contextlib.suppress(ValueError):
                     self._unclaimed.get(sha, []).remove((batch, cid))
 
-    @property
-    def _following(self) -> list[_Batch]:
-        return getattr(self, "_recovered", [])
-
     def _recover(self, journal: Journal) -> None:
         """An earlier session's batches on this endpoint: replies downloaded, or batches to follow."""
         recovered: list[_Batch] = []
@@ -350,12 +364,17 @@ class BatchQueue:
             kept = journal.read(f"{record.get('batch_id')}.replies.jsonl") if record.get("state") == "collected" \
                 else None
             if kept is not None:
+                count = 0
                 for line in kept.splitlines():
                     doc = json.loads(line)
                     sha = record["items"].get(doc.get("custom_id"))
-                    if sha and doc.get("error") is None:
-                        self._pool.setdefault(sha, []).append(ItemReply(record["batch_id"], int(doc["status"]),
-                                                                        str(doc["body"]).encode()))
+                    reply = ItemReply(record["batch_id"], int(doc.get("status") or 0), str(doc.get("body")).encode(),
+                                      doc.get("error"))
+                    if sha and _answered(reply):
+                        self._pool.setdefault(sha, []).append(reply)
+                        count += 1
+                if count:
+                    self._kept[record["batch_id"]] = [batch, count]
                 continue
             for cid, sha in record["items"].items():
                 self._unclaimed.setdefault(sha, []).append((batch, cid))
@@ -363,3 +382,8 @@ class BatchQueue:
         self._recovered = recovered
         if recovered:
             self._start()
+
+
+def _answered(reply: ItemReply) -> bool:
+    """A reply worth keeping for a later call: the endpoint answered the line (a 2xx)."""
+    return reply.error is None and 200 <= reply.status < 300
