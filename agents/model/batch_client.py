@@ -31,7 +31,7 @@ from medpanel.agents.model.batching import BatchQueue
 from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.lean_chat import LeanChatClient
 from medpanel.agents.model.probe import note_batch
-from medpanel.agents.model.reply_bounds import too_large
+from medpanel.agents.model.reply_bounds import ReplyMeter
 from medpanel.agents.model.spec import BatchSpec
 
 _queues: dict[str, BatchQueue] = {}
@@ -98,6 +98,5 @@ class BatchChatClient(LeanChatClient):
         note_batch(reply.batch_id)
         if reply.error is not None:
             raise BatchUnanswered(reply.error)
-        if len(reply.body) > self.max_reply_bytes:
-            raise too_large(self.max_reply_bytes)
+        ReplyMeter(self.max_reply_bytes).add(reply.body)  # a line's reply under a direct reply's bounds
         return self.result(reply.status, {}, reply.body)
