@@ -230,3 +230,13 @@ def test_a_batch_created_just_before_a_kill_is_found_by_its_input_file(tmp_path:
         assert reply.batch_id == "batch_00001" and len(fake.batches) == 1
         batch_client.close_session()
         assert journal.names() == ["batch_00001.json"]  # the record renamed for its batch, delivered
+
+
+def test_a_batch_lines_reply_is_bounded_like_a_direct_reply() -> None:
+    def handler(body: dict[str, Any], n: int) -> tuple[int, dict[str, str], Any]:
+        return 200, {}, completion("x" * 10_000)
+
+    with FakeBatch(handler, latency_s=0.1) as fake:
+        client = build_client(_spec(fake.base_url).model_copy(update={"max_reply_bytes": 4096}))
+        with pytest.raises(ValueError, match=r"4,096|4096"):
+            asyncio.run(client.create(_messages(1)))
