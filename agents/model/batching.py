@@ -229,10 +229,11 @@ class BatchQueue:
                 if not item.future.done():
                     item.future.set_exception(exc)  # retried by kind, into the next batch
             return
-        self._forget(batch)
+        uploaded = batch.name
         batch.record.update(batch_id=str(created["id"]), state="submitted", status=created.get("status"),
                             submitted_at=time.time())
-        self._save(batch)
+        self._save(batch)  # under the batch's id first, then the upload's record goes: a kill between keeps one
+        self._remove(uploaded)
         self.submitted += 1
         await self._follow(api, batch)
 
@@ -275,9 +276,10 @@ class BatchQueue:
             return False
         for doc in listed:
             if doc.get("input_file_id") == batch.record["input_file_id"]:
-                self._forget(batch)
+                uploaded = batch.name
                 batch.record.update(batch_id=str(doc["id"]), state="submitted")
                 self._save(batch)
+                self._remove(uploaded)
                 return True
         self._forget(batch)
         self._unclaim(batch)
@@ -349,16 +351,22 @@ class BatchQueue:
     def _recover(self, journal: Journal) -> None:
         """An earlier session's batches on this endpoint: replies downloaded, or batches to follow."""
         recovered: list[_Batch] = []
+        records: dict[str, dict[str, Any]] = {}
         for name in journal.names():
-            if not name.endswith(".json"):
-                continue
             try:
-                record = json.loads(journal.read(name) or b"{}")
+                record = json.loads(journal.read(name) or b"{}") if name.endswith(".json") else None
             except ValueError:
                 continue
-            if not isinstance(record, dict) or record.get("endpoint") != self.endpoint \
-                    or record.get("queue", self.tag) != self.tag \
-                    or record.get("state") == "delivered" or not isinstance(record.get("items"), dict):
+            if isinstance(record, dict) and record.get("endpoint") == self.endpoint \
+                    and record.get("queue", self.tag) == self.tag and isinstance(record.get("items"), dict):
+                records[name] = record
+        # An upload's record left beside its batch's (a kill between writing one and removing the other).
+        created = {r.get("input_file_id") for r in records.values() if r.get("batch_id")}
+        for name, record in records.items():
+            if record.get("state") == "delivered":
+                continue
+            if not record.get("batch_id") and record.get("input_file_id") in created:
+                journal.remove(name)
                 continue
             batch = _Batch(record, {cid: None for cid in record["items"]})
             kept = journal.read(f"{record.get('batch_id')}.replies.jsonl") if record.get("state") == "collected" \
