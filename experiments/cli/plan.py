@@ -165,7 +165,7 @@ def _with_batching(sc: Any, profiles: list[CostProfile], n: int, batch_latency: 
     state = "on" if settings.enabled else "off in this scenario"
     console.print(f"  with batching (model.batch {state}): {usd}; wall time at {in_flight} questions in flight, "
                   f"{batch_latency:g} s a batch + {settings.max_wait_s:g} s to fill it: {wall / 3600:.2f} h",
-                  markup=False, highlight=False)
+                  markup=False, highlight=False, soft_wrap=True)  # one line, whatever the terminal's width
 
 
 def register(app: typer.Typer) -> None:
