@@ -318,10 +318,11 @@ def test_the_readme_model_lines_are_valid_model_blocks() -> None:
     block = re.search(r"^```yaml\n(.*?)^```", section, re.S | re.M)
     assert block is not None
     lines = block.group(1).strip().splitlines()
-    assert len(lines) == 2
+    assert len(lines) == 3
     specs = [ModelSpec.model_validate(yaml.safe_load(line)["model"]) for line in lines]
-    assert [s.backend for s in specs] == ["openai", "openai"]
+    assert [s.backend for s in specs] == ["openai", "openai", "openai"]
     assert specs[0].api_key_env == "OPENAI_API_KEY" and specs[1].base_url == "http://gpu-box:8000/v1"
+    assert specs[2].batch.enabled and not specs[0].batch.enabled  # the batch line (docs/operations.md)
 
 
 def _table_commands() -> list[str]:

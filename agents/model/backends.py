@@ -16,6 +16,7 @@ from autogen_core.models import ChatCompletionClient, ModelInfo
 from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
 from openai.types.chat import ChatCompletion
 
+from medpanel.agents.model.batch_client import BatchChatClient
 from medpanel.agents.model.client import unsent
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
 from medpanel.agents.model.lean_chat import LeanChatClient, sent
@@ -82,6 +83,11 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         # One aiohttp POST a call (agents/model/lean_chat.py): the SDK's request path cost more CPU
         # per call than all of medpanel's own work. The SDK's default URL and its variable apply.
         base = url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        if spec.batch.enabled:  # each call a line of the next batch (agents/model/batching.py)
+            return BatchChatClient(batch=spec.batch, base_url=base, api_key=key, timeout_s=spec.timeout_s,
+                                   create_args=create_args, model_info=_model_info(spec),
+                                   ssl=ssl_context() if base.startswith("https") else None,
+                                   max_reply_bytes=spec.max_reply_bytes)
         return LeanChatClient(base_url=base, api_key=key, timeout_s=spec.timeout_s, create_args=create_args,
                               model_info=_model_info(spec), ssl=ssl_context() if base.startswith("https") else None,
                               max_reply_bytes=spec.max_reply_bytes)

@@ -204,6 +204,11 @@ class RecordingClient(ChatCompletionClient):
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
         coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
+        if getattr(inner, "batched", False):
+            result = await coro  # a batch answers within its completion window, not model.timeout_s
+            if not isinstance(result.content, str):
+                raise ValueError("the model returned tool calls; medpanel roles expect text")
+            return result
         # The whole call's deadline, whatever the client's own timeouts (httpx's are per read: a
         # reply that drips a byte at a time would never end on them).
         try:
@@ -272,7 +277,8 @@ class RecordingClient(ChatCompletionClient):
                 await self.session.before_call()
             start = time.perf_counter()
             attempts = 0
-            limits = self.session.limits
+            limits = self._limits()
+            batch: list[str | None] = []
 
             async def once() -> tuple[CreateResult, tuple[int, int, int]]:
                 """One attempt: its result and usage (prompt, completion and cached prompt tokens, each
@@ -285,6 +291,7 @@ class RecordingClient(ChatCompletionClient):
                 try:
                     with probing(limits) as probe:
                         result = await self._call_inner(messages)
+                    batch.append(probe.batch)
                     usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
                                           probe.cached_tokens)
                     used = usage[0] + usage[1]
@@ -309,6 +316,7 @@ class RecordingClient(ChatCompletionClient):
             assert isinstance(result.content, str)
             event.content = result.content
             event.usage = Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, cached_tokens=cached)
+            _answered_by(event, batch[-1] if batch else None)
             if cache is not None:
                 cache.put(key, {"content": result.content, "prompt_tokens": prompt_tokens,
                                 "completion_tokens": completion_tokens, "cached_tokens": cached})
@@ -317,6 +325,10 @@ class RecordingClient(ChatCompletionClient):
         finally:
             if lock is not None:
                 lock.release()
+
+    def _limits(self) -> RateLimits | None:
+        # A batch has its own quota: the per-minute limits are for direct calls.
+        return None if getattr(self.session.inner, "batched", False) else self.session.limits
 
     def _finish(self, event: TranscriptEvent) -> None:
         # A call's time is when its reply (or error) came back: the event was built before the call,
@@ -365,3 +377,9 @@ class RecordingClient(ChatCompletionClient):
     def model_info(self) -> ModelInfo:
         return ModelInfo(vision=False, function_calling=False, json_output=True,
                          family=self.session.spec.family, structured_output=True)
+
+
+def _answered_by(event: TranscriptEvent, batch: str | None) -> None:
+    """The batch whose line answered the call (`model.batch`), in its event: priced at the batch rate."""
+    if batch is not None:
+        event.data["batch"] = batch

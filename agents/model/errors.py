@@ -10,3 +10,13 @@ class BackendError(RuntimeError):
 
 class LocalModelError(RuntimeError):
     """The embedded model's server could not be found, started or reached."""
+
+
+class BatchUnanswered(RuntimeError):
+    """A batch ended (expired, failed, cancelled) without answering this call's line; the text starts
+    with its kind (`batch_expired: ...`). Retried like a transport error: the retry joins the next batch."""
+
+    @property
+    def kind(self) -> str:
+        head = str(self).split(":", 1)[0]
+        return head if head.startswith("batch_") else "batch_failed"

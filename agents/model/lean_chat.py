@@ -199,6 +199,11 @@ class LeanChatClient(ChatCompletionClient):
             except aiohttp.ClientError as exc:
                 raise openai.APIConnectionError(request=self._request(url)) from exc
         observe(status, headers)
+        return self.result(status, headers, raw)
+
+    def result(self, status: int, headers: Any, raw: bytes) -> CreateResult:
+        """A reply's status and body as the call's result, or the SDK's exception for it (a batch
+        line's reply is read here too: `batch_client.py`)."""
         if not 200 <= status < 300:
             response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw,
                                           request=self._request(url))

@@ -23,6 +23,8 @@ class CallProbe:
     status: int | None = None
     cached_tokens: int = 0
     """`usage.prompt_tokens_details.cached_tokens` of the reply (0 when the endpoint does not say)."""
+    batch: str | None = None
+    """The batch whose line answered the call (`model.batch`), else None."""
 
 
 _current: ContextVar[CallProbe | None] = ContextVar("medpanel_call_probe", default=None)
@@ -53,3 +55,10 @@ def note_cached(tokens: int) -> None:
     probe = _current.get()
     if probe is not None:
         probe.cached_tokens = tokens
+
+
+def note_batch(batch_id: str) -> None:
+    """Record that a batch (this id) answered the call in progress: it is priced at the batch rate."""
+    probe = _current.get()
+    if probe is not None:
+        probe.batch = batch_id

@@ -19,12 +19,15 @@ import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
+from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.limits import RequestOverLimit, retry_after
 
 T = TypeVar("T")
 
 
 def error_kind(exc: BaseException) -> str:
+    if isinstance(exc, BatchUnanswered):
+        return exc.kind
     if isinstance(exc, openai.RateLimitError):
         return "rate_limit"
     if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | asyncio.TimeoutError):
@@ -71,7 +74,8 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-_RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_response", "http_408", "http_409"}
+_RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_response", "http_408", "http_409",
+              "batch_expired", "batch_failed", "batch_cancelled"}
 
 
 def _is_retryable(exc: BaseException) -> bool:

@@ -47,6 +47,25 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+class BatchSpec(BaseModel):
+    """`model.batch`: send the calls of the questions in flight as batch files (OpenAI's Batch API)
+    instead of one request each: half the price, its own quota, replies within the completion window."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    enabled: bool = False
+    """Send every call of this model as a line of a batch file (backend `openai`: an endpoint that
+    serves OpenAI's `/files` and `/batches`); the calls are priced at the batch price."""
+    max_wait_s: float = Field(default=10.0, gt=0, le=86400)
+    """A batch goes out this long after its first request came, unless it is full before."""
+    max_requests: int = Field(default=1000, ge=1, le=50_000)
+    """A batch goes out once it holds this many requests (OpenAI takes at most 50,000 a file)."""
+    poll_s: float = Field(default=30.0, gt=0, le=3600)
+    """How often a submitted batch's status is asked for."""
+    completion_window: Literal["24h"] = "24h"
+    """The window the endpoint is given (the Batch API accepts `24h` only)."""
+
+
 class ModelSpec(BaseModel):
     """The `model:` block of a scenario."""
 
@@ -109,6 +128,8 @@ class ModelSpec(BaseModel):
     local_threads: int | None = Field(default=None, ge=1, le=256)
     """`local` with `llama-server`: compute threads of each server. Default 1 (with 4 servers on up to
     8 cores), so no server's threads wait for each other on a shared core."""
+    batch: BatchSpec = Field(default_factory=BatchSpec)
+    """`openai` only: send calls through the endpoint's Batch API (agents/model/batching.py)."""
 
     @field_validator("backend")
     @classmethod
@@ -153,6 +174,13 @@ class ModelSpec(BaseModel):
         if v not in STRUCTURED_MODES:
             raise ValueError(f"unknown structured_output {v!r}; use one of {', '.join(STRUCTURED_MODES)}")
         return v
+
+    @model_validator(mode="after")
+    def _batch_backend(self) -> ModelSpec:
+        if self.batch.enabled and self.backend != "openai":
+            raise ValueError(f"batch.enabled needs backend openai (an OpenAI-compatible Batch API), not "
+                             f"{self.backend!r}. Set model.backend: openai or model.batch.enabled: false")
+        return self
 
     @property
     def model_name(self) -> str:

@@ -33,6 +33,7 @@ BLOCKS: list[tuple[str, str, str]] = [
     ("Top level", "top-level", "medpanel.experiments.run.scenario:Scenario"),
     ("`dataset:`", "dataset", "medpanel.experiments.run.scenario:DatasetSpec"),
     ("`model:`", "model", "medpanel.agents.model.spec:ModelSpec"),
+    ("`model.batch:`", "batch", "medpanel.agents.model.spec:BatchSpec"),
     ("`run:`", "run", "medpanel.experiments.run.scenario:RunSpec"),
     ("`run.prices.<model name>:`", "prices", "medpanel.experiments.run.budget:Price"),
     ("`budget_match:`", "budget_match", "medpanel.experiments.run.scenario:BudgetMatch"),

@@ -147,7 +147,7 @@ def _digest(row: Row, doc: Mapping[str, Any], events: list[EventFacts], missing:
     return RowDigest(
         row=row, missing=missing, outcome=outcome, trajectory=trajectory_of(outcome, events, scoring=scoring),
         calls=tuple(CallCost(e.role, e.step, e.model, e.prompt_tokens, e.completion_tokens, e.cache_hit, e.attempts,
-                             bool(e.error)) for e in events if e.kind == "call"),
+                             bool(e.error), bool(e.data.get("batch"))) for e in events if e.kind == "call"),
         passages=tuple(passages_of(doc.get("events") or ())), question=question, decision=decision_of(events),
         mcq=bool(question.get("options")) and bool(doc.get("gold")))
 

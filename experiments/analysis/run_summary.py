@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from medpanel.agents.tables import Table
+from medpanel.experiments.analysis.inference.ledger import LedgerLine
 from medpanel.experiments.analysis.report import comparison_pairs, paired_table
 from medpanel.experiments.analysis.stats import mean_ci, wilson_ci
 from medpanel.experiments.run.records import RunRecord
@@ -106,3 +107,22 @@ def run_summary(rows: list[Row], record: RunRecord, *, n_boot: int = 10000) -> R
     verdicts, more = verdicts_table(rows, comparison_pairs(record, conditions), n_boot=n_boot)
     return RunSummary(accuracy_table(rows, conditions, usd=priced(record) or any(r.cost_usd for r in rows)),
                       verdicts, more)
+
+
+def batched(record: RunRecord) -> bool:
+    """Whether the run sent calls in batches (`model.batch.enabled`, here or on a `models:` block)."""
+    blocks = [record.section("model"), *record.models]
+    return any(isinstance(b.get("batch"), dict) and b["batch"].get("enabled") for b in blocks)
+
+
+def batch_line(lines: list[LedgerLine], *, priced: bool) -> str | None:
+    """What batching saved, from the cost ledger: None when no batch answered a call."""
+    calls = sum(ln.calls for ln in lines)
+    batch_calls = sum(ln.batch_calls for ln in lines)
+    if not batch_calls:
+        return None
+    usd = sum(ln.usd for ln in lines)
+    saved = sum(ln.usd_saved_by_batch for ln in lines)
+    money = (f"; at the batch price they cost ${usd:.4f}, ${saved:.4f} less than sent one by one "
+             f"(${usd + saved:.4f})") if priced else "; no run.prices, so no dollars to compare"
+    return f"Batches answered {batch_calls} of {calls} requests sent{money}."

@@ -173,20 +173,29 @@ def ledger_table(lines: list[LedgerLine], conditions: list[str], priced: bool) -
         return None
     order = {c: i for i, c in enumerate(conditions)}
     lines = sorted(lines, key=lambda ln: (order.get(ln.condition, len(order)), ln.role, ln.step))
-    out = [[ln.condition, ln.role, ln.step, ln.calls, ln.prompt_tokens, ln.completion_tokens, round(ln.usd, 4),
-            ln.cache_hits, ln.cache_prompt_tokens + ln.cache_completion_tokens, round(ln.usd_saved, 4), ln.failed]
-           for ln in lines]
-    for c, t in condition_totals(lines).items():
-        out.append([c, "all", "all", t.calls, t.prompt_tokens, t.completion_tokens, round(t.usd, 4), t.cache_hits,
-                    t.cache_prompt_tokens + t.cache_completion_tokens, round(t.usd_saved, 4), t.failed])
+    # The batch columns only where a batch answered calls: a run without batches keeps its table as it was.
+    batched = any(ln.batch_calls for ln in lines)
+
+    def cells(ln: LedgerLine, role: str, step: str) -> list[Any]:
+        return [ln.condition, role, step, ln.calls, ln.prompt_tokens, ln.completion_tokens, round(ln.usd, 4),
+                ln.cache_hits, ln.cache_prompt_tokens + ln.cache_completion_tokens, round(ln.usd_saved, 4), ln.failed,
+                *([ln.batch_calls, round(ln.usd_saved_by_batch, 4)] if batched else [])]
+
+    out = [cells(ln, ln.role, ln.step) for ln in lines]
+    out += [cells(t, "all", "all") for t in condition_totals(lines).values()]
     note = ("Every model call of every role and step (orchestration included). calls = requests sent (re-asks and "
             "retries included); cache_* = calls the shared response cache answered, sent nothing and cost nothing "
             "(usd_saved = what they would have cost).")
+    if batched:
+        note += (" batch_calls = requests a batch answered (model.batch), priced at the batch price; "
+                 "usd_saved_by_batch = what they would have cost more sent one by one.")
     if not priced:
         note += " No run.prices: every USD is 0."
     return Table("Cost ledger per role and step", ["condition", "role", "step", "calls", "prompt_tokens",
                                                    "completion_tokens", "usd", "cache_hits", "cache_tokens",
-                                                   "usd_saved", "failed"], out, note=note)
+                                                   "usd_saved", "failed",
+                                                   *(["batch_calls", "usd_saved_by_batch"] if batched else [])],
+                 out, note=note)
 
 
 def usd_per_extra_table(rows: list[Row], pairs: list[tuple[str, str]]) -> Table | None:

@@ -18,7 +18,8 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_tables, run_tables, write_report
-from medpanel.experiments.analysis.run_summary import run_summary
+from medpanel.experiments.analysis.run_summary import batch_line, batched, priced, run_summary
+from medpanel.experiments.analysis.study import ledger_lines, prices_of, transcript_events
 from medpanel.experiments.cli.console import console as console  # re-exported: the commands print with it
 from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
@@ -130,6 +131,11 @@ def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
         print_table(summary.verdicts, where=where, compact=True)
         if summary.more_verdicts:
             console.print(f"{summary.more_verdicts} more comparisons in the full report", markup=False)
+    if batched(record):  # what the batches saved, from the transcripts' calls (the cost ledger)
+        note = batch_line(ledger_lines(rows, transcript_events(run_dir), prices_of(record.prices)),
+                          priced=priced(record))
+        if note:
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
     _error_rows(run_dir, rows)
     console.print(f"Every table: medpanel report {run_dir}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"The viewer:  medpanel view {run_dir}", markup=False, highlight=False, soft_wrap=True)

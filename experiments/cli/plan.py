@@ -12,7 +12,14 @@ import typer
 from medpanel.experiments.analysis.inference.factorial import find_grids
 from medpanel.experiments.analysis.inference.ledger import condition_totals
 from medpanel.experiments.analysis.inference.paired_data import align, correctness_from_rows
-from medpanel.experiments.analysis.inference.plan import CostProfile, PlanRow, cost_projection, plan_2x2, wall_time_s
+from medpanel.experiments.analysis.inference.plan import (
+    CostProfile,
+    PlanRow,
+    batch_wall_time_s,
+    cost_projection,
+    plan_2x2,
+    wall_time_s,
+)
 from medpanel.experiments.analysis.inference.power import (
     Discordance,
     detectable_effect,
@@ -61,11 +68,14 @@ def plan(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
                                                  "question (p_d = 2 p (1 - p) (1 - phi)).")] = 0.5,
          latency: Annotated[float, typer.Option(help="Seconds a model call takes (a pilot gives its own).")] = 2.0,
          limit: Annotated[int | None, typer.Option(help="Questions per subset (overrides dataset.limit).")] = None,
+         batch_latency: Annotated[float, typer.Option(
+             "--batch-latency", help="Seconds a batch takes to answer (model.batch), for the estimate with "
+                                     "batching; the Batch API promises 24 h, most batches take far less.")] = 3600.0,
          ) -> None:
     """Questions each planned comparison needs, and the full scenario's calls, tokens, USD and wall time."""
     for name, v, lo, hi in (("--effect", effect, 0.0, 100.0), ("--power", power, 0.0, 1.0),
                             ("--alpha", alpha, 0.0, 1.0), ("--accuracy", accuracy, 0.0, 1.0),
-                            ("--phi", phi, -1.0, 1.0)):
+                            ("--phi", phi, -1.0, 1.0), ("--batch-latency", batch_latency, 0.0, 86400.0 + 1)):
         if not (lo < v < hi) or math.isnan(v):
             raise UserError(f"{name} {v:g} is out of range; give a value between {lo:g} and {hi:g} (exclusive)",
                             field=name)
@@ -138,6 +148,24 @@ def plan(scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.")],
     wall = wall_time_s(profiles, n, latency_s=lat, workers=workers, repeats=sc.run.repeats)
     console.print(f"  wall time at {workers} workers, {lat:.2f} s a call (the pilot's): {wall / 3600:.2f} h",
                   markup=False, highlight=False)
+    _with_batching(sc, profiles, n, batch_latency)
+
+
+def _with_batching(sc: Any, profiles: list[CostProfile], n: int, batch_latency: float) -> None:
+    """The same calls in batches (model.batch): every call at the batch price, each step of every
+    question in flight a line of the next batch."""
+    settings = sc.model.batch
+    in_flight = sc.run.workers * sc.run.questions_per_worker
+    total = cost_projection(profiles, n, sc.run.prices, repeats=sc.run.repeats, batch=True)[-1]
+    direct = cost_projection(profiles, n, sc.run.prices, repeats=sc.run.repeats)[-1]
+    wall = batch_wall_time_s(profiles, n, batch_latency_s=batch_latency, max_wait_s=settings.max_wait_s,
+                             in_flight=in_flight, repeats=sc.run.repeats)
+    usd = "no price" if math.isnan(total["usd"]) else \
+        f"${total['usd']:,.2f} (${direct['usd'] - total['usd']:,.2f} less than direct)"
+    state = "on" if settings.enabled else "off in this scenario"
+    console.print(f"  with batching (model.batch {state}): {usd}; wall time at {in_flight} questions in flight, "
+                  f"{batch_latency:g} s a batch + {settings.max_wait_s:g} s to fill it: {wall / 3600:.2f} h",
+                  markup=False, highlight=False, soft_wrap=True)  # one line, whatever the terminal's width
 
 
 def register(app: typer.Typer) -> None:

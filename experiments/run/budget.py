@@ -19,7 +19,11 @@ from medpanel.agents.model.limits import RateLimiter, RateLimits
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.state import Stop
 
-__all__ = ["Budget", "Price", "RateLimiter", "RateLimits", "Spend", "cache_saving", "event_cost"]
+__all__ = ["Budget", "Price", "RateLimiter", "RateLimits", "Spend", "batch_saving", "cache_saving", "event_cost"]
+
+
+BATCH_DISCOUNT = 0.5
+"""A batch call's price as a share of the listed one, unless `batch_input`/`batch_output` say (OpenAI's)."""
 
 
 class Price(BaseModel):
@@ -34,20 +38,41 @@ class Price(BaseModel):
     cached_input: float | None = Field(default=None, ge=0)
     """Prompt tokens the endpoint's prompt cache served (`usage.prompt_tokens_details.cached_tokens`);
     unset prices them as ordinary input."""
+    batch_input: float | None = Field(default=None, ge=0)
+    """$ per million prompt tokens of a call a batch answered (`model.batch`); unset: half of `input`."""
+    batch_output: float | None = Field(default=None, ge=0)
+    """$ per million completion tokens of a batch call; unset: half of `output`."""
 
     @property
     def cached_rate(self) -> float:
         return self.input if self.cached_input is None else self.cached_input
 
+    def rates(self, batch: bool = False) -> tuple[float, float, float]:
+        """$ per million (prompt, cached prompt, completion) tokens of a direct or a batch call; a
+        batch call's cached prompt tokens get the cached rate at the batch's discount on input."""
+        if not batch:
+            return self.input, self.cached_rate, self.output
+        bi = BATCH_DISCOUNT * self.input if self.batch_input is None else self.batch_input
+        bo = BATCH_DISCOUNT * self.output if self.batch_output is None else self.batch_output
+        return bi, self.cached_rate * (bi / self.input) if self.input else bi, bo
 
-def event_cost(event: TranscriptEvent, prices: dict[str, Price]) -> float:
+
+def event_cost(event: TranscriptEvent, prices: dict[str, Price], *, as_sent: bool = True) -> float:
+    """A call's dollars: at the batch price when a batch answered it (`as_sent`), else the listed one."""
     price = prices.get(event.model)
     if price is None or event.cache_hit:
         return 0.0
     u = event.usage
     cached = min(u.cached_tokens, u.prompt_tokens)
-    return ((u.prompt_tokens - cached) * price.input + cached * price.cached_rate
-            + u.completion_tokens * price.output) / 1e6
+    p_in, p_cached, p_out = price.rates(as_sent and bool(event.data.get("batch")))
+    return ((u.prompt_tokens - cached) * p_in + cached * p_cached + u.completion_tokens * p_out) / 1e6
+
+
+def batch_saving(event: TranscriptEvent, prices: dict[str, Price]) -> float:
+    """Dollars a batch saved on this call: its price sent directly less its price in the batch."""
+    if not event.data.get("batch"):
+        return 0.0
+    return event_cost(event, prices, as_sent=False) - event_cost(event, prices)
 
 
 def cache_saving(event: TranscriptEvent, prices: dict[str, Price]) -> float:

@@ -36,7 +36,7 @@ from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import confined, directory, processes, shares, signals
+from medpanel.experiments.run import batches, confined, directory, processes, shares, signals
 from medpanel.experiments.run.axes import ModelBudget
 from medpanel.experiments.run.axes_health import session_health
 from medpanel.experiments.run.budget import Budget, RateLimits
@@ -268,8 +268,7 @@ class Runner:
             status: dict[str, Any] = {
                 "state": "complete" if remaining == 0 else "stopped" if self.stop.is_set else "incomplete",
                 "reason": redact(self.stop.reason) if self.stop.reason else None,
-                "remaining": remaining,
-                "errors": store.error_count(),
+                "remaining": remaining, "errors": store.error_count(),
                 "session_wall_s": round(time.time() - started, 3),
                 "processes": self.n_processes,
                 "updated": datetime.now(timezone.utc).isoformat(),
@@ -349,7 +348,8 @@ class Runner:
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
-            with processes.watching_runner(member.runner_pid if member else None), collecting_less():
+            with processes.watching_runner(member.runner_pid if member else None), collecting_less(), \
+                    batches.session(self.run_dir, self.plan):
                 self._work(shared, study, len(grid if member else pending))
         except BaseException:
             if group is not None:

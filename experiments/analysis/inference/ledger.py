@@ -20,7 +20,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 __all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
-           "usd_per_extra_correct", "usd_per_extra_correct_rows"]
+           "rates_of", "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
 
 class PriceLike(Protocol):
@@ -48,6 +48,10 @@ class LedgerLine:
     """Calls that ended in an error (still counted and priced above)."""
     unpriced: int = 0
     """Calls sent to a model with no price (counted at $0)."""
+    batch_calls: int = 0
+    """Requests a batch answered (`model.batch`), priced at the batch price (in `usd`)."""
+    usd_saved_by_batch: float = 0.0
+    """What those would have cost more sent one by one, at the listed price."""
 
     @property
     def tokens(self) -> int:
@@ -82,6 +86,8 @@ class CallCost:
     """Requests behind the call (a re-ask or a retried transport error adds one)."""
     failed: bool
     """The call ended in an error."""
+    batch: bool = False
+    """A batch answered it (the event's `data.batch`): priced at the batch price."""
 
     @classmethod
     def of(cls, event: Any) -> CallCost | None:
@@ -90,8 +96,20 @@ class CallCost:
         if get("kind") != "call":
             return None
         pt, ct = _usage(event)
+        data = get("data")
         return cls(str(get("role", "")), str(get("step", "")), str(get("model", "")), pt, ct,
-                   bool(get("cache_hit", False)), int(get("attempts", 1) or 0), bool(get("error")))
+                   bool(get("cache_hit", False)), int(get("attempts", 1) or 0), bool(get("error")),
+                   bool(isinstance(data, dict) and data.get("batch")))
+
+
+def rates_of(price: PriceLike, batch: bool) -> tuple[float, float]:
+    """$ per million (prompt, completion) tokens; a batch call's from the price's own `rates`
+    (experiments.run.budget.Price: half of the listed price unless the scenario says)."""
+    rates = getattr(price, "rates", None)
+    if rates is None:
+        return (price.input / 2, price.output / 2) if batch else (price.input, price.output)
+    p_in, _, p_out = rates(batch)
+    return float(p_in), float(p_out)
 
 
 def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike]) -> list[LedgerLine]:
@@ -110,7 +128,8 @@ def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike])
                 line = lines[key] = LedgerLine(*key)
             pt, ct = c.prompt_tokens, c.completion_tokens
             price = prices.get(c.model)
-            usd = (pt * price.input + ct * price.output) / 1e6 if price is not None else 0.0
+            p_in, p_out = rates_of(price, c.batch and not c.cache_hit) if price is not None else (0.0, 0.0)
+            usd = (pt * p_in + ct * p_out) / 1e6
             if c.cache_hit:
                 line.cache_hits += 1
                 line.cache_prompt_tokens += pt
@@ -123,6 +142,10 @@ def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike])
             line.usd += usd
             line.failed += int(c.failed)
             line.unpriced += c.attempts if price is None else 0
+            if c.batch:
+                line.batch_calls += c.attempts
+                if price is not None:
+                    line.usd_saved_by_batch += (pt * price.input + ct * price.output) / 1e6 - usd
     return list(lines.values())
 
 

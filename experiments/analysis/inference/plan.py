@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from medpanel.experiments.analysis.inference.ledger import LedgerLine, PriceLike
+from medpanel.experiments.analysis.inference.ledger import LedgerLine, PriceLike, rates_of
 from medpanel.experiments.analysis.inference.paired_data import Aligned
 from medpanel.experiments.analysis.inference.power import (
     Discordance,
@@ -185,15 +185,15 @@ def profiles_from_ledger(totals: Mapping[str, LedgerLine], questions: Mapping[st
 
 
 def cost_projection(profiles: Sequence[CostProfile], n_questions: int, prices: Mapping[str, PriceLike], *,
-                    repeats: int = 1) -> list[dict[str, Any]]:
+                    repeats: int = 1, batch: bool = False) -> list[dict[str, Any]]:
     """Calls sent, tokens and USD per condition for n_questions x repeats, and a total row (USD nan
-    when a model has no price)."""
+    when a model has no price). `batch`: every call priced at the batch price (`model.batch`)."""
     rows: list[dict[str, Any]] = []
     for p in profiles:
         k = n_questions * repeats
         price = prices.get(p.model)
-        usd = (k * (p.prompt_tokens_per_q * price.input + p.completion_tokens_per_q * price.output) / 1e6
-               if price is not None else math.nan)
+        p_in, p_out = rates_of(price, batch) if price is not None else (math.nan, math.nan)
+        usd = k * (p.prompt_tokens_per_q * p_in + p.completion_tokens_per_q * p_out) / 1e6
         rows.append({"condition": p.condition, "questions": n_questions, "repeats": repeats,
                      "sent_calls": k * p.sent_calls_per_q,
                      "tokens": k * (p.prompt_tokens_per_q + p.completion_tokens_per_q), "usd": usd})
@@ -210,3 +210,15 @@ def wall_time_s(profiles: Sequence[CostProfile], n_questions: int, *, latency_s:
         raise ValueError("workers must be at least 1")
     calls = sum(p.sent_calls_per_q for p in profiles) * n_questions * repeats
     return calls * latency_s / workers
+
+
+def batch_wall_time_s(profiles: Sequence[CostProfile], n_questions: int, *, batch_latency_s: float,
+                      max_wait_s: float, in_flight: int, repeats: int = 1) -> float:
+    """The same calls sent in batches (`model.batch`): each step of every question in flight goes out
+    together, so a call takes a batch's turnaround (the wait to fill it, then its latency) and
+    `in_flight` questions (workers x questions_per_worker) advance at once: calls x turnaround /
+    in flight. No per-minute limit applies; a batch quota (enqueued tokens) is not modelled."""
+    if in_flight < 1:
+        raise ValueError("questions in flight must be at least 1")
+    calls = sum(p.sent_calls_per_q for p in profiles) * n_questions * repeats
+    return calls * (max_wait_s + batch_latency_s) / in_flight
