@@ -30,7 +30,7 @@ Transcripts written before acts existed (format 1 and earlier) are given theirs 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -129,7 +129,7 @@ class Vote(BaseModel):
     """`-ind`: what decided the answer (`agreement`: nothing was weighed)."""
 
     @classmethod
-    def of(cls, record: Mapping[str, Any]) -> Vote:
+    def of(cls, record: Mapping[str, object]) -> Vote:
         """The act of a tally's record as the vote events keep it in `data` (`rule`, `tied`, `counts`,
         `outcome.decided_by`); a count that is not a number is not one."""
         counts, outcome = record.get("counts"), record.get("outcome")

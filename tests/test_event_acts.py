@@ -47,7 +47,7 @@ def test_a_format_1_transcript_is_read_with_acts() -> None:
         return {"kind": kind, "role": more.pop("role", "specialist"), "agent": more.pop("agent", "a"), "step": step,
                 **more}
 
-    doc = {"format_version": 1, "condition": "c", "question": {"dataset": "d", "qid": "q", "text": "?",
+    doc: dict[str, Any] = {"format_version": 1, "condition": "c", "question": {"dataset": "d", "qid": "q", "text": "?",
                                                                "options": {"A": "x"}, "gold": ["A"]},
            "events": [ev("note", "group_start", agent="group_2"),
                       ev("call", "turn:reask", round=1, turn=2), ev("call", "sample_3"),

@@ -105,8 +105,7 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
             if brief is not None:
                 opening = f"{generalist.brief_text(brief.text())}\n\n{opening}"
                 brief.deliver([doctor.name])
-        initial = await doctor.speak(opening, answer_type, step="initial",
-                                          act=AnswerAt(stage="initial"))
+        initial = await doctor.speak(opening, answer_type, step="initial", act=AnswerAt(stage="initial"))
         final, source = initial, "initial"
         summary = GeneralistSummary(challenged=use_challenger, timing=timing, material_weakness=None)
         trace = doctor.client.last_event.content if doctor.client.last_event else ""
@@ -126,7 +125,7 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
             brief.deliver([doctor.name])
         if material:
             revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider",
-                                             act=AnswerAt(stage="reconsider"))
+                                         act=AnswerAt(stage="reconsider"))
             if revised is not None:
                 final, source = revised, "reconsider"
             summary.changed = bool(revised and initial and letters_of(revised) != letters_of(initial))

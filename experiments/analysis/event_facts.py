@@ -249,7 +249,7 @@ def events_of(raw: Any, version: int = CURRENT) -> list[EventFacts]:
     return [event_facts(e, n, version) for n, e in enumerate(raw)]
 
 
-def version_of(doc: Mapping[str, Any]) -> int:
+def version_of(doc: Mapping[str, object]) -> int:
     """A transcript document's format (0: written before formats had numbers)."""
     v = doc.get("format_version", 0)
     return v if type(v) is int else 0

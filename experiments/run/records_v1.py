@@ -17,7 +17,6 @@ changes. The rules are the ones the analysis applied to those names:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from medpanel.agents.events import Act, AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
 
@@ -25,11 +24,11 @@ ANSWER_STEPS = ("turn", "initial", "reconsider", "answer")
 """Call steps whose reply was an agent's answer (`sample_<i>` too: self-consistency)."""
 
 
-def _names(value: Any) -> tuple[str, ...]:
-    return tuple(str(n) for n in value or ())
+def _names(value: object) -> tuple[str, ...]:
+    return tuple(str(n) for n in value) if isinstance(value, list | tuple) else ()
 
 
-def _call_act(e: Mapping[str, Any], base: str) -> Act | None:
+def _call_act(e: Mapping[str, object], base: str) -> Act | None:
     if base == "turn":
         return AnswerAt.turn(_int(e.get("round")), _int(e.get("turn")))
     if base in ANSWER_STEPS:
@@ -41,7 +40,7 @@ def _call_act(e: Mapping[str, Any], base: str) -> Act | None:
     return None
 
 
-def _note_act(e: Mapping[str, Any], step: str, data: Mapping[str, Any]) -> Act | None:
+def _note_act(e: Mapping[str, object], step: str, data: Mapping[str, object]) -> Act | None:
     if step == "brief":
         if data.get("source") == "clear":
             guard = data.get("guard") or {}
@@ -59,11 +58,11 @@ def _note_act(e: Mapping[str, Any], step: str, data: Mapping[str, Any]) -> Act |
     return None
 
 
-def _int(value: Any) -> int:
-    return value if type(value) is int else int(value or 0)
+def _int(value: object) -> int:
+    return value if isinstance(value, int) else int(str(value or 0))
 
 
-def act_v1(e: Mapping[str, Any]) -> Act | None:
+def act_v1(e: Mapping[str, object]) -> Act | None:
     """The act of an event of format 1 or earlier (as decoded JSON), by the rules above."""
     kind, step = e.get("kind"), str(e.get("step") or "")
     data = e.get("data")
@@ -77,7 +76,7 @@ def act_v1(e: Mapping[str, Any]) -> Act | None:
     return None
 
 
-def upgrade_events(events: Any) -> Any:
+def upgrade_events(events: object) -> object:
     """A format-1 transcript's `events` with each event's act filled in (new dicts; the input is
     left as it is). Anything that is not a list of objects is returned for the record to refuse."""
     if not isinstance(events, list):
