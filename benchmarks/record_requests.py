@@ -24,6 +24,9 @@ from typing import Any
 
 import yaml
 
+import medpanel
+from medpanel.experiments.run.scenario import load_scenario
+
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 3
 
@@ -46,9 +49,6 @@ def overrides(path: Path) -> list[str]:
 
 def record(path: Path, out: Path) -> int:
     """Run one scenario into out/run and write out/requests.jsonl; the number of requests."""
-    import medpanel
-    from medpanel.experiments.run.scenario import load_scenario
-
     here = Path.cwd()
     if str(path.parent) not in sys.path:
         sys.path.insert(0, str(path.parent))  # an example's `pipeline: module:Class` sits beside it
