@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from medpanel.agents.events import Act
+
 Flags = dict[str, int | str]
 
 
@@ -109,7 +111,9 @@ class TranscriptEvent(BaseModel):
     """Model calls behind this event (a re-ask or a retried transport error adds one)."""
     error: str | None = None
     data: dict[str, Any] = Field(default_factory=dict)
-    """Anything else the step records (votes, recruited roles, routes ...)."""
+    """Anything else the step records (votes, recruited roles, routes ...): the method's own."""
+    act: Act | None = None
+    """What the event is in the debate, typed (`agents.events`): what the analysis reads."""
     t: float = Field(default_factory=time.time)
     """Epoch seconds when the event was recorded; a call's is when its reply came back, so it ran
     from `t - latency_s` (transcripts written before this rule hold the time the call was made)."""

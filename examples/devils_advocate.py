@@ -33,7 +33,8 @@ class DevilsAdvocate(mp.Pipeline[mp.PipelineSettings, AdvocatePlan]):
                        settings: mp.PipelineSettings) -> mp.Outcome:
         reply = mp.answer_model(question.letters, multi=question.multi_answer)
         doctor = mp.RoleAgent(session, name="doctor", role="generalist", system_message=SYSTEM)
-        first = final = await doctor.speak(mp.format_question(question), reply, step="initial")
+        first = final = await doctor.speak(mp.format_question(question), reply, step="initial",
+                                           act=mp.AnswerAt(stage="initial"))
         if plan.advocate and first is not None:
             chosen = ", ".join(mp.letters_of(first))
             advocate = mp.RoleAgent(session, name="advocate", role="advocate", system_message=SYSTEM)
@@ -42,7 +43,7 @@ class DevilsAdvocate(mp.Pipeline[mp.PipelineSettings, AdvocatePlan]):
             if case is not None:
                 argument = case.reasoning
                 final = await doctor.speak(f"A colleague argues:\n{argument}\nReconsider.", reply,
-                                           step="reconsider") or first
+                                           step="reconsider", act=mp.AnswerAt(stage="reconsider")) or first
         answer = mp.letters_of(final) if final is not None else ()
         changed = first is not None and final is not None and mp.letters_of(first) != answer
         return mp.Outcome(answer=answer, invalid=not answer, summary=AdvocateSummary(changed=changed))

@@ -11,7 +11,9 @@ pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence 
 - what a method of your own is made of: `Pipeline`, `ConditionPlan`, `PipelineSettings`,
   `Summary`, `Outcome`, `register_pipeline`; a role's agent, `RoleAgent`, with `answer_model`
   (whose replies are `AnswerReply`s), `letters_of` and `format_question`; the `QuestionSession`
-  every call of a question goes through; `TableSpec`/`Table` for its report tables;
+  every call of a question goes through; `TableSpec`/`Table` for its report tables; the typed acts
+  its events carry (`AnswerAt`, `Critique`, `Brief`, `Recruitment`, `FocusedRound`, `GroupStart`,
+  `Vote`; `Act` is their union), from which the answer transition tables are built;
 - evidence sources of your own: `Source`, `SourceSpec`, `register_source`.
 
 docs/architecture.md says which room holds what.
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
 
+    from medpanel.agents.events import Act, AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
     from medpanel.agents.model.agent import RoleAgent
     from medpanel.agents.model.client import QuestionSession
     from medpanel.agents.model.structured import AnswerReply, answer_model, letters_of
@@ -41,6 +44,8 @@ if TYPE_CHECKING:
 # medpanel.experiments.cli` and other sub-packages do not pay for AutoGen, openai and scipy just to
 # print `--help` or a report.
 _NAMES: dict[str, tuple[str, str]] = {
+    **{name: ("medpanel.agents.events", name) for name in
+       ("Act", "AnswerAt", "Brief", "Critique", "FocusedRound", "GroupStart", "Recruitment", "Vote")},
     "Condition": ("medpanel.agents.types", "Condition"),
     "ConditionPlan": ("medpanel.agents.plan", "ConditionPlan"),
     "Outcome": ("medpanel.agents.pipelines.base", "Outcome"),
@@ -90,15 +95,22 @@ except _metadata.PackageNotFoundError:  # running from a source tree without ins
     __version__ = "0.0.0+local"
 
 __all__ = [
+    "Act",
+    "AnswerAt",
     "AnswerReply",
+    "Brief",
     "Condition",
     "ConditionPlan",
+    "Critique",
+    "FocusedRound",
+    "GroupStart",
     "Outcome",
     "Pipeline",
     "PipelineSettings",
     "PlanError",
     "Question",
     "QuestionSession",
+    "Recruitment",
     "RoleAgent",
     "Run",
     "RunResult",
@@ -109,6 +121,7 @@ __all__ = [
     "TableSpec",
     "TranscriptEvent",
     "UserError",
+    "Vote",
     "__version__",
     "answer_model",
     "format_question",

@@ -171,7 +171,7 @@ def test_a_misspelled_field_on_disk_is_refused_naming_it(runs: Path, where: str,
 
 def test_a_transcript_of_a_newer_format_is_refused(runs: Path) -> None:
     path = next(iter(sorted((runs / "v0-clear" / "transcripts").rglob("*.json"))))
-    _edit(path, format_version=2, added_later=True)
+    _edit(path, format_version=3, added_later=True)
     line = cli_refusal("report", "v0-clear")
-    assert line.startswith(f"error: {path.relative_to(runs)}: was written in transcript format 2, newer than this "
-                           "medpanel reads (format 1). Upgrade medpanel"), line
+    assert line.startswith(f"error: {path.relative_to(runs)}: was written in transcript format 3, newer than this "
+                           "medpanel reads (format 2). Upgrade medpanel"), line

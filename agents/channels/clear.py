@@ -24,6 +24,7 @@ from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.pathways import Context
 from medpanel.agents.clear.settings import ClearSettings, mode_of
+from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.types import TranscriptEvent
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.quickstart import web_corpus_for
@@ -67,7 +68,9 @@ class ClearChannel(KnowledgeChannel):
                                                      for p, c in decision.bundle.candidates.items()},
                                       "retrieved": [e.doc_id for e in passages],
                                       "evidence": [e.model_dump(mode="json") for e in passages],
-                                      "brief": points, "received_by": []})
+                                      "brief": points, "received_by": []},
+                                act=BriefGiven(trigger=trigger, source="clear", route=decision.route,
+                                               guard=str(decision.guard.get("outcome", "not_triggered"))))
         self.session.record(event)
         if not passages:
             return None

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.evidence import instruction_like, quote_block
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.roles import curator, knowledge_gate
@@ -148,6 +149,8 @@ class BriefResult:
     def deliver(self, names: list[str]) -> None:
         self.received_by.extend(n for n in names if n not in self.received_by)
         self.event.data["received_by"] = list(self.received_by)
+        if isinstance(self.event.act, BriefGiven):
+            self.event.act = self.event.act.model_copy(update={"received_by": tuple(self.received_by)})
 
 
 def prepare(settings: KnowledgeSettings) -> None:
@@ -185,7 +188,8 @@ class KnowledgeChannel:
                                       "retrieved": [e.doc_id for e in passages],
                                       "evidence": [e.model_dump(mode="json") for e in passages],
                                       "instruction_like": [e.doc_id for e in passages if instruction_like(e.text)],
-                                      "received_by": []})
+                                      "received_by": []},
+                                act=BriefGiven(trigger=trigger))
         if not passages:
             event.content += " (no passages found)"
             self.session.record(event)

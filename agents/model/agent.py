@@ -13,6 +13,7 @@ from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 from autogen_core.models import LLMMessage, UserMessage
 
+from medpanel.agents.events import Act
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
 from medpanel.agents.model.route import for_role
@@ -73,9 +74,10 @@ class RoleAgent:
                   "window": trim.window, "budget": trim.budget, "still_over": trim.still_over}))
 
     async def _ask(self, agent: AssistantAgent, content: str, model: type[R], *, step: str,
-                   round: int, turn: int, source: str, parts: list[Part] | None = None) -> R | None:
+                   round: int, turn: int, source: str, parts: list[Part] | None = None,
+                   act: Act | None = None) -> R | None:
         self.client.tag.role, self.client.tag.agent, self.client.tag.step = self.role, self.name, step
-        self.client.tag.round, self.client.tag.turn = round, turn
+        self.client.tag.round, self.client.tag.turn, self.client.tag.act = round, turn, act
         self.client.response_model = model
         text = f"{content}\n\n{format_instructions(model)}"
         context = agent.model_context
@@ -103,24 +105,27 @@ class RoleAgent:
     @classmethod
     async def first_reply(cls, session: QuestionSession, *, name: str, role: str, system: str | None, content: str,
                           model: type[R], step: str, round: int = 0, turn: int = 0,
-                          parts: list[Part] | None = None) -> tuple[RoleAgent, R | None]:
+                          parts: list[Part] | None = None, act: Act | None = None) -> tuple[RoleAgent, R | None]:
         """A fresh agent and its reply to `content` (as `speak`): built and asked in one call. The agent
         comes back for what follows in the same conversation (a rewrite, its recorded event)."""
         agent = cls(session, name=name, role=role, system_message=system)
-        return agent, await agent.speak(content, model, step=step, round=round, turn=turn, parts=parts)
+        return agent, await agent.speak(content, model, step=step, round=round, turn=turn, parts=parts, act=act)
 
     async def speak(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
-                    source: str = "moderator", parts: list[Part] | None = None) -> R | None:
-        """The reply to `content` as a `model` (None when it is invalid twice); both stay in the context."""
+                    source: str = "moderator", parts: list[Part] | None = None, act: Act | None = None) -> R | None:
+        """The reply to `content` as a `model` (None when it is invalid twice); both stay in the context.
+        `act`: what the reply is in the debate (`AnswerAt` for an answer the tables count)."""
         return await self._ask(self.agent, content, model, step=step, round=round, turn=turn, source=source,
-                               parts=parts)
+                               parts=parts, act=act)
 
     async def consult(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
-                      source: str = "moderator", parts: list[Part] | None = None) -> R | None:
+                      source: str = "moderator", parts: list[Part] | None = None, act: Act | None = None
+                      ) -> R | None:
         """As `speak`, on a fork of the context: this agent's later requests do not show it."""
         side = AssistantAgent(name=self.name, model_client=self.client, system_message=self.system_message,
                               model_context=self.context.fork())
-        return await self._ask(side, content, model, step=step, round=round, turn=turn, source=source, parts=parts)
+        return await self._ask(side, content, model, step=step, round=round, turn=turn, source=source, parts=parts,
+                               act=act)
 
     async def hear(self, text: str, source: str, parts: list[Part] | None = None) -> None:
         """Append a post to this agent's context without a call (e.g. the trajectory so far)."""

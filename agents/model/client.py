@@ -28,6 +28,7 @@ from autogen_core.models import (
 from autogen_core.tools import Tool, ToolSchema
 from pydantic import BaseModel
 
+from medpanel.agents.events import Act
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.limits import RateLimits, request_tokens
 from medpanel.agents.model.probe import probing
@@ -102,6 +103,8 @@ class CallTag:
     step: str = ""
     round: int = 0
     turn: int = 0
+    act: Act | None = None
+    """What the reply is in the debate (`agents.events`), copied into the event as its `act`."""
 
 
 @dataclass
@@ -245,7 +248,8 @@ class RecordingClient(ChatCompletionClient):
         replay = self.session.replay
         key = cache_key(request) if cache is not None or replay is not None else ""
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
-                                round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name)
+                                round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name,
+                                act=self.tag.act)
         if self.overrides:
             event.data["sampling"] = dict(self.overrides)
         if self.session.label is not None:

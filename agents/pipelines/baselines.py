@@ -38,6 +38,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
@@ -210,7 +211,8 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         # Without `decide` the majority is a note: the caller's own decision is the question's answer.
         session.record(TranscriptEvent(kind="vote" if decide else "note", role="pipeline", agent="sc",
                                        step="vote" if decide else "majority", content=result["answer"] or "invalid",
-                                       data={**result, "samples": [s.answer for s in samples]}))
+                                       data={**result, "samples": [s.answer for s in samples]},
+                                       act=Vote.of(result) if decide else None))
         final = tuple(result["answer"].split(",")) if result["answer"] else ()
         if decide:
             session.record(TranscriptEvent(kind="decision", role="pipeline", agent="sc", step="final",

@@ -22,6 +22,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, SampleVote, vote
@@ -267,7 +268,8 @@ async def medprompt(question: Question, session: QuestionSession, settings: Benc
                                    content=",".join(answer) or "invalid",
                                    data={"rule": "most_chosen_first_chosen_on_tie", "counts": counts,
                                          "picks": [c.chose for c in choices],
-                                         "chosen_generation": solutions[best][0] if best is not None else None}))
+                                         "chosen_generation": solutions[best][0] if best is not None else None},
+                                   act=Vote(rule="most_chosen_first_chosen_on_tie", counts=counts)))
     return answer
 
 
@@ -292,7 +294,7 @@ async def medprompt_shuffle(question: Question, session: QuestionSession, settin
     result = vote(answers)
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent="medprompt", step="vote",
                                    content=result["answer"] or "invalid",
-                                   data={**result, "members": [m.answer for m in members]}))
+                                   data={**result, "members": [m.answer for m in members]}, act=Vote.of(result)))
     facts.exemplar_source, facts.exemplars = settings.exemplars, [e.eid for e in shots]
     facts.excluded_exemplars, facts.members, facts.vote = excluded, members, SampleVote(**result)
     return tuple(result["answer"].split(",")) if result["answer"] else ()

@@ -32,6 +32,7 @@ from pydantic import Field
 
 from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.agents.channels.tables import knowledge_table
+from medpanel.agents.events import GroupStart, Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.pipelines.generalist import (
@@ -146,7 +147,8 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
             upfront = await upfront_channel.upfront()
         for g in range(1, n_groups + 1):
             session.record(TranscriptEvent(kind="note", role="pipeline", agent=f"group_{g}", step="group_start",
-                                           content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated}))
+                                           content=f"group {g} of {n_groups}", data={"seated_elsewhere": seated},
+                                           act=GroupStart(group=f"g{g}")))
             group = Group(index=g, of=n_groups, seated=tuple(seated), upfront=upfront, shared_upfront=shared)
             outcome = await PanelPipeline().discuss(question, plan, session, settings, group=group)
             facts = outcome.summary
@@ -177,7 +179,7 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
                     record["rule"] = "unresolved tie across groups"
                 record["tied"] = tied
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final_groups",
-                                       content=",".join(answer) or "invalid", data=record))
+                                       content=",".join(answer) or "invalid", data=record, act=Vote.of(record)))
         summary = CalibratedSummary(groups=n_groups,
                                     final_panel_size=sum(sm.final_panel_size or 0 for sm in summaries),
                                     recruited=0, group_panels=[sm.initial_panel or [] for sm in summaries])

@@ -22,6 +22,7 @@ from typing import Literal
 
 from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeFacts, KnowledgeSettings, Timing, prepare
 from medpanel.agents.channels.tables import knowledge_table
+from medpanel.agents.events import AnswerAt
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline
@@ -104,7 +105,7 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
             if brief is not None:
                 opening = f"{generalist.brief_text(brief.text())}\n\n{opening}"
                 brief.deliver([doctor.name])
-        initial = await doctor.speak(opening, answer_type, step="initial")
+        initial = await doctor.speak(opening, answer_type, step="initial", act=AnswerAt(stage="initial"))
         final, source = initial, "initial"
         summary = GeneralistSummary(challenged=use_challenger, timing=timing, material_weakness=None)
         trace = doctor.client.last_event.content if doctor.client.last_event else ""
@@ -123,7 +124,8 @@ class GeneralistPipeline(Pipeline[GeneralistSettings, GeneralistPlan]):
             material.append(generalist.brief_text(brief.text()))
             brief.deliver([doctor.name])
         if material:
-            revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider")
+            revised = await doctor.speak(generalist.reconsider_request(material), answer_type, step="reconsider",
+                                         act=AnswerAt(stage="reconsider"))
             if revised is not None:
                 final, source = revised, "reconsider"
             summary.changed = bool(revised and initial and letters_of(revised) != letters_of(initial))

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from medpanel.agents import events
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
@@ -163,7 +164,7 @@ class MedAgentsPipeline(Pipeline[MedAgentsSettings, ConditionPlan]):
                                            data={"yes": sum(b.agree for b in ballot),
                                                  "no": sum(not b.agree for b in ballot),
                                                  "unparsed_as_yes": sum(b.unparsed for b in ballot),
-                                                 "consensus": consensus}))
+                                                 "consensus": consensus}, act=events.Vote()))
             if consensus:
                 break
             # Every failed vote is followed by a revision, the last one included: the decision reads it.

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, create_model
 
+from medpanel.agents.events import Vote
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, R, Slots, answer_model, letters_of
@@ -67,7 +68,7 @@ def tally(session: QuestionSession, answers: dict[str, str | None], *, agent: st
     result = vote([tuple(a.split(",")) if a else None for a in answers.values()])
     result["by_agent"] = dict(zip(names, answers.values(), strict=True))
     session.record(TranscriptEvent(kind="vote", role="pipeline", agent=agent, step=step, round=round,
-                                   content=result["answer"] or "invalid", data=result))
+                                   content=result["answer"] or "invalid", data=result, act=Vote.of(result)))
     return result
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from medpanel.agents.events import AnswerAt
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import BRIEF_REASONING, FREE_REASONING, AnswerReply, answer_model
@@ -31,7 +32,7 @@ async def answer(session: QuestionSession, question: Question, kind: Literal["di
                                reasoning_hint=reasoning_hint(overrides))
     agent = RoleAgent(session, name=kind, role=kind, system_message=PROMPTS.render(kind))
     agent.client.overrides = dict(overrides or {})
-    return await agent.speak(format_question(question), answer_type, step="answer")
+    return await agent.speak(format_question(question), answer_type, step="answer", act=AnswerAt(stage="answer"))
 
 
 async def sample(session: QuestionSession, question: Question, *, i: int, seed: int,
@@ -41,4 +42,5 @@ async def sample(session: QuestionSession, question: Question, *, i: int, seed: 
                                reasoning_hint=reasoning_hint(overrides))
     agent = RoleAgent(session, name="sampler", role="sc", system_message=PROMPTS.render("cot"))
     agent.client.overrides = {**(overrides or {}), "seed": seed, "temperature": temperature}
-    return await agent.speak(format_question(question), answer_type, step=f"sample_{i}")
+    return await agent.speak(format_question(question), answer_type, step=f"sample_{i}",
+                             act=AnswerAt(stage="answer", voter=f"sample_{i}"))

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, create_model
 
+from medpanel.agents.events import AnswerAt
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, answer_model, letters_type
@@ -104,7 +105,7 @@ async def few_shot(session: QuestionSession, question: Question, exemplars: list
                    overrides=overrides)
     content = PROMPTS.render("fewshot", examples=_examples(exemplars, with_rationale=False),
                              question=format_question(question))
-    return await agent.speak(content, answer_type, step="answer")
+    return await agent.speak(content, answer_type, step="answer", act=AnswerAt(stage="answer"))
 
 
 # -- MedPrompt, as the benchmark's medprompt-3 runs it: generate, then choose among the solutions -----------
@@ -166,7 +167,8 @@ class Refiner:
 
     async def generate(self) -> AnswerReply | None:
         content = PROMPTS.render("refine.generate", question=format_question(self.question))
-        return await self._fresh("generate").speak(content, self.answer_type, step="answer")
+        return await self._fresh("generate").speak(content, self.answer_type, step="answer",
+                                                        act=AnswerAt(stage="answer"))
 
     async def review(self, solution: str, iteration: int) -> Review | None:
         content = PROMPTS.render("refine.review", stem=self.question.text, solution=solution)

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from medpanel.agents import events
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
@@ -73,7 +74,7 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
     # continues the same conversation (the Challenger sees what it wrote and why it must rewrite).
     agent, parsed = await RoleAgent.first_reply(session, name="challenger", role="challenger", system=request.system,
                                                 content=request.text, model=Critique, step="critique", round=round,
-                                                turn=turn, parts=parts)
+                                                turn=turn, parts=parts, act=events.Critique())
     if parsed is None:
         return None
     event = agent.client.last_event
@@ -83,7 +84,7 @@ async def challenge(session: QuestionSession, question: Question, trace: str, *,
             event.data.update(answer_leak=True, rewrite_requested=True, answer_redacted=True)
             event.parsed = screen(parsed, question.options)[0].model_dump()
         rewrite = await agent.speak(PROMPTS.render("rewrite"), Critique, step="critique:rewrite", round=round,
-                                    turn=turn)
+                                    turn=turn, act=events.Critique())
         if rewrite is not None:
             parsed, event = rewrite, agent.client.last_event
     screened, redacted = screen(parsed, question.options)

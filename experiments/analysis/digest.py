@@ -22,7 +22,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from medpanel.experiments.analysis.event_facts import TRANSCRIPT_FIELDS, BadField, EventFacts, events_of, facts_of
+from medpanel.experiments.analysis.event_facts import (
+    TRANSCRIPT_FIELDS,
+    BadField,
+    EventFacts,
+    events_of,
+    facts_of,
+    version_of,
+)
 from medpanel.experiments.analysis.inference.ledger import CallCost
 from medpanel.experiments.analysis.trajectory import Outcome, outcome_of, trajectory_of
 from medpanel.experiments.analysis.trajectory_types import PATHWAYS, Trajectory
@@ -157,7 +164,7 @@ def digest(row: Row, doc: Mapping[str, Any] | None, *, scoring: str = "exact_set
     digest. A field of the wrong type raises `BadField`."""
     if doc is None:
         return _digest(row, stand_in(row), [], True, scoring)
-    return _digest(row, doc, events_of(doc.get("events")), False, scoring)
+    return _digest(row, doc, events_of(doc.get("events"), version_of(doc)), False, scoring)
 
 
 def read_digest(path: Path | None, row: Row, *, scoring: str = "exact_set") -> RowDigest:
@@ -176,7 +183,7 @@ def read_digest(path: Path | None, row: Row, *, scoring: str = "exact_set") -> R
     version = fields.get("format_version", 0)
     if version > TRANSCRIPT_FORMAT:
         read_document(path)  # refuses it, naming the format
-    return _digest(row, fields, facts_of(fields.get("events") or []), False, scoring)
+    return _digest(row, fields, facts_of(fields.get("events") or [], version), False, scoring)
 
 
 @contextlib.contextmanager

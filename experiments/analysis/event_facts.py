@@ -5,24 +5,32 @@ them, so instead of validating each whole document into pydantic models (message
 fifths of the bytes, read by no table) every event is read once into an `EventFacts`: the fields the
 trajectories, the cost ledger and the CLEAR tables use, each coerced as the record declares it.
 A field of the wrong type is a `BadField` naming it (`events.3.round`), which the reader turns into
-the one-line error of a damaged transcript. `parsed` and `data` stay the JSON objects they are:
-their keys are each pipeline's own.
+the one-line error of a damaged transcript. The event's `act` is the typed one (`agents.events`;
+a file of format 1 or earlier gets it from `run.records_v1`, as the record does): the trajectories
+read the debate from it alone. `parsed` and `data` stay the JSON objects they are: their keys are
+each pipeline's own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
-from pydantic import ConfigDict, TypeAdapter, with_config
+from pydantic import ConfigDict, TypeAdapter, ValidationError, with_config
 from typing_extensions import Required, TypedDict
 
+from medpanel.agents.events import Act
 from medpanel.agents.types import EventKind
+from medpanel.experiments.run.records_v1 import act_v1
 
 KINDS: frozenset[str] = frozenset(get_args(EventKind))
 """`agents.types.EventKind`: an event of any other kind is a damaged transcript."""
 _EMPTY: Mapping[str, Any] = {}
+ACT: TypeAdapter[Act] = TypeAdapter(Act)
+CURRENT = 2
+"""The transcript format whose events carry their acts (`run.records.TRANSCRIPT_FORMAT`)."""
 
 
 @with_config(ConfigDict(extra="ignore"))  # its own: a nested TypedDict takes its parent's otherwise
@@ -51,6 +59,7 @@ class EventFields(TypedDict, total=False):
     attempts: int
     error: str | None
     data: dict[str, Any]
+    act: Act | None
 
 
 @with_config(ConfigDict(extra="forbid"))
@@ -97,9 +106,11 @@ TRANSCRIPT_FIELDS: TypeAdapter[TranscriptFields] = TypeAdapter(TranscriptFields)
 with the types declared (twice as fast as decoding the whole document)."""
 
 
-def facts_of(events: list[EventFields]) -> list[EventFacts]:
-    """Events checked by `TRANSCRIPT_FIELDS` as typed facts (their types are known: no coercion)."""
+def facts_of(events: list[EventFields], version: int = CURRENT) -> list[EventFacts]:
+    """Events checked by `TRANSCRIPT_FIELDS` as typed facts (their types are known: no coercion);
+    `version`: the file's format (an older one's acts are read from its step names)."""
     out = []
+    old = version < CURRENT
     for e in events:
         step = e.get("step", "")
         usage = e.get("usage") or {}
@@ -108,7 +119,7 @@ def facts_of(events: list[EventFields]) -> list[EventFacts]:
                               e.get("turn", 0), step, step.partition(":")[0], e.get("content", ""), parsed,
                               e.get("data") or _EMPTY, usage.get("prompt_tokens", 0),
                               usage.get("completion_tokens", 0), e.get("model", ""), e.get("cache_hit", False),
-                              e.get("attempts", 1), e.get("error")))
+                              e.get("attempts", 1), e.get("error"), act_v1(e) if old else e.get("act")))
     return out
 
 
@@ -140,6 +151,8 @@ class EventFacts:
     cache_hit: bool
     attempts: int
     error: str | None
+    act: Act | None = None
+    """What the event is in the debate (`agents.events`): what the trajectories read."""
 
 
 def _int(e: Mapping[str, Any], key: str, where: str, default: int) -> int:
@@ -159,8 +172,22 @@ def _str(e: Mapping[str, Any], key: str) -> str:
     return v if type(v) is str else "" if v is None else str(v)
 
 
-def event_facts(e: Any, n: int) -> EventFacts:
-    """Event `n` of a transcript's `events` as its typed facts (missing fields take the record's defaults)."""
+def event_facts(e: Any, n: int, version: int = CURRENT) -> EventFacts:
+    """Event `n` of a transcript's `events` as its typed facts (missing fields take the record's
+    defaults); `version`: the file's format (before 2, the act is read from the step's name)."""
+    facts = _facts(e, n)
+    if version < CURRENT:
+        return dataclasses.replace(facts, act=act_v1(e))
+    raw = e.get("act")
+    if raw is None:
+        return facts
+    try:
+        return dataclasses.replace(facts, act=ACT.validate_python(raw))
+    except ValidationError as exc:
+        raise BadField(f"events.{n}.act", f"an act of agents.events ({exc.errors()[0]['msg']})") from None
+
+
+def _facts(e: Any, n: int) -> EventFacts:
     if type(e) is dict:
         # The fast path: a report reads every event of a run (150,000 on a full-protocol one), and
         # an event as the runner wrote it has every field of its declared type already.
@@ -213,10 +240,16 @@ def _coerced(e: Any, n: int) -> EventFacts:
         error=None if error is None else str(error))
 
 
-def events_of(raw: Any) -> list[EventFacts]:
-    """A transcript's `events` list as typed facts, in order."""
+def events_of(raw: Any, version: int = CURRENT) -> list[EventFacts]:
+    """A transcript's `events` list as typed facts, in order (`version`: the file's format)."""
     if raw is None:
         return []
     if not isinstance(raw, Sequence) or isinstance(raw, str | bytes):
         raise BadField("events", "a list")
-    return [event_facts(e, n) for n, e in enumerate(raw)]
+    return [event_facts(e, n, version) for n, e in enumerate(raw)]
+
+
+def version_of(doc: Mapping[str, object]) -> int:
+    """A transcript document's format (0: written before formats had numbers)."""
+    v = doc.get("format_version", 0)
+    return v if type(v) is int else 0

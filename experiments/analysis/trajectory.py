@@ -62,13 +62,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.experiments.analysis.event_facts import EventFacts, events_of
+from medpanel.agents.events import AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
+from medpanel.experiments.analysis.event_facts import EventFacts, events_of, version_of
 from medpanel.experiments.analysis.trajectory_types import (
     FINAL,
     INTERVENTIONS,
     NO_POSITION,
     PATHWAYS,
-    POSITION_STEPS,
     TIE,
     Cell,
     CellStatus,
@@ -92,7 +92,7 @@ from medpanel.experiments.analysis.trajectory_types import (
 
 # The types and flat views live in trajectory_types; they are re-exported so one import serves.
 __all__ = [
-    "FINAL", "INTERVENTIONS", "NO_POSITION", "PATHWAYS", "POSITION_STEPS", "TIE", "Cell", "CellStatus",
+    "FINAL", "INTERVENTIONS", "NO_POSITION", "PATHWAYS", "TIE", "Cell", "CellStatus",
     "Direction", "Flip", "Intervention", "Kind", "Outcome", "Stage", "State", "Trajectory", "columns", "direction",
     "final_state", "majority_of", "outcome_of", "position_of", "state_of", "trajectory", "trajectory_of",
     "transition_of",
@@ -101,24 +101,12 @@ __all__ = [
 # -- extraction --------------------------------------------------------------------------------
 
 
-def _is_position(e: EventFacts) -> bool:
-    return e.kind == "call" and (e.base in POSITION_STEPS or e.base.startswith("sample_"))
+def _answer_at(e: EventFacts) -> AnswerAt | None:
+    return e.act if e.kind == "call" and isinstance(e.act, AnswerAt) else None
 
 
-def _stage_key(e: EventFacts) -> tuple[Any, ...]:
-    if e.base == "turn":
-        return ("turn", e.round, e.turn)
-    if e.base.startswith("sample_"):
-        return ("answer",)
-    return (e.base,)
-
-
-def _label(key: tuple[Any, ...]) -> str:
-    return f"r{key[1]}t{key[2]}" if key[0] == "turn" else str(key[0])
-
-
-def _agent_key(e: EventFacts, group: str) -> str:
-    name = e.base if e.base.startswith("sample_") else e.agent
+def _agent_key(e: EventFacts, at: AnswerAt, group: str) -> str:
+    name = at.voter or e.agent
     return f"{group}:{name}" if group else name
 
 
@@ -130,36 +118,32 @@ def _answer(e: EventFacts) -> str | None:
 class _Slot:
     """One stage of one group while the transcript is read."""
 
-    key: tuple[Any, ...]
+    label: str
     replies: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     after: list[Intervention] = field(default_factory=list)
     first_event: int | None = None
 
 
 def _intervention(e: EventFacts, i: int) -> Intervention | None:
-    if e.kind != "note":
+    act = e.act
+    if e.kind != "note" or act is None:
         return None
-    data = e.data
-    if e.step == "brief":
-        received = tuple(str(n) for n in data.get("received_by") or ())
-        if not received:
+    if isinstance(act, Brief):
+        if not act.received_by:
             return None
-        if data.get("source") == "clear":
-            guard = (data.get("guard") or {}).get("outcome", "not_triggered")
-            detail = f"route {data.get('route')}" + (f", guard {guard}" if guard != "not_triggered" else "")
-            return Intervention("clear_verdict", detail, i, received)
-        return Intervention("brief", str(data.get("trigger", "")), i, received)
-    if e.step == "recruitment":
-        joined = tuple(str(r) for r in data.get("recruited") or ())
-        return Intervention("recruit", str(data.get("trigger", "")), i, joined) if joined else None
-    if e.step == "route" and e.agent == "router":
-        if data.get("route") == "critique_round":
-            return Intervention("focused_round", str(data.get("gap_type") or ""), i)
+        if act.source == "clear":
+            detail = f"route {act.route}" + (f", guard {act.guard}" if act.guard != "not_triggered" else "")
+            return Intervention("clear_verdict", detail, i, act.received_by)
+        return Intervention("brief", act.trigger, i, act.received_by)
+    if isinstance(act, Recruitment):
+        return Intervention("recruit", act.trigger, i, act.recruited) if act.recruited else None
+    if isinstance(act, FocusedRound):
+        return Intervention("focused_round", act.gap_type, i)
     return None
 
 
 def _critique(e: EventFacts) -> bool:
-    return e.kind == "call" and e.role == "challenger" and e.base == "critique"
+    return e.kind == "call" and isinstance(e.act, Critique)
 
 
 def _final_event(events: Sequence[EventFacts]) -> int | None:
@@ -176,16 +160,15 @@ def _decision_interventions(events: Sequence[EventFacts], idx: int | None) -> li
     if idx is None:
         return []
     e = events[idx]
-    data = e.data
-    rule = str(data.get("rule", ""))
-    if e.kind != "vote" or not rule:
+    vote = e.act
+    if e.kind != "vote" or not isinstance(vote, Vote) or not vote.rule:
         return []
-    decided_by = str((data.get("outcome") or {}).get("decided_by", ""))
+    rule, decided_by = vote.rule, vote.decided_by
     if decided_by:  # -ind; "agreement": the panel's leader and every assessment agreed, nothing was weighed
         return [] if decided_by == "agreement" else [Intervention("moderator", f"auxiliary: {decided_by}", idx)]
-    if data.get("tied"):
+    if vote.tied:
         return [Intervention("moderator", "tie-break call" if rule == "moderator" else rule, idx)]
-    counts = data.get("counts") or {}
+    counts = vote.counts
     if "blocks" in rule and counts:
         top = max(counts.values())
         leaders = [k for k, v in counts.items() if v == top]
@@ -217,7 +200,7 @@ def _build(slots: list[list[_Slot]], gold: Sequence[str], scoring: str, scored: 
             if k >= len(group):
                 continue
             slot = group[k]
-            label = label or _label(slot.key)
+            label = label or slot.label
             if slot.first_event is not None and (first_event is None or slot.first_event < first_event):
                 first_event = slot.first_event
             for name, (answer, _i) in slot.replies.items():
@@ -260,19 +243,19 @@ def _debate(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
                 target.append(Intervention("critique", gap, i, group=group))
 
     for i, e in enumerate(events):
-        if e.kind == "note" and e.step == "group_start":
+        if e.kind == "note" and isinstance(e.act, GroupStart):
             flush_critique()
-            group = e.agent.replace("group_", "g")
+            group = e.act.group
             if groups[-1]:
                 groups.append([])
             continue
-        if _is_position(e):
-            key = _stage_key(e)
+        at = _answer_at(e)
+        if at is not None:
             slots = groups[-1]
-            if not slots or slots[-1].key != key:
+            if not slots or slots[-1].label != at.stage:
                 flush_critique()
-                slots.append(_Slot(key=key, first_event=i))
-            name = _agent_key(e, group)
+                slots.append(_Slot(label=at.stage, first_event=i))
+            name = _agent_key(e, at, group)
             answer = _answer(e)
             # A re-ask follows an unparsed reply in the same stage: its valid answer stands.
             if answer is not None or name not in slots[-1].replies:
@@ -365,7 +348,7 @@ def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "e
     stages: list[Stage] = []
     final_before: list[Intervention] = []
     kind: Kind = "empty"
-    if any(_is_position(e) for e in events):
+    if any(_answer_at(e) is not None for e in events):
         kind = "debate"
         stages, final_before = _debate(events, gold, scoring, scored)
     elif any(e.kind == "call" and e.role == "candidate" for e in events) or any(
@@ -384,4 +367,4 @@ def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "e
 
 def trajectory(doc: Mapping[str, Any], *, scoring: str = "exact_set") -> Trajectory:
     """The trajectory of one transcript document (see the module docstring for every rule)."""
-    return trajectory_of(outcome_of(doc), events_of(doc.get("events")), scoring=scoring)
+    return trajectory_of(outcome_of(doc), events_of(doc.get("events"), version_of(doc)), scoring=scoring)

@@ -22,8 +22,6 @@ Direction = Literal["to_right", "to_wrong", "to_other_wrong"]
 
 INTERVENTIONS = ("critique", "brief", "clear_verdict", "recruit", "focused_round", "follow_up", "guard", "audit",
                  "format_gate", "moderator")
-POSITION_STEPS = ("turn", "initial", "reconsider", "answer")
-"""Call steps whose reply is an agent's answer (`sample_<i>` too: self-consistency)."""
 PATHWAYS = ("parametric", "local", "dynamic")
 
 

@@ -5,7 +5,9 @@ Every record has a `format_version`. Files written before versions existed (form
 and read as 0. Format 1 only added fields (`format_version`, run.json's `run_id`, `plan` and
 `tracker`, a transcript's `cached_tokens` and `cache_saved_usd`), each declared below with the value
 a format-0 file means by leaving it out, so one model reads both formats and there is nothing to
-convert (tests/test_old_runs.py opens a run made by that code). A key neither format has (a
+convert (tests/test_old_runs.py opens a run made by that code). Transcript format 2 adds each
+event's typed `act`; an older file's events get theirs from their step names as they are read
+(`records_v1`, the one module that still knows those names). A key neither format has (a
 misspelling, another program's field) is refused, naming the key: `extra="forbid"` throughout. A
 format that renames or reshapes a field goes up a version and brings its conversion here.
 """
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
+from medpanel.experiments.run.records_v1 import upgrade_events
 
 RUN_FORMAT = 1
 """run.json: 1 adds `format_version`, `run_id`, `tracker` and the `plan` block (the pipeline's settings and plans)."""
-TRANSCRIPT_FORMAT = 1
+TRANSCRIPT_FORMAT = 2
 """A transcript file: 1 adds `format_version` and the prompt-cache counts, and its summary carries the
-summary's own version."""
+summary's own version; 2 adds each event's typed `act` (`agents.events`), which `records_v1` gives
+the events of an older file as it is read."""
 PLAN_FORMAT = 1
 """The version of run.json's `plan` block."""
 
@@ -200,6 +204,15 @@ class TranscriptRecord(BaseModel):
     since format 1."""
     events: list[TranscriptEvent] = Field(default_factory=list)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _acts_of_old_events(cls, doc: Any) -> Any:
+        """A file of format 1 or earlier: its events' acts, as `records_v1` reads them."""
+        if isinstance(doc, dict) and isinstance(doc.get("format_version", 0), int) and \
+                doc.get("format_version", 0) < 2 and "events" in doc:
+            return {**doc, "events": upgrade_events(doc["events"])}
+        return doc
+
     @classmethod
     def of(cls, result: QuestionResult, question: Question, cost_usd: float, *, cached_tokens: int = 0,
            cache_saved_usd: float = 0.0) -> TranscriptRecord:
@@ -224,5 +237,6 @@ def read_run_record(doc: dict[str, Any]) -> RunRecord:
 
 
 def read_transcript_record(doc: dict[str, Any]) -> TranscriptRecord:
-    """A transcript of format 0 or 1 (`load_transcript` refuses a newer one first)."""
+    """A transcript of format 0, 1 or 2 (`load_transcript` refuses a newer one first); the events of
+    an older one get their acts (`records_v1`)."""
     return TranscriptRecord.model_validate(doc)

@@ -46,6 +46,7 @@ from pydantic import model_validator
 from medpanel.agents.channels.clear import ClearChannel, prepare_channel
 from medpanel.agents.channels.knowledge import KnowledgeChannel, Timing, prepare
 from medpanel.agents.channels.tables import knowledge_table
+from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
 from medpanel.agents.pipelines.base import Outcome, Pipeline
@@ -190,7 +191,7 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
                 break
         answer, vote = await moderate(state)
         session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final",
-                                       content=",".join(answer) or "invalid", data=vote))
+                                       content=",".join(answer) or "invalid", data=vote, act=Vote.of(vote)))
         return Outcome(answer=answer, invalid=not answer,
                        summary=_summary(state, channel, stopped_early=stopped_early, tie="tied" in vote))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from medpanel.agents import events as ev
 from medpanel.agents.channels.clear import ClearChannel
 from medpanel.agents.channels.knowledge import KnowledgeChannel
 from medpanel.agents.model.agent import agent_name
@@ -90,7 +91,7 @@ async def run_turn(state: PanelState, answer_type: Any, *, rnd: int, turn: int, 
         deliver(member, state.posts[member.seen :])
         member.seen = len(state.posts)
         parsed = await member.agent.speak(text, answer_type, step="turn", round=rnd, turn=turn,
-                                          parts=post_parts(unseen))
+                                          parts=post_parts(unseen), act=ev.AnswerAt.turn(rnd, turn))
         if parsed is not None:
             member.last = letters_of(parsed)
             member.last_text = position_text(member, parsed)
@@ -115,7 +116,7 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
             kind="note", role="pipeline", agent="recruiter", step="recruitment", round=rnd, turn=turn,
             content="no recruitment: panel or recruitment limit reached",
             data={"trigger": trigger, "checks": [], "flagged": 0, "room": 0, "recruited": [],
-                  "panel": state.roles()}))
+                  "panel": state.roles()}, act=ev.Recruitment(trigger=trigger)))
         return []
     checks: list[dict[str, Any]] = []
     context = (f"The Challenger raised: [{critique.gap_type}] {critique.challenge}\n"
@@ -152,7 +153,8 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
         kind="note", role="pipeline", agent="recruiter", step="recruitment", round=rnd, turn=turn,
         content=f"recruited: {', '.join(added)}" if added else "no recruitment",
         data={"trigger": trigger, "checks": checks, "flagged": len(flagged),
-              "room": room, "recruited": added, "panel": state.roles()}))
+              "room": room, "recruited": added, "panel": state.roles()},
+        act=ev.Recruitment(recruited=tuple(added), trigger=trigger)))
     return added
 
 
@@ -202,7 +204,8 @@ def coordinate(state: PanelState, found: Critique | None, *, rnd: int, turn: int
     state.session.record(TranscriptEvent(
         kind="note", role="pipeline", agent="router", step="route", round=rnd, turn=turn,
         content=f"{found.gap_type if found else 'no critique'} -> {route}",
-        data={"gap_type": found.gap_type if found else None, "route": route}))
+        data={"gap_type": found.gap_type if found else None, "route": route},
+        act=ev.FocusedRound(gap_type=found.gap_type if found else "") if route == "critique_round" else None))
     state.routes.append(route)
     if route == "critique_round" and found is not None:
         state.focus = f"[{found.gap_type}] {found.challenge}"

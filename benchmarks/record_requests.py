@@ -1,0 +1,90 @@
+"""Run every shipped scenario (and example) on the scripted model and write every request it sent,
+to diff what the agents are sent between two checkouts.
+
+    python -m benchmarks.record_requests OUT [SCENARIO ...]
+
+Each scenario runs as tests/test_scripted_scenarios.py runs it (3 packaged sample questions, one
+round, the scripted model; `_overrides` there says why each override), with one worker so the order
+of the calls is the pipeline's own, into OUT/<name>/run. OUT/<name>/requests.jsonl then holds, per
+transcript in path order, every call's condition, question, repeat, role, agent, step and the
+messages sent. Run it with each checkout's interpreter into two folders and `diff -r` the
+requests.jsonl files; the run folders serve `benchmarks.render_outputs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+import medpanel
+from medpanel.experiments.run.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = 3
+
+
+def overrides(path: Path) -> list[str]:
+    """The `--set` overrides that run `path` on the scripted model (tests/test_scripted_scenarios.py)."""
+    raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    sets = ["model.backend=scripted", f"dataset.limit={QUESTIONS}"]
+    dataset = raw.get("dataset") or {}
+    if dataset.get("source", "medagentsbench") not in ("sample", "freetext"):
+        sets += ["dataset.source=sample", "dataset.path=null"]
+    if dataset.get("source", "medagentsbench") != "freetext":
+        sets.append("dataset.subsets=[medqa-style]")
+    if "rounds" in (raw.get("settings") or {}):
+        sets.append("settings.rounds=1")
+    sets += [f"{key}=null" for key in ("references", "budget_match") if key in raw]
+    sets += ["models=[]"] if "models" in raw else []
+    return sets
+
+
+def record(path: Path, out: Path) -> int:
+    """Run one scenario into out/run and write out/requests.jsonl; the number of requests."""
+    here = Path.cwd()
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # an example's `pipeline: module:Class` sits beside it
+    os.chdir(path.parent)  # files a scenario names are relative to its folder
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            scenario = load_scenario(path, overrides(path))
+            result = medpanel.run(scenario, run_dir=out / "run", workers=1)
+    finally:
+        os.chdir(here)
+    assert result.complete, (path, result.state, result.reason)
+    n = 0
+    with (out / "requests.jsonl").open("w", encoding="utf-8") as f:
+        for file in sorted((out / "run" / "transcripts").rglob("*.json")):
+            doc = json.loads(file.read_text(encoding="utf-8"))
+            for e in doc["events"]:
+                if e["kind"] != "call":
+                    continue
+                n += 1
+                f.write(json.dumps({"file": file.name, "role": e["role"], "agent": e["agent"], "step": e["step"],
+                                    "round": e["round"], "turn": e["turn"], "messages": e["messages"]},
+                                   ensure_ascii=False, sort_keys=True) + "\n")
+    return n
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out", type=Path)
+    parser.add_argument("scenarios", type=Path, nargs="*")
+    args = parser.parse_args()
+    os.environ.setdefault("MEDPANEL_CORPUS", "quickstart")
+    os.environ.setdefault("MEDPANEL_WEB", "quickstart-web")
+    paths = args.scenarios or sorted((ROOT / "scenarios").glob("*.yaml")) + sorted((ROOT / "examples").glob("*.yaml"))
+    total = 0
+    for p in paths:
+        n = record(p.resolve(), args.out.resolve() / p.stem)
+        total += n
+        print(f"{p.stem}: {n} requests", flush=True)
+    print(f"{len(paths)} scenarios, {total} requests")
