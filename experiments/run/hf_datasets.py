@@ -29,7 +29,8 @@ from typing import Any
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import hf_values as check
-from medpanel.experiments.run.hf_presets import HFFields, resolve_fields
+from medpanel.experiments.run import published_files as published
+from medpanel.experiments.run.hf_presets import PUBLISHED, HFFields, preset_header, resolve_fields
 from medpanel.experiments.run.quiet import no_widget_notice
 
 _HUB_NAME = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -72,8 +73,11 @@ def _quiet(lib: Any) -> Iterator[None]:
             lib.enable_progress_bars()
 
 
-def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
+    if path.suffix in published.SUFFIXES or published.is_keyed_json(path) or published.is_published_folder(path):
+        return published.read_rows(path, header=header if path.is_dir() or path.suffix == ".tsv" else None,
+                                   split=split), {}
     lib = _library()
     where = str(path)
     with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache, _quiet(lib):
@@ -90,8 +94,8 @@ def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
             elif path.suffix in (".jsonl", ".json"):
                 ds = lib.Dataset.from_json(str(path), cache_dir=cache)
             else:
-                raise UserError("is not a save_to_disk folder, a .parquet or a .jsonl file. Point dataset.path "
-                                "at one of these", file=where, field="dataset.path")
+                raise UserError("is not a save_to_disk folder, a .parquet, .jsonl, .csv or .tsv file. Point "
+                                "dataset.path at one of these", file=where, field="dataset.path")
             return list(ds.to_list()), dict(ds.features)
         except UserError:
             raise
@@ -117,7 +121,17 @@ def _get(row: dict[str, Any], column: str, where: str) -> Any:
     return value
 
 
-def _options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
+def _options(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The options by letter, and each option's key as stored (a letter, or AfriMed-QA's `option3`)."""
+    if f.options_json and isinstance(f.options, str):
+        raw = _get(row, f.options, where)
+        value = check.json_options(raw, f.options, where)
+        return check.keyed(value, where)
+    opts = _plain_options(row, f, where)
+    return opts, {k: k for k in opts}
+
+
+def _plain_options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
     if f.choices is not None:
         return check.listed(list(f.choices), where)
     if isinstance(f.options, list):
@@ -144,6 +158,25 @@ def _where(file: Path, n: int, row: dict[str, Any], f: HFFields) -> str:
     return f"{file} (row {n}, id {str(value)[:80]!r})" if named else f"{file} (row {n})"
 
 
+def _options_and_answer(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], Any, str | None]:
+    """The row's options by letter, its answer as the gold check reads it (keys turned into letters,
+    a listed answer split) and, where the options close the question column, the stem before them."""
+    stem = None
+    if f.embedded_options:
+        stem, options = check.embedded(_get(row, f.question, where), where)
+        keys = {k: k for k in options}
+    else:
+        options, keys = _options(row, f, where)
+    if len(options) < 2:
+        raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
+    answer = check.separated(_get(row, f.answer, where), f.answer_separator)
+    if f.answer_form == "key":
+        answer = check.by_key(answer, keys, where)
+    if f.answer_form in (None, "index"):
+        check.check_labelled(answer, where)
+    return options, answer, stem
+
+
 def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | None, *, name: str,
             base_dir: Path | None) -> list[Question]:
     """Every row of the local dataset at `path` as a `Question`, in file order.
@@ -153,32 +186,33 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
     if not file.is_absolute():
         file = (base_dir or Path.cwd()) / file
     if not file.exists():
+        if preset in PUBLISHED and not _HUB_NAME.match(path):
+            raise UserError(f"no such file or folder. Nothing is downloaded: get {preset} from {PUBLISHED[preset]} "
+                            "and point dataset.path at it", file=str(file), field="dataset.path")
         if _HUB_NAME.match(path) and not Path(path).parts[0].startswith("."):
             raise UserError(f"{path!r} {_save_hint(path, split)}", field="dataset.path")
         raise UserError("no such file or folder. Point dataset.path at a save_to_disk folder, a parquet or a "
                         "JSONL file (relative paths are resolved against the scenario's folder)",
                         file=str(file), field="dataset.path")
-    rows, features = _rows(file, split)
+    rows, features = _rows(file, split, (fields or {}).get("header") or preset_header(preset))
     if not rows:
         raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")
     f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))
+    if f.keep:
+        rows = [r for r in rows if all(r.get(c) == v for c, v in f.keep.items())]
+        if not rows:
+            raise UserError(f"has no row with {f.keep} (dataset.fields.keep)", file=str(file), field="dataset.fields")
     mapped = []
     for n, row in enumerate(rows):
         where = _where(file, n, row, f)
-        options = _options(row, f, where)
-        if len(options) < 2:
-            raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
-        answer = _get(row, f.answer, where)
-        if f.answer_form in (None, "index"):
-            check.check_labelled(answer, where)
-        mapped.append((where, row, options, answer))
+        mapped.append((where, row, *_options_and_answer(row, f, where)))
     base = check.index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer),
                             str(file))
     out = []
     first: dict[tuple[str, str], int] = {}
-    for n, (where, row, options, answer) in enumerate(mapped):
-        text = check.text(_get(row, f.question, where), "question", "dataset.fields.question", where,
-                          fix="Every row needs its stem: fix the row or drop it")
+    for n, (where, row, options, answer, stem) in enumerate(mapped):
+        text = check.text(stem if f.embedded_options else _get(row, f.question, where), "question",
+                          "dataset.fields.question", where, fix="Every row needs its stem: fix the row or drop it")
         if f.context:
             ctx = check.context(_get(row, f.context, where), where)
             text = f"{ctx}\n\n{text}" if ctx else text
@@ -191,6 +225,8 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
                             "Give every row a unique id: drop the repeated row or map a unique column in "
                             "dataset.fields.id", file=where, field="dataset.fields.id")
         first[(dataset, qid)] = n
-        out.append(Question(dataset=dataset, qid=qid, text=text, options=options,
-                            gold=check.gold(answer, options, f, base, where)))
+        form = "letter" if f.answer_form == "key" else f.answer_form  # keys were turned into letters above
+        out.append(Question(dataset=dataset, qid=qid, text=text, options=options, multi_answer=bool(f.multi_answer),
+                            gold=check.gold(answer, options, f.model_copy(update={"answer_form": form}), base,
+                                            where)))
     return out

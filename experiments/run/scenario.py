@@ -82,7 +82,8 @@ class DatasetSpec(_Strict):
     gold letters, which would tell the agents about the answer."""
     split: str = "test"
     """`source: hf`: the split of a saved DatasetDict folder."""
-    preset: Literal["medqa", "medmcqa", "pubmedqa", "mmlu"] | None = None
+    preset: Literal["medqa", "medmcqa", "pubmedqa", "mmlu", "mmlu-pro", "nejm-qa", "medbullets", "medexqa",
+                    "afrimedqa"] | None = None
     """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
     fields: dict[str, Any] | None = None
     """`source: hf`: which columns hold question, options (or fixed choices), answer, id, context,
