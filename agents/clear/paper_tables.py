@@ -143,7 +143,7 @@ def table5(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
     for cond in conditions:
         mine = [r for r in mcq if r.condition == cond and not r.error]
         views = {id(r): ClearSummary.view(r.summary) for r in mine}
-        mine = [r for r in mine if views[id(r)].adjudicated]
+        mine = [r for r in mine if views[id(r)].mode == "clear" and views[id(r)].adjudicated]
         for b in [*MCQ_BENCHMARKS, OVERALL]:
             sel = [r for r in mine if b == OVERALL or benchmark_of(r.dataset)[0] == b]
             if not sel:
