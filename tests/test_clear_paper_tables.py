@@ -92,3 +92,15 @@ def test_a_source_beside_parts_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(UserError) as e:
         make_plan(load_scenario(path), base_dir=tmp_path, file=str(path))
     assert "path belong to each part" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_missing_part_file_names_the_part_and_the_publisher(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario import load_scenario
+
+    path = _scenario(tmp_path, "  parts:\n    - {name: nejm-qa, preset: nejm-qa, path: nowhere}\n")
+    with pytest.raises(UserError) as e:
+        make_plan(load_scenario(path), base_dir=tmp_path)
+    msg = str(e.value)
+    assert "dataset.parts[nejm-qa].path: no such file" in msg and "nejm-ai-qa/exams" in msg and "\n" not in msg

@@ -67,9 +67,15 @@ def load_parts(parts: list[Any], limit: int | None, seed: int, *, base_dir: Path
     out: list[Question] = []
     for part in parts:
         caps = [n for n in (part.limit, limit) if n is not None]
-        questions = load_dataset(part.source, part.path, part.subsets, min(caps) if caps else None, seed,
-                                 base_dir=base_dir, multi_answer=part.multi_answer, split=part.split,
-                                 fields=part.fields, preset=part.preset)
+        try:
+            questions = load_dataset(part.source, part.path, part.subsets, min(caps) if caps else None, seed,
+                                     base_dir=base_dir, multi_answer=part.multi_answer, split=part.split,
+                                     fields=part.fields, preset=part.preset)
+        except UserError as exc:  # the same line, its field named inside the part that holds it
+            message = str(exc).removeprefix(f"{exc.file}: " if exc.file else "").removeprefix(
+                f"{exc.field}: " if exc.field else "")
+            field = (exc.field or "dataset").replace("dataset", f"dataset.parts[{part.name}]", 1)
+            raise UserError(message, file=exc.file, field=field) from None
         out.extend(q.model_copy(update={"dataset": part.name if q.dataset == part.name else
                                         f"{part.name}.{q.dataset}"}) for q in questions)
     return out
