@@ -35,14 +35,21 @@ class DatasetPart(BaseModel):
     """The benchmark's name in tables; it prefixes each question's dataset (`nejm-qa.internal_medicine`)
     unless the dataset is the name itself."""
     source: Literal["medagentsbench", "jsonl", "sample", "hf"] = "hf"
+    """Where this benchmark's questions come from, as `dataset.source` (default `hf`: a local file)."""
     path: str | None = None
+    """Its file or folder, relative to the scenario's folder (a preset's missing file names its publisher)."""
     subsets: list[str] | None = None
+    """Its subsets to load (NEJM-QA's specialties, MMLU's subjects); a preset's default when omitted."""
     limit: int | None = Field(default=None, ge=1, le=10_000_000, strict=True)
     """Questions per subset; the run's `dataset.limit` (or `--limit`) caps it when smaller."""
     multi_answer: bool | None = None
+    """Declares its items' type, as `dataset.multi_answer` (a preset may declare it: NEJM-QA)."""
     split: str = "test"
+    """The split of a saved DatasetDict folder, or the suffix dropped from per-subset file names."""
     preset: PresetName | None = None
+    """A field mapping of a known benchmark, as `dataset.preset`."""
     fields: dict[str, Any] | None = None
+    """The columns of the question's fields, as `dataset.fields` (overrides single keys of the preset)."""
 
 
 def check_parts(spec: Any, file: str) -> None:
