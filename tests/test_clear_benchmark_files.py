@@ -227,3 +227,14 @@ def test_missing_file_names_the_publisher(tmp_path: Path, preset: str, where: st
         _load(tmp_path / "nowhere" / "data.csv", preset)
     msg = str(e.value)
     assert where in msg and "Nothing is downloaded" in msg and "\n" not in msg
+
+
+def test_mmlu_original_headerless_csvs(tmp_path: Path) -> None:
+    (tmp_path / "test").mkdir()
+    _csv(tmp_path / "test" / "medical_genetics_test.csv", [], [
+        ["In DNA adenine normally pairs with:", "cytosine.", "guanine.", "thymine.", "uracil.", "C"],
+        ["Which of the following is an example of monosomy?", "46,XX", "47,XXX", "69,XYY", "45,X", "D"]])
+    _csv(tmp_path / "test" / "marketing_test.csv", [], [["Q?", "a", "b", "c", "d", "A"]])
+    qs = _load(tmp_path / "test", "mmlu")
+    assert [(q.dataset, q.gold) for q in qs] == [("medical_genetics", ("C",)), ("medical_genetics", ("D",))]
+    assert qs[1].options["A"] == "46,XX"  # a quoted comma stays inside its option

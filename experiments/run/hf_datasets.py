@@ -76,8 +76,8 @@ def _quiet(lib: Any) -> Iterator[None]:
 def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
     if path.suffix in published.SUFFIXES or published.is_keyed_json(path) or published.is_published_folder(path):
-        return published.read_rows(path, header=header if path.is_dir() or path.suffix == ".tsv" else None,
-                                   split=split), {}
+        # A preset's header (MedExQA's TSVs, MMLU's original CSVs) names the columns of its headerless files.
+        return published.read_rows(path, header=header, split=split), {}
     lib = _library()
     where = str(path)
     with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache, _quiet(lib):

@@ -121,6 +121,11 @@ PRESETS: dict[str, tuple[Layout, ...]] = {
         Layout("cais/mmlu", HFFields(question="question", options="choices", answer="answer", answer_form="index",
                                      dataset="subject"),
                needs=("question", "choices", "answer", "subject")),
+        # hendrycks/test data/test/<subject>_test.csv (the original release): no header, question, A-D, answer letter.
+        Layout("hendrycks/test <subject>_test.csv (no header)",
+               HFFields(question="question", options=["A", "B", "C", "D"], answer="answer", answer_form="letter",
+                        dataset=FILE_COLUMN, header=["question", "A", "B", "C", "D", "answer"]),
+               needs=("question", "A", "B", "C", "D", "answer", FILE_COLUMN)),
     ),
     "mmlu-pro": (
         # TIGER-Lab/MMLU-Pro: up to ten `options` (A-J), `answer` the letter (`answer_index` the same, 0-based);
@@ -174,7 +179,7 @@ PUBLISHED = {
     "medmcqa": "https://huggingface.co/datasets/openlifescienceai/medmcqa",
     "pubmedqa": "https://github.com/pubmedqa/pubmedqa (data/ori_pqal.json; test_set.json from preprocess/"
                 "split_dataset.py pqal) or qiaojin/PubMedQA pqa_labeled on the hub",
-    "mmlu": "https://huggingface.co/datasets/cais/mmlu",
+    "mmlu": "https://huggingface.co/datasets/cais/mmlu or https://github.com/hendrycks/test (data/test/*.csv)",
     "mmlu-pro": "https://huggingface.co/datasets/TIGER-Lab/MMLU-Pro",
     "nejm-qa": "https://huggingface.co/datasets/nejm-ai-qa/exams (five specialty CSVs)",
     "medbullets": "https://github.com/HanjieChen/ChallengeClinicalQA (medbullets/medbullets_op5.csv)",
