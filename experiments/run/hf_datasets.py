@@ -1,7 +1,9 @@
 """`dataset: {source: hf, ...}`: questions from local Hugging Face `datasets` files, offline.
 
 The data is read through the `datasets` library (the `[hf]` extra): a folder written by
-`Dataset.save_to_disk` / `DatasetDict.save_to_disk`, a parquet file, or a JSONL file. A field
+`Dataset.save_to_disk` / `DatasetDict.save_to_disk`, a parquet file, or a JSONL file; the plain
+files publishers ship (CSV, headerless TSV, JSON keyed by id, a folder of per-subset files) are
+read by `published_files.py`, which `datasets` would misread. A field
 mapping (`fields:`, or a `preset:` of the common medical benchmarks, `hf_presets.py`) says which
 columns hold the stem, the options, the answer and the id. Only mapped columns reach a `Question`:
 explanations, long answers and other gold-revealing columns are never read.
