@@ -238,3 +238,12 @@ def test_mmlu_original_headerless_csvs(tmp_path: Path) -> None:
     qs = _load(tmp_path / "test", "mmlu")
     assert [(q.dataset, q.gold) for q in qs] == [("medical_genetics", ("C",)), ("medical_genetics", ("D",))]
     assert qs[1].options["A"] == "46,XX"  # a quoted comma stays inside its option
+
+
+def test_afrimedqa_bad_row_is_named_by_its_place_in_the_file(tmp_path: Path) -> None:
+    five = {f"option{i}": f"text {i}" for i in range(1, 6)}
+    f = _csv(tmp_path / "afri.csv", AFRI_HEADER, [_afri("s0", "saq", "Describe.", "", ""),
+                                                  _afri("s1", "mcq", "Which?", five, "option9")])
+    with pytest.raises(UserError) as e:
+        _load(f, "afrimedqa")
+    assert "(row 1, id 's1')" in str(e.value) and "'option9' is not one of the options' keys" in str(e.value)

@@ -200,19 +200,19 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
     if not rows:
         raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")
     f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))
-    if f.keep:
-        rows = [r for r in rows if all(r.get(c) == v for c, v in f.keep.items())]
-        if not rows:
-            raise UserError(f"has no row with {f.keep} (dataset.fields.keep)", file=str(file), field="dataset.fields")
+    # Rows keep their number in the file (messages, numbered ids) when `keep` passes over others.
+    numbered = [(n, r) for n, r in enumerate(rows) if not f.keep or all(r.get(c) == v for c, v in f.keep.items())]
+    if not numbered:
+        raise UserError(f"has no row with {f.keep} (dataset.fields.keep)", file=str(file), field="dataset.fields")
     mapped = []
-    for n, row in enumerate(rows):
+    for n, row in numbered:
         where = _where(file, n, row, f)
-        mapped.append((where, row, *_options_and_answer(row, f, where)))
-    base = check.index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer),
+        mapped.append((n, where, row, *_options_and_answer(row, f, where)))
+    base = check.index_base(f, [m[4] for m in mapped], [len(m[3]) for m in mapped], features.get(f.answer),
                             str(file))
     out = []
     first: dict[tuple[str, str], int] = {}
-    for n, (where, row, options, answer, stem) in enumerate(mapped):
+    for n, where, row, options, answer, stem in mapped:
         text = check.text(stem if f.embedded_options else _get(row, f.question, where), "question",
                           "dataset.fields.question", where, fix="Every row needs its stem: fix the row or drop it")
         if f.context:
