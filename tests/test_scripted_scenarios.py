@@ -36,6 +36,8 @@ def _overrides(path: Path) -> list[str]:
     raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     sets = ["model.backend=scripted", f"dataset.limit={QUESTIONS}"]
     dataset = raw.get("dataset") or {}
+    if "parts" in dataset:  # several benchmarks' files (CLEAR's suite): the sample questions instead
+        sets.append("dataset.parts=null")
     if dataset.get("source", "medagentsbench") not in PACKAGED:
         sets += ["dataset.source=sample", "dataset.path=null"]
     if dataset.get("source", "medagentsbench") != "freetext":

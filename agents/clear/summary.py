@@ -17,6 +17,9 @@ class ClearSummary(Summary):
     mode: str | None = None
     """direct, rag, online or clear."""
     variant: str | None = None
+    web_source: str | None = None
+    """The dynamic pathway's web source (`snapshot`, the offline web; `tavily`, live search) where the
+    condition searches the web: the paper's Table 9 names its live backend."""
     pathway: str | None = None
     """A baseline's one pathway."""
     route: str | None = None

@@ -29,6 +29,7 @@ from typing import Any
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
+from medpanel.agents.clear.paper_tables import PAPER_TABLES
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.roles import grader as grading
@@ -89,7 +90,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
     plan_model = ClearPlan
     summary_model = ClearSummary
     variants = tuple(MODES)
-    tables = CLEAR_TABLES
+    tables = (*CLEAR_TABLES, *PAPER_TABLES)  # the paper's tables after CLEAR's own, where a suite run has them
 
     def __init__(self, *, local_factory: SourceFactory | None = None,
                  dynamic_factory: SourceFactory | None = None) -> None:
@@ -146,7 +147,8 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                           dynamic=self.dynamic_factory(s, s.dynamic_source) if searches_web else None,
                           web=s.web_spec() if searches_web else SourceSpec(kind=s.dynamic_source),
                           assessor=assessor if mode.dual else None)
-            summary = ClearSummary(mode=mode.kind, variant=str(variant or "clear-default"))
+            summary = ClearSummary(mode=mode.kind, variant=str(variant or "clear-default"),
+                                   web_source=s.dynamic_source if searches_web else None)
             if mode.kind == "clear":
                 decision = await self._clear(ctx)
                 return await self._finish(ctx, decision.answer, decision, summary, rubric, grader)

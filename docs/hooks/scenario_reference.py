@@ -32,6 +32,7 @@ MARKER = "<!-- scenario-reference -->"
 BLOCKS: list[tuple[str, str, str]] = [
     ("Top level", "top-level", "medpanel.experiments.run.scenario:Scenario"),
     ("`dataset:`", "dataset", "medpanel.experiments.run.scenario:DatasetSpec"),
+    ("`dataset.parts[]:`", "dataset-parts", "medpanel.experiments.run.dataset_parts:DatasetPart"),
     ("`model:`", "model", "medpanel.agents.model.spec:ModelSpec"),
     ("`model.batch:`", "batch", "medpanel.agents.model.spec:BatchSpec"),
     ("`run:`", "run", "medpanel.experiments.run.scenario:RunSpec"),

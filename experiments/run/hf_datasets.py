@@ -1,7 +1,9 @@
 """`dataset: {source: hf, ...}`: questions from local Hugging Face `datasets` files, offline.
 
 The data is read through the `datasets` library (the `[hf]` extra): a folder written by
-`Dataset.save_to_disk` / `DatasetDict.save_to_disk`, a parquet file, or a JSONL file. A field
+`Dataset.save_to_disk` / `DatasetDict.save_to_disk`, a parquet file, or a JSONL file; the plain
+files publishers ship (CSV, headerless TSV, JSON keyed by id, a folder of per-subset files) are
+read by `published_files.py`, which `datasets` would misread. A field
 mapping (`fields:`, or a `preset:` of the common medical benchmarks, `hf_presets.py`) says which
 columns hold the stem, the options, the answer and the id. Only mapped columns reach a `Question`:
 explanations, long answers and other gold-revealing columns are never read.
@@ -29,7 +31,8 @@ from typing import Any
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import hf_values as check
-from medpanel.experiments.run.hf_presets import HFFields, resolve_fields
+from medpanel.experiments.run import published_files as published
+from medpanel.experiments.run.hf_presets import PUBLISHED, HFFields, preset_header, resolve_fields
 from medpanel.experiments.run.quiet import no_widget_notice
 from medpanel.inputs import InputFileError, check_input
 
@@ -73,8 +76,11 @@ def _quiet(lib: Any) -> Iterator[None]:
             lib.enable_progress_bars()
 
 
-def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
+    if path.suffix in published.SUFFIXES or published.is_keyed_json(path) or published.is_published_folder(path):
+        # A preset's header (MedExQA's TSVs, MMLU's original CSVs) names the columns of its headerless files.
+        return published.read_rows(path, header=header, split=split), {}
     lib = _library()
     where = str(path)
     with tempfile.TemporaryDirectory(prefix="medpanel-hf-") as cache, _quiet(lib):
@@ -91,8 +97,8 @@ def _rows(path: Path, split: str) -> tuple[list[dict[str, Any]], dict[str, Any]]
             elif path.suffix in (".jsonl", ".json"):
                 ds = lib.Dataset.from_json(str(path), cache_dir=cache)
             else:
-                raise UserError("is not a save_to_disk folder, a .parquet or a .jsonl file. Point dataset.path "
-                                "at one of these", file=where, field="dataset.path")
+                raise UserError("is not a save_to_disk folder, a .parquet, .jsonl, .csv or .tsv file. Point "
+                                "dataset.path at one of these", file=where, field="dataset.path")
             return list(ds.to_list()), dict(ds.features)
         except UserError:
             raise
@@ -118,7 +124,17 @@ def _get(row: dict[str, Any], column: str, where: str) -> Any:
     return value
 
 
-def _options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
+def _options(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The options by letter, and each option's key as stored (a letter, or AfriMed-QA's `option3`)."""
+    if f.options_json and isinstance(f.options, str):
+        raw = _get(row, f.options, where)
+        value = check.json_options(raw, f.options, where)
+        return check.keyed(value, where)
+    opts = _plain_options(row, f, where)
+    return opts, {k: k for k in opts}
+
+
+def _plain_options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
     if f.choices is not None:
         return check.listed(list(f.choices), where)
     if isinstance(f.options, list):
@@ -145,6 +161,25 @@ def _where(file: Path, n: int, row: dict[str, Any], f: HFFields) -> str:
     return f"{file} (row {n}, id {str(value)[:80]!r})" if named else f"{file} (row {n})"
 
 
+def _options_and_answer(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], Any, str | None]:
+    """The row's options by letter, its answer as the gold check reads it (keys turned into letters,
+    a listed answer split) and, where the options close the question column, the stem before them."""
+    stem = None
+    if f.embedded_options:
+        stem, options = check.embedded(_get(row, f.question, where), where)
+        keys = {k: k for k in options}
+    else:
+        options, keys = _options(row, f, where)
+    if len(options) < 2:
+        raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
+    answer = check.separated(_get(row, f.answer, where), f.answer_separator)
+    if f.answer_form == "key":
+        answer = check.by_key(answer, keys, where)
+    if f.answer_form in (None, "index"):
+        check.check_labelled(answer, where)
+    return options, answer, stem
+
+
 def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | None, *, name: str,
             base_dir: Path | None) -> list[Question]:
     """Every row of the local dataset at `path` as a `Question`, in file order.
@@ -154,6 +189,9 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
     if not file.is_absolute():
         file = (base_dir or Path.cwd()) / file
     if not file.exists():
+        if preset in PUBLISHED and not _HUB_NAME.match(path):
+            raise UserError(f"no such file or folder. Nothing is downloaded: get {preset} from {PUBLISHED[preset]} "
+                            "and point dataset.path at it", file=str(file), field="dataset.path")
         if _HUB_NAME.match(path) and not Path(path).parts[0].startswith("."):
             raise UserError(f"{path!r} {_save_hint(path, split)}", field="dataset.path")
         raise UserError("no such file or folder. Point dataset.path at a save_to_disk folder, a parquet or a "
@@ -164,27 +202,25 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
             check_input(file, what="dataset file", fix="Point dataset.path at a parquet or a JSONL file")
         except InputFileError as exc:
             raise UserError(exc.reason, file=exc.path, field="dataset.path") from None
-    rows, features = _rows(file, split)
+    rows, features = _rows(file, split, (fields or {}).get("header") or preset_header(preset))
     if not rows:
         raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")
     f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))
+    # Rows keep their number in the file (messages, numbered ids) when `keep` passes over others.
+    numbered = [(n, r) for n, r in enumerate(rows) if not f.keep or all(r.get(c) == v for c, v in f.keep.items())]
+    if not numbered:
+        raise UserError(f"has no row with {f.keep} (dataset.fields.keep)", file=str(file), field="dataset.fields")
     mapped = []
-    for n, row in enumerate(rows):
+    for n, row in numbered:
         where = _where(file, n, row, f)
-        options = _options(row, f, where)
-        if len(options) < 2:
-            raise UserError("has fewer than two options", file=where, field="dataset.fields.options")
-        answer = _get(row, f.answer, where)
-        if f.answer_form in (None, "index"):
-            check.check_labelled(answer, where)
-        mapped.append((where, row, options, answer))
-    base = check.index_base(f, [m[3] for m in mapped], [len(m[2]) for m in mapped], features.get(f.answer),
+        mapped.append((n, where, row, *_options_and_answer(row, f, where)))
+    base = check.index_base(f, [m[4] for m in mapped], [len(m[3]) for m in mapped], features.get(f.answer),
                             str(file))
     out = []
     first: dict[tuple[str, str], int] = {}
-    for n, (where, row, options, answer) in enumerate(mapped):
-        text = check.text(_get(row, f.question, where), "question", "dataset.fields.question", where,
-                          fix="Every row needs its stem: fix the row or drop it")
+    for n, where, row, options, answer, stem in mapped:
+        text = check.text(stem if f.embedded_options else _get(row, f.question, where), "question",
+                          "dataset.fields.question", where, fix="Every row needs its stem: fix the row or drop it")
         if f.context:
             ctx = check.context(_get(row, f.context, where), where)
             text = f"{ctx}\n\n{text}" if ctx else text
@@ -197,6 +233,8 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
                             "Give every row a unique id: drop the repeated row or map a unique column in "
                             "dataset.fields.id", file=where, field="dataset.fields.id")
         first[(dataset, qid)] = n
-        out.append(Question(dataset=dataset, qid=qid, text=text, options=options,
-                            gold=check.gold(answer, options, f, base, where)))
+        form = "letter" if f.answer_form == "key" else f.answer_form  # keys were turned into letters above
+        out.append(Question(dataset=dataset, qid=qid, text=text, options=options, multi_answer=bool(f.multi_answer),
+                            gold=check.gold(answer, options, f.model_copy(update={"answer_form": form}), base,
+                                            where)))
     return out

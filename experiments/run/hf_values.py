@@ -13,6 +13,8 @@ refused rather than guessed.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, TypeGuard
 
 from medpanel.experiments.errors import UserError
@@ -192,3 +194,77 @@ def _one(value: Any, opts: dict[str, str], form: str | None, base: int, where: s
         raise UserError(f"answer {answer!r} is neither an option letter ({letters}) nor one option's text",
                         file=where, field=_ANSWER)
     return found
+
+
+# -- the layouts of published plain files (published_files.py) ------------------------------------------------
+
+_OPTION_LINE = re.compile(r"^\s*\(?([A-J])[.)]\s+(\S.*)$")
+
+
+def embedded(value: Any, where: str) -> tuple[str, dict[str, str]]:
+    """NEJM-QA's question column: the stem, then one `A. text` line per option (A, B, C ... in order).
+
+    The options are the run of option lines closing the text, which must read A, B, C ... without a
+    gap; a row that does not (an option spread over two lines, a misnumbered one) is refused."""
+    body = text(value, "question", "dataset.fields.question", where,
+                fix="Every row needs its stem and options: fix the row or drop it")
+    lines = body.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    start = len(lines)
+    while start > 0 and _OPTION_LINE.match(lines[start - 1]):
+        start -= 1
+    found = [m for m in (_OPTION_LINE.match(line) for line in lines[start:]) if m]
+    letters = [m.group(1) for m in found]
+    if not letters or letters != list(LETTERS[:len(letters)]):
+        raise UserError("question does not end in a run of option lines `A. text`, `B. text` ... after its stem "
+                        f"(found {', '.join(letters) or 'none'}). Fix the row or drop it", file=where,
+                        field="dataset.fields.question")
+    stem = "\n".join(lines[:start]).strip()
+    return stem, {m.group(1): option_text(m.group(2).strip(), m.group(1), where) for m in found}
+
+
+def json_options(value: Any, column: str, where: str) -> Any:
+    """AfriMed-QA's `answer_options`: JSON text of an object keyed `option1` ... `option5`."""
+    if not isinstance(value, str):
+        raise UserError(f"options column {column!r} is {_kind(value)}, not JSON text", file=where,
+                        field="dataset.fields.options")
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        raise UserError(f"options column {column!r} is not valid JSON ({value[:60]!r}). Fix the row or drop it",
+                        file=where, field="dataset.fields.options") from None
+    if not isinstance(decoded, dict):
+        raise UserError(f"options column {column!r} holds {type(decoded).__name__}, not an object of options",
+                        file=where, field="dataset.fields.options")
+    return decoded
+
+
+def keyed(value: dict[str, Any], where: str) -> tuple[dict[str, str], dict[str, str]]:
+    """Options keyed other than by letter, lettered A, B ... in their order; trailing empty ones
+    (a four-option item of a five-slot layout) dropped. Returns (letter -> text, key -> letter)."""
+    pairs = list(value.items())
+    while pairs and (pairs[-1][1] is None or (isinstance(pairs[-1][1], str) and not pairs[-1][1].strip())):
+        pairs.pop()
+    if len(pairs) > len(LETTERS):
+        raise UserError(f"has {len(pairs)} options, more than letters", file=where, field="dataset.fields.options")
+    opts = {LETTERS[i]: option_text(v, LETTERS[i], where) for i, (_, v) in enumerate(pairs)}
+    return opts, {str(k): LETTERS[i] for i, (k, _) in enumerate(pairs)}
+
+
+def separated(value: Any, separator: str | None) -> Any:
+    """A string answer listing several golds (`A,C`), split and stripped; anything else as it is."""
+    if separator is None or not isinstance(value, str):
+        return value
+    return [part.strip() for part in value.split(separator) if part.strip()]
+
+
+def by_key(value: Any, keys: dict[str, str], where: str) -> list[str]:
+    """Golds that name options by their stored key (AfriMed-QA's `option3`), as letters."""
+    out = []
+    for v in values(value):
+        if not isinstance(v, str) or v.strip() not in keys:
+            raise UserError(f"answer {v!r} is not one of the options' keys ({', '.join(keys)})", file=where,
+                            field=_ANSWER)
+        out.append(keys[v.strip()])
+    return out

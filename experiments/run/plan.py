@@ -26,6 +26,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import RunAxes
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
+from medpanel.experiments.run.dataset_parts import check_parts, load_parts
 from medpanel.experiments.run.datasets import load_dataset
 from medpanel.experiments.run.records import PLAN_FORMAT, PlanRecord
 from medpanel.experiments.run.references import resolve as resolve_references
@@ -216,8 +217,12 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     conditions = scenario.conditions()
     resolved = resolve_run(scenario.pipeline, scenario.settings, conditions, file=file)
     ds = scenario.dataset
-    questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir,
-                             multi_answer=ds.multi_answer, split=ds.split, fields=ds.fields, preset=ds.preset)
+    if ds.parts is not None:
+        check_parts(ds, file)
+        questions = load_parts(ds.parts, ds.limit, ds.seed, base_dir=base_dir)
+    else:
+        questions = load_dataset(ds.source, ds.path, ds.subsets, ds.limit, ds.seed, base_dir=base_dir,
+                                 multi_answer=ds.multi_answer, split=ds.split, fields=ds.fields, preset=ds.preset)
     if not questions:
         raise UserError("the dataset selection is empty. Check dataset.subsets and dataset.limit", file=file,
                         field="dataset")

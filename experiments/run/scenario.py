@@ -21,6 +21,7 @@ from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.budget import Price
 from medpanel.experiments.run.children import MAX_PROCESSES
+from medpanel.experiments.run.dataset_parts import DatasetPart, PresetName
 from medpanel.experiments.run.references import References
 from medpanel.experiments.run.slugs import condition_from_slug, slug_for
 from medpanel.experiments.run.storage import check_url
@@ -76,16 +77,16 @@ class DatasetSpec(_Strict):
     scoring: Literal["exact_set", "any_of"] = "exact_set"
     """How multi-answer items are scored; single-answer items score the same either way."""
     multi_answer: bool | None = None
-    """Declares the items' type: `true` every item is select-all, `false` every item is single-best,
-    unset each record's own `multi_answer` field decides (absent: single-best). Never read from the
-    gold letters, which would tell the agents about the answer."""
+    """The items' type: `true` select-all, `false` single-best, unset each record's `multi_answer`
+    (absent: single-best). Never read from the gold letters, which would tell the agents the answer."""
     split: str = "test"
     """`source: hf`: the split of a saved DatasetDict folder."""
-    preset: Literal["medqa", "medmcqa", "pubmedqa", "mmlu"] | None = None
+    preset: PresetName | None = None
     """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
     fields: dict[str, Any] | None = None
-    """`source: hf`: which columns hold question, options (or fixed choices), answer, id, context,
-    dataset (see experiments/run/hf_presets.py: HFFields)."""
+    """`source: hf`: the columns of the question's fields (experiments/run/hf_presets.py: HFFields)."""
+    parts: list[DatasetPart] | None = None
+    """Several named benchmarks in one run, each a dataset block of its own (`dataset_parts.py`)."""
 
 
 class RunSpec(_Strict):
