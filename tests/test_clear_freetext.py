@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from medpanel.agents.clear.roles.grader import RubricItem, read_tasks, rubric_score
-from medpanel.agents.types import Question
-
 from medpanel.agents.model.scripted import ScriptedRequest
+from medpanel.agents.types import Question
 
 from .test_clear import Env, Raw, Script, Seq, decision, docs, installer, run_clear, verdict
 

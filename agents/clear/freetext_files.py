@@ -60,8 +60,8 @@ def read_all(path: str | Path) -> list[Task]:
     for file in task_files(task_path(path)):
         for task in read_file(file):
             if task.key in seen:
-                raise TaskFileError(f"{file}: task {task.qid!r} of dataset {task.dataset!r} is also in {seen[task.key]}. "
-                                    "Keep one copy of each file in the folder")
+                raise TaskFileError(f"{file}: task {task.qid!r} of dataset {task.dataset!r} is also in "
+                                    f"{seen[task.key]}. Keep one copy of each file in the folder")
             seen[task.key] = file
             out.append(task)
     return out

@@ -26,13 +26,13 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from medpanel.agents.clear import freetext_files
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
+from medpanel.agents.clear.medrbench import MedRCase
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
-from medpanel.agents.clear import freetext_files
-from medpanel.agents.clear.medrbench import MedRCase
 from medpanel.agents.clear.roles import grader as grading
 from medpanel.agents.clear.roles import medrjudge, responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
