@@ -27,8 +27,8 @@ Q1 = FT1.question()
 
 
 def met_items(*met: int) -> Callable[[ScriptedRequest], dict[str, object]]:
-    """The grader's reply to each per-item call (`grade:N`): met when N is listed."""
-    return lambda r: {"explanation": f"item {r.tag.step}", "criteria_met": int(r.tag.step.split(":")[1]) in met}
+    """The grader's reply to each per-item call (step `grade`, turn N): met when N is listed."""
+    return lambda r: {"explanation": f"item {r.tag.turn}", "criteria_met": r.tag.turn in met}
 
 
 def freetext_script(verify: object = None, extra: dict[str, object] | None = None) -> Script:
@@ -80,8 +80,9 @@ def test_clear_free_text_writes_from_the_decision_without_retrieving_again(env: 
     s = freetext_script()
     result = run_clear(Q1, s, settings={"rubric_file": "sample"})
     assert not result.error and not result.invalid and result.answer == ()
-    grades = [f"grade:{n}" for n in range(1, len(FT1.rubrics) + 1)]
+    grades = ["grade"] * len(FT1.rubrics)
     assert [r.tag.step for r in s.seen] == ["parametric", "local", "dynamic", "verify", "respond", *grades]
+    assert [r.tag.turn for r in s.requests("grade")] == list(range(1, len(FT1.rubrics) + 1))
     assert (len(e.local.queries), len(e.dynamic.queries)) == (1, 1)
     assert not [x for x in result.events if x.kind == "note" and x.role == "retrieval"
                 and result.events.index(x) > next(i for i, y in enumerate(result.events) if y.step == "verify")]
@@ -96,7 +97,7 @@ def test_clear_free_text_writes_from_the_decision_without_retrieving_again(env: 
     # no role but the grader ever sees a rubric criterion
     criterion = FT1.rubrics[0].criterion
     for r in s.seen:
-        assert (criterion in r.last) is (r.tag.step == "grade:1")
+        assert (criterion in r.last) is (r.tag.role == "grader" and r.tag.turn == 1)
     assert result.summary["guard"] == "not_triggered" and result.summary["agreement"] == "free_text"
 
 
@@ -105,7 +106,7 @@ def test_free_text_needs_more_search_follows_up_then_responds(env: Callable[...,
     s = freetext_script(verify=Seq(verdict("needs_more_search", "Unclear."), verdict("accept_dynamic", "Urgent.")))
     result = run_clear(Q1, s, settings={"rubric_file": "sample"})
     assert [r.tag.step for r in s.seen][:8] == ["parametric", "local", "dynamic", "verify", "followup_query",
-                                                "verify", "respond", "grade:1"]
+                                                "verify", "respond", "grade"]
     assert len(e.dynamic.queries) == 2 and result.summary["follow_ups"] == 1
     assert decision(result).data["adapter_searches"] == 0
 
@@ -114,7 +115,7 @@ def test_baselines_use_the_same_response_generator(env: Callable[..., Env]) -> N
     env([docs(high=1)])
     s = freetext_script()
     result = run_clear(Q1, s, variant="direct", settings={"rubric_file": "sample"})
-    assert [r.tag.step for r in s.seen][:3] == ["parametric", "respond", "grade:1"]
+    assert [r.tag.step for r in s.seen][:3] == ["parametric", "respond", "grade"]
     assert result.summary["rubric_score"] is not None and decision(result).role == "pipeline"
 
 

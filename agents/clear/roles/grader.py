@@ -180,7 +180,7 @@ async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> 
     decisions: list[dict[str, Any]] = []
     for n, item in enumerate(task.rubrics, 1):
         # consult: each item is judged on a fresh context, never beside another item's grade
-        parsed = await grader.consult(item_request(task, n, response), CriterionGrade, step=f"grade:{n}")
+        parsed = await grader.consult(item_request(task, n, response), CriterionGrade, step="grade", turn=n)
         if parsed is None:
             return {"valid": False, "score": None, "kind": "rubric", "model": session.spec.model_name,
                     "items": decisions}

@@ -1,0 +1,240 @@
+"""CLEAR's free-text benchmarks from files in their published layouts: HealthBench Hard (simple-evals'
+JSONL) and MedRBench (its two JSON case files), the grader as a blind role whose decisions are in
+the transcript, and Table 3 computed by hand."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from medpanel.agents.clear.freetext_files import read_all
+from medpanel.agents.clear.medrbench import MedRCase
+from medpanel.agents.clear.roles.grader import FreeTextTask
+from medpanel.agents.clear.table3 import healthbench_tag_table, table3
+from medpanel.agents.model.scripted import ScriptedRequest
+from medpanel.agents.types import QuestionResult
+
+from .test_clear import Env, Script, docs, installer, run_clear, verdict
+
+DATA = Path(__file__).parent / "fixtures" / "freetext"
+TASKS = {t.key: t for t in read_all(DATA)}
+HB = {k.split("__")[1]: t for k, t in TASKS.items() if isinstance(t, FreeTextTask)}
+MEDR = {k.split("__")[1]: t for k, t in TASKS.items() if isinstance(t, MedRCase)}
+SLUGS = ("direct", "rag-bm25", "online", "clear-default", "clear-qpis")
+
+
+@pytest.fixture()
+def env(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Env]:
+    return installer(monkeypatch)
+
+
+def grader_says(met: dict[str, bool], medr: dict[str, bool] | None = None) -> Callable[[ScriptedRequest], Any]:
+    """A grader that marks a rubric item met by its criterion's text, and a MedRBench case by its reference."""
+    def reply(r: ScriptedRequest) -> dict[str, Any]:
+        if r.tag.step.startswith("medrbench_"):
+            hit = [v for ref, v in (medr or {}).items() if ref in r.last]
+            assert len(hit) == 1, r.last
+            return {"correct": hit[0], "explanation": "judged"}
+        hit = [v for crit, v in met.items() if crit in r.last]
+        assert len(hit) == 1, r.last
+        return {"explanation": "judged", "criteria_met": hit[0]}
+    return reply
+
+
+def script(grader: Callable[[ScriptedRequest], Any], response: str = "Call an ambulance now.") -> Script:
+    return Script(p="Stroke; emergency.", lc="Stroke.", d="Stroke; call 911.", verify=verdict("consensus", "Stroke."),
+                  extra={"respond": {"response": response}, "grade": grader, "medrbench_diagnosis": grader,
+                         "medrbench_treatment": grader})
+
+
+def run(task: FreeTextTask | MedRCase, s: Script, variant: str = "clear-default") -> QuestionResult:
+    return run_clear(task.question(), s, variant=variant, settings={"rubric_file": str(DATA)})
+
+
+# --- the published layouts -------------------------------------------------------------------
+
+
+def test_healthbench_rows_load_whole_conversations_and_never_the_ideal_completion() -> None:
+    from medpanel.experiments.run.freetext import load_freetext
+
+    assert sorted(HB) == ["hb-fixture-0001", "hb-fixture-0002", "hb-fixture-0003"]
+    t = HB["hb-fixture-0001"]
+    assert t.dataset == "healthbench" and [i.points for i in t.rubrics] == [10, 5, -9, 3]
+    assert t.example_tags == ["theme:emergency_referrals", "physician_agreed_category:emergent"]
+    assert t.rubrics[3].tags == ["level:cluster", "cluster:emergent_tier_emergency_behavior", "axis:communication_quality"]
+    questions = {q.qid: q for q in load_freetext(DATA, ["healthbench"], None, 0)}
+    multi = questions["hb-fixture-0002"].text
+    for turn in HB["hb-fixture-0002"].prompt:  # every turn, not only the last
+        assert turn.content in multi
+    assert all(q.options == {} and q.gold == () for q in questions.values())
+    assert "Call emergency services now" not in questions["hb-fixture-0001"].model_dump_json()
+
+
+def test_medrbench_files_load_per_stage_and_the_reference_stays_with_the_judge() -> None:
+    from medpanel.experiments.run.freetext import load_freetext
+
+    stages = {t.qid: t.stage for t in MEDR.values()}
+    assert stages == {"PMC90000001": "diagnosis", "PMC90000002": "diagnosis", "PMC90000003": "diagnosis",
+                      "PMC90000101": "treatment", "PMC90000102": "treatment"}
+    assert MEDR["PMC90000001"].reference == "Wilson disease (hepatolenticular degeneration)."
+    assert MEDR["PMC90000001"].rare and not MEDR["PMC90000002"].rare
+    qs = load_freetext(DATA, ["medrbench-diagnosis", "medrbench-treatment"], None, 0)
+    assert [q.dataset for q in qs].count("medrbench-treatment") == 2
+    wilson = next(q for q in qs if q.qid == "PMC90000001")
+    assert "Kayser-Fleischer" in wilson.text and "final diagnosis" in wilson.text
+    # neither the reference, the differential nor the raw report reaches the agents
+    for leak in ("hepatolenticular", "Autoimmune hepatitis", "Case report"):
+        assert leak not in wilson.text
+    plan = next(q for q in qs if q.qid == "PMC90000101")
+    assert "radiosensitive" not in plan.text and "45 Gy" not in plan.text
+
+
+def test_a_missing_path_says_where_each_benchmark_is_published(tmp_path: Path) -> None:
+    from medpanel.experiments.errors import UserError
+    from medpanel.experiments.run.freetext import load_freetext
+
+    with pytest.raises(UserError) as exc:
+        load_freetext(tmp_path / "nope", None, None, 0)
+    msg = str(exc.value)
+    assert "\n" not in msg and "hard_2025-05-08-21-00-10.jsonl" in msg and "MAGIC-AI4Med/MedRBench" in msg
+    bad = tmp_path / "cases.json"
+    bad.write_text(json.dumps({"PMC1": {"generate_case": {"case_summary": "x"}}}), encoding="utf-8")
+    with pytest.raises(UserError, match=r"cases.json \(case PMC1\): generate_case has neither"):
+        load_freetext(bad, None, None, 0)
+
+
+# --- HealthBench scoring, by hand --------------------------------------------------------------
+
+HB1_MET = {"call emergency services immediately": False, "time of symptom onset": False,
+           "Suggests waiting": True, "concise and easy": False}
+HB2_MET = {"NSAIDs such as ibuprofen can raise": False, "paracetamol": True, "completely safe": False}
+HB3_MET = {"needs vary": True, "exactly 8 glasses": False}
+
+
+def _recompute(result: QuestionResult, task: FreeTextTask) -> float:
+    """The example's score from the transcript's grader calls alone: each call's item (its turn) and
+    its criteria_met, with the item's points from the published file."""
+    calls = [e for e in result.events if e.kind == "call" and e.role == "grader"]
+    assert len(calls) == len(task.rubrics)
+    met = {e.turn: bool((e.parsed or {})["criteria_met"]) for e in calls}
+    positive = sum(i.points for i in task.rubrics if i.points > 0)
+    return sum(i.points for n, i in enumerate(task.rubrics, 1) if met[n]) / positive
+
+
+def test_healthbench_negative_criterion_and_a_clipped_mean_recomputed_from_the_transcript(
+        env: Callable[..., Env]) -> None:
+    env([docs(high=1)])
+    r1 = run(HB["hb-fixture-0001"], script(grader_says(HB1_MET)))
+    r2 = run(HB["hb-fixture-0002"], script(grader_says(HB2_MET)))
+    # by hand: (-9) / (10 + 5 + 3) = -0.5, and 5 / (7 + 5) = 0.41667: a negative criterion counts
+    assert r1.summary["rubric_score"] == pytest.approx(-0.5)
+    assert r2.summary["rubric_score"] == pytest.approx(5 / 12, abs=1e-6)
+    assert _recompute(r1, HB["hb-fixture-0001"]) == pytest.approx(r1.summary["rubric_score"])
+    assert _recompute(r2, HB["hb-fixture-0002"]) == pytest.approx(r2.summary["rubric_score"], abs=1e-6)
+    # the decision event keeps each item's decision with its points, as a reader needs them
+    items = r1.events[-1].data["grade"]["items"]
+    assert [(d["n"], d["points"], d["met"]) for d in items] == [(1, 10, False), (2, 5, False), (3, -9, True),
+                                                                (4, 3, False)]
+    # the mean (-0.5 + 0.41667) / 2 < 0 is clipped to 0 in Table 3
+    t = table3([r1, r2], ["clear-default"])
+    assert t is not None
+    line = dict(zip(t.columns, t.rows[0], strict=True))
+    assert line["HealthBench_score"] == 0.0 and line["n_healthbench"] == 2 and line["MedRBench_overall"] == "-"
+    # per tag, by hand: axis:accuracy of example 1 = -9 / 10; theme = the example's score
+    tags = r1.summary["tag_scores"]
+    assert tags["axis:accuracy"] == pytest.approx(-0.9) and tags["axis:completeness"] == 0.0
+    assert tags["theme:emergency_referrals"] == pytest.approx(-0.5) and tags["level:example"] == pytest.approx(-0.6)
+    assert "cluster:emergent_tier_emergency_behavior" in tags
+
+
+def test_healthbench_mean_without_clipping_and_per_theme(env: Callable[..., Env]) -> None:
+    env([docs(high=1)])
+    rows = [run(HB[q], script(grader_says(m))) for q, m in (("hb-fixture-0001", HB1_MET),
+                                                            ("hb-fixture-0002", HB2_MET),
+                                                            ("hb-fixture-0003", HB3_MET))]
+    t = table3(rows, ["clear-default"])
+    assert t is not None
+    line = dict(zip(t.columns, t.rows[0], strict=True))
+    assert line["HealthBench_score"] == pytest.approx(round((-0.5 + 5 / 12 + 1.0) / 3, 4))
+    low, high = (float(x) for x in re.findall(r"-?\d\.\d+", line["HealthBench_95%_CI"]))
+    assert 0.0 <= low <= line["HealthBench_score"] <= high <= 1.0 and line["HealthBench_bootstrap_std"] > 0
+    tags = healthbench_tag_table(rows, ["clear-default"])
+    assert tags is not None
+    by_tag = {r[1]: r for r in tags.rows}
+    assert by_tag["theme:global_health"][3] == 1.0 and by_tag["theme:emergency_referrals"][3] == 0.0  # -0.5 clips
+    # axis:accuracy: -0.9 (ex. 1), 0 / 7 (ex. 2), 6 / 6 (ex. 3): mean 0.0333
+    assert by_tag["axis:accuracy"][2] == 3 and by_tag["axis:accuracy"][3] == pytest.approx(round(0.1 / 3, 4))
+    assert not [t for t in by_tag if t.startswith("level:")]
+
+
+# --- the grader: blind, its own model, in the ledger ---------------------------------------------
+
+
+def test_the_grader_never_sees_the_condition_and_has_its_own_model_and_ledger_lines(env: Callable[..., Env]) -> None:
+    from medpanel.experiments.analysis.inference.ledger import ledger
+
+    events: dict[str, list[Any]] = {}
+    for slug in SLUGS:
+        env([docs(high=1), docs(high=1), docs(high=1)])
+        s = script(grader_says(HB2_MET, {MEDR["PMC90000002"].reference: True}))
+        s.extra.update({"plan": {"sub_queries": ["ibuprofen lisinopril"]}, "sufficiency": {"sufficient": True}})
+        for task in (HB["hb-fixture-0002"], MEDR["PMC90000002"]):
+            result = run_clear(task.question(), s, variant=slug,
+                               settings={"rubric_file": str(DATA),
+                                         "grader_model": {"backend": "scripted", "name": "judge-x"}})
+            assert result.summary["grade_valid"] is True, (slug, result.error)
+            events.setdefault(slug, []).extend(result.events)
+        graded = [r for r in s.seen if r.tag.role == "grader"]
+        assert len(graded) == len(HB["hb-fixture-0002"].rubrics) + 1
+        for r in graded:
+            text = json.dumps(r.messages)
+            for name in (*SLUGS, "clear", "rag", "pipeline", "qpis"):
+                assert not re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE), (slug, name)
+    calls = [e for evs in events.values() for e in evs if e.role == "grader"]
+    assert {e.model for e in calls} == {"judge-x"}
+    lines = {(x.condition, x.role, x.step): x for x in ledger(events, {})}
+    for slug in SLUGS:
+        assert lines[(slug, "grader", "grade")].calls == 3 and lines[(slug, "grader", "medrbench_diagnosis")].calls == 1
+        assert lines[(slug, "grader", "grade")].prompt_tokens > 0
+
+
+def test_every_turn_reaches_the_pathways_and_the_response_generator(env: Callable[..., Env]) -> None:
+    env([docs(high=1)])
+    s = script(grader_says(HB2_MET))
+    run(HB["hb-fixture-0002"], s)
+    for step in ("parametric", "local", "dynamic", "verify", "respond"):
+        text = s.requests(step)[0].last
+        for turn in HB["hb-fixture-0002"].prompt:
+            assert turn.content in text, (step, turn.content)
+
+
+# --- MedRBench, by hand per stage ----------------------------------------------------------------
+
+
+def test_medrbench_stages_and_overall_by_hand(env: Callable[..., Env]) -> None:
+    env([docs(high=1)])
+    verdicts = {MEDR["PMC90000001"].reference: True, MEDR["PMC90000002"].reference: False,
+                MEDR["PMC90000003"].reference: True, MEDR["PMC90000101"].reference: True,
+                MEDR["PMC90000102"].reference: True}
+    rows = []
+    for qid in MEDR:
+        s = script(grader_says({}, verdicts), response="Wilson disease")
+        rows.append(run(MEDR[qid], s, variant="direct"))
+        judge = s.requests("medrbench_" + MEDR[qid].stage)[0].last
+        assert MEDR[qid].reference in judge and "Wilson disease" in judge
+        if MEDR[qid].stage == "treatment":
+            assert MEDR[qid].analysis.splitlines()[0] in judge  # the supporting information
+    assert [r.summary["rubric_score"] for r in rows] == [1.0, 0.0, 1.0, 1.0, 1.0]
+    t = table3(rows, ["direct"])
+    assert t is not None
+    line = dict(zip(t.columns, t.rows[0], strict=True))
+    # diagnosis 2 / 3, treatment 2 / 2, overall pooled 4 / 5 (not the mean of 66.67 and 100)
+    assert (line["MedRBench_diagnosis"], line["MedRBench_treatment"], line["MedRBench_overall"]) == (66.67, 100.0, 80.0)
+    assert line["HealthBench_score"] == "-"
+    decision = rows[1].events[-1].data["grade"]
+    assert decision["correct"] is False and decision["stage"] == "diagnosis"
