@@ -238,3 +238,46 @@ def test_medrbench_stages_and_overall_by_hand(env: Callable[..., Env]) -> None:
     assert line["HealthBench_score"] == "-"
     decision = rows[1].events[-1].data["grade"]
     assert decision["correct"] is False and decision["stage"] == "diagnosis"
+
+
+# --- paired comparisons of scores ---------------------------------------------------------------
+
+
+def test_paired_scores_by_hand() -> None:
+    from scipy.stats import wilcoxon
+
+    from medpanel.experiments.analysis.inference.score_pairs import paired_scores
+
+    a = {"q1": 0.2, "q2": 0.5, "q3": -0.1, "q4": 0.4, "q5": 0.3}
+    b = {"q1": 0.6, "q2": 0.5, "q3": 0.3, "q4": 0.9, "q5": 0.1, "q6": 1.0}  # q6: a has none, not paired
+    c = paired_scores(a, b, n_boot=2000)
+    # differences 0.4, 0, 0.4, 0.5, -0.2: mean 0.22; the zero is dropped by the signed-rank test
+    assert c.n == 5 and c.n_differ == 4 and c.diff == pytest.approx(0.22)
+    assert c.mean_a == pytest.approx(0.26) and c.mean_b == pytest.approx(0.48)
+    assert c.p_wilcoxon == pytest.approx(wilcoxon([0.4, 0.4, 0.5, -0.2]).pvalue)
+    assert -0.2 <= c.ci_low < c.diff < c.ci_high <= 0.5
+    same = paired_scores(a, dict(a), n_boot=100)
+    assert same.n_differ == 0 and same.p_wilcoxon != same.p_wilcoxon  # nan: nothing to test
+
+
+def test_free_text_pairs_table_holm_over_datasets() -> None:
+    from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
+    from medpanel.experiments.run.store import Row
+
+    def row(cond: str, ds: str, qid: str, score: float | None) -> Row:
+        return Row(condition=cond, dataset=ds, qid=qid, repeat=0, answer="", gold="", correct=False, invalid=False,
+                   error=None, error_kind=None, calls=1, logical_calls=1, tokens=1, latency_s=0.1,
+                   summary={"rubric": True, "rubric_score": score}, transcript="t.json")
+
+    rows = [row("direct", "healthbench", f"h{i}", 0.1) for i in range(8)]
+    rows += [row("clear-default", "healthbench", f"h{i}", 0.6 if i else None) for i in range(8)]
+    rows += [row(c, "medrbench-diagnosis", f"m{i}", 1.0) for c in ("direct", "clear-default") for i in range(3)]
+    t = free_text_pair_table(rows, [("direct", "clear-default")], n_boot=2000)
+    assert t is not None
+    lines = {r[2]: dict(zip(t.columns, r, strict=True)) for r in t.rows}
+    hb = lines["healthbench"]
+    # seven tasks +0.5, one (no grade: 0) -0.1: mean (3.5 - 0.1) / 8
+    assert hb["n"] == 8 and hb["diff"] == pytest.approx(round(3.4 / 8, 4)) and hb["mean_a"] == 0.1
+    assert hb["wilcoxon_p_holm"] == hb["wilcoxon_p"]  # the one testable comparison of the family
+    assert hb["verdict"] == "b better"
+    assert lines["medrbench-diagnosis"]["verdict"].startswith("no question differs")
