@@ -66,7 +66,8 @@ def test_healthbench_rows_load_whole_conversations_and_never_the_ideal_completio
     t = HB["hb-fixture-0001"]
     assert t.dataset == "healthbench" and [i.points for i in t.rubrics] == [10, 5, -9, 3]
     assert t.example_tags == ["theme:emergency_referrals", "physician_agreed_category:emergent"]
-    assert t.rubrics[3].tags == ["level:cluster", "cluster:emergent_tier_emergency_behavior", "axis:communication_quality"]
+    assert t.rubrics[3].tags == ["level:cluster", "cluster:emergent_tier_emergency_behavior",
+                                 "axis:communication_quality"]
     questions = {q.qid: q for q in load_freetext(DATA, ["healthbench"], None, 0)}
     multi = questions["hb-fixture-0002"].text
     for turn in HB["hb-fixture-0002"].prompt:  # every turn, not only the last
@@ -281,3 +282,51 @@ def test_free_text_pairs_table_holm_over_datasets() -> None:
     assert hb["wilcoxon_p_holm"] == hb["wilcoxon_p"]  # the one testable comparison of the family
     assert hb["verdict"] == "b better"
     assert lines["medrbench-diagnosis"]["verdict"].startswith("no question differs")
+
+
+# --- the whole scenario, scripted, through the CLI ------------------------------------------------
+
+
+def test_scripted_run_of_the_scenario_prints_table_3(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "MEDPANEL_FREETEXT": str(DATA), "MEDPANEL_CORPUS": "quickstart",
+           "MEDPANEL_WEB": "quickstart-web", "COLUMNS": "250"}
+    run_dir = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(root / "scenarios/clear_freetext.yaml"),
+                           "--set", "model.backend=scripted", "--set", "dataset.limit=2", "--run-dir", str(run_dir),
+                           "--quiet"], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rep = subprocess.run([sys.executable, "-m", "medpanel", "report", str(run_dir)], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path, env=env)
+    assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
+    import csv
+
+    out = rep.stdout
+    assert "Table 3 free-text benchmarks" in out and "HealthBench by theme and axis" in out
+    assert "Paired comparisons of free-text scores" in out
+    (file,) = (run_dir / "report").glob("table_3*.csv")
+    lines = list(csv.DictReader(file.read_text(encoding="utf-8").splitlines()))
+    assert [x["method"] for x in lines] == ["direct", "rag-bm25", "clear-default", "clear-qpis"]
+    for x in lines:  # 2 diagnosis cases, 2 treatment cases, 2 HealthBench conversations per method
+        assert (x["n_diagnosis"], x["n_treatment"], x["n_healthbench"], x["n_missing"]) == ("2", "2", "2", "0")
+        d, t, o = (float(x[k]) for k in ("MedRBench_diagnosis", "MedRBench_treatment", "MedRBench_overall"))
+        assert o == pytest.approx((d + t) / 2) and 0 <= float(x["HealthBench_score"]) <= 1
+
+
+def test_a_missing_folder_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "MEDPANEL_FREETEXT": str(tmp_path / "absent")}
+    proc = subprocess.run([sys.executable, "-m", "medpanel", "run", str(root / "scenarios/clear_freetext.yaml"),
+                           "--set", "model.backend=scripted", "--run-dir", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    err = proc.stderr.strip() or proc.stdout.strip()
+    assert len(err.splitlines()) == 1 and "openaipublic" in err and "MAGIC-AI4Med/MedRBench" in err, err

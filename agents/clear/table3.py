@@ -65,7 +65,7 @@ def table3(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
                     len(diag), len(treat), len(hb), miss_d + miss_t + miss_h])
     if not out:
         return None
-    return Table("Table 3: free-text benchmarks",
+    return Table("Table 3 free-text benchmarks (MedRBench, HealthBench Hard)",
                  ["method", "MedRBench_diagnosis", "MedRBench_treatment", "MedRBench_overall", "HealthBench_score",
                   "HealthBench_95%_CI", "HealthBench_bootstrap_std", "n_diagnosis", "n_treatment", "n_healthbench",
                   "n_missing"], out,
