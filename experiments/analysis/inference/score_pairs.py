@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 __all__ = ["ScorePair", "paired_scores"]
+
+K = TypeVar("K", bound=Hashable)
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,7 @@ class ScorePair:
     n_differ: int
 
 
-def paired_scores(a: Mapping[Hashable, float], b: Mapping[Hashable, float], *, n_boot: int = 10000,
+def paired_scores(a: Mapping[K, float], b: Mapping[K, float], *, n_boot: int = 10000,
                   seed: int = 0) -> ScorePair:
     """Condition a's and b's scores on their shared questions (keys), b - a."""
     from scipy.stats import wilcoxon
