@@ -149,8 +149,10 @@ def test_healthbench_negative_criterion_and_a_clipped_mean_recomputed_from_the_t
     # per tag, by hand: axis:accuracy of example 1 = -9 / 10; theme = the example's score
     tags = r1.summary["tag_scores"]
     assert tags["axis:accuracy"] == pytest.approx(-0.9) and tags["axis:completeness"] == 0.0
-    assert tags["theme:emergency_referrals"] == pytest.approx(-0.5) and tags["level:example"] == pytest.approx(-0.6)
-    assert "cluster:emergent_tier_emergency_behavior" in tags
+    assert tags["theme:emergency_referrals"] == pytest.approx(-0.5) and not [t for t in tags if t.startswith("level")]
+    every = r1.events[-1].data["grade"]["tags"]  # the grade keeps every tag simple-evals scores
+    assert every["level:example"] == pytest.approx(-0.6) and every["cluster:emergent_tier_emergency_behavior"] == 0.0
+    assert every["physician_agreed_category:emergent"] == pytest.approx(-0.5)
 
 
 def test_healthbench_mean_without_clipping_and_per_theme(env: Callable[..., Env]) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from medpanel.agents.clear.healthbench import Aggregate, aggregate
+from medpanel.agents.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
 from medpanel.agents.clear.medrbench import DATASETS
 from medpanel.agents.clear.roles.grader import HEALTHBENCH
 from medpanel.agents.clear.summary import ClearSummary
@@ -88,7 +88,7 @@ def healthbench_tag_table(rows: Sequence[ResultRow], conditions: list[str]) -> T
             tags = ClearSummary.view(r.summary).tag_scores or {}
             for tag, value in tags.items():
                 per_tag.setdefault(tag, []).append(float(value))
-        for tag in sorted(t for t in per_tag if t.startswith(("theme:", "axis:"))):
+        for tag in sorted(t for t in per_tag if t.startswith(REPORTED_TAGS)):
             a = aggregate(per_tag[tag])
             out.append([cond, tag, a.n, round(a.mean, 4), _ci(a), round(a.bootstrap_std, 4)])
     if not out:

@@ -30,6 +30,7 @@ from medpanel.agents.clear import freetext_files
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
+from medpanel.agents.clear.healthbench import REPORTED_TAGS
 from medpanel.agents.clear.medrbench import MedRCase
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
@@ -212,7 +213,11 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                 data["grade"] = graded
                 summary.rubric_score, summary.grade_valid = graded["score"], graded["valid"]
                 summary.grade_kind = graded["kind"]
-                summary.tag_scores = graded.get("tags") if graded["valid"] else None
+                # The report's tags (theme, axis) only: the export flattens the summary into columns,
+                # and HealthBench's cluster tags number in the dozens. All of them stay in data["grade"].
+                tags = graded.get("tags") if graded["valid"] else None
+                summary.tag_scores = ({k: v for k, v in tags.items() if k.startswith(REPORTED_TAGS)}
+                                      if tags is not None else None)
             else:
                 summary.rubric_score, summary.grade_valid = None, False
             # The adapter may not search: the decision's bundle is all the evidence it gets.
