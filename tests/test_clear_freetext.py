@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.agents.clear.roles.grader import RubricItem, read_tasks, rubric_score
+from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Question
 
 from .test_clear import Env, Raw, Script, Seq, decision, docs, installer, run_clear, verdict
@@ -25,9 +26,14 @@ FT1 = next(t for t in TASKS if t.qid == "ft-01")
 Q1 = FT1.question()
 
 
+def met_items(*met: int) -> Callable[[ScriptedRequest], dict[str, object]]:
+    """The grader's reply to each per-item call (step `grade`, turn N): met when N is listed."""
+    return lambda r: {"explanation": f"item {r.tag.turn}", "criteria_met": r.tag.turn in met}
+
+
 def freetext_script(verify: object = None, extra: dict[str, object] | None = None) -> Script:
     replies: dict[str, object] = {"respond": {"response": "Go to maternity triage now: this could be pre-eclampsia."},
-                                  "grade": {"met": [1, 3, 5]}, **(extra or {})}
+                                  "grade": met_items(1, 3, 5), **(extra or {})}
     return Script(p="Migraine; rest.", lc="Possible pre-eclampsia; urgent review.", d="Pre-eclampsia; urgent.",
                   verify=verify or verdict("keep_local", "Possible pre-eclampsia needing urgent same-day assessment."),
                   extra=replies)
@@ -64,8 +70,9 @@ def test_rubric_score_follows_healthbench() -> None:
              RubricItem(criterion="bad", points=-10)]
     assert rubric_score(items, {1, 2}) == 1.0
     assert rubric_score(items, {1}) == pytest.approx(10 / 15)
-    assert rubric_score(items, {2, 3}) == 0.0  # negative totals clip to 0
-    assert rubric_score([RubricItem(criterion="bad", points=-1)], {1}) == 0.0
+    # an example's score is not clipped (simple-evals): the mean over examples is
+    assert rubric_score(items, {2, 3}) == pytest.approx(-5 / 15)
+    assert rubric_score([RubricItem(criterion="bad", points=-1)], {1}) == 0.0  # no positive points
 
 
 def test_clear_free_text_writes_from_the_decision_without_retrieving_again(env: Callable[..., Env]) -> None:
@@ -73,7 +80,9 @@ def test_clear_free_text_writes_from_the_decision_without_retrieving_again(env: 
     s = freetext_script()
     result = run_clear(Q1, s, settings={"rubric_file": "sample"})
     assert not result.error and not result.invalid and result.answer == ()
-    assert [r.tag.step for r in s.seen] == ["parametric", "local", "dynamic", "verify", "respond", "grade"]
+    grades = ["grade"] * len(FT1.rubrics)
+    assert [r.tag.step for r in s.seen] == ["parametric", "local", "dynamic", "verify", "respond", *grades]
+    assert [r.tag.turn for r in s.requests("grade")] == list(range(1, len(FT1.rubrics) + 1))
     assert (len(e.local.queries), len(e.dynamic.queries)) == (1, 1)
     assert not [x for x in result.events if x.kind == "note" and x.role == "retrieval"
                 and result.events.index(x) > next(i for i, y in enumerate(result.events) if y.step == "verify")]
@@ -83,12 +92,12 @@ def test_clear_free_text_writes_from_the_decision_without_retrieving_again(env: 
     respond = s.requests("respond")[0].last
     assert "<decision>" in respond and "urgent same-day assessment" in respond and "<passages>" in respond
     # the score: items 1 (10) + 3 (3) + 5 (-10) over positive points 22
-    assert result.summary["rubric_score"] == round(3 / 22, 4) and result.summary["grade_valid"] is True
+    assert result.summary["rubric_score"] == round(3 / 22, 6) and result.summary["grade_valid"] is True
     assert last.data["grade"]["met"] == [1, 3, 5]
     # no role but the grader ever sees a rubric criterion
     criterion = FT1.rubrics[0].criterion
     for r in s.seen:
-        assert (criterion in r.last) is (r.tag.role == "grader")
+        assert (criterion in r.last) is (r.tag.role == "grader" and r.tag.turn == 1)
     assert result.summary["guard"] == "not_triggered" and result.summary["agreement"] == "free_text"
 
 
@@ -96,8 +105,8 @@ def test_free_text_needs_more_search_follows_up_then_responds(env: Callable[...,
     e = env([docs(low=1), docs(high=1)])
     s = freetext_script(verify=Seq(verdict("needs_more_search", "Unclear."), verdict("accept_dynamic", "Urgent.")))
     result = run_clear(Q1, s, settings={"rubric_file": "sample"})
-    assert [r.tag.step for r in s.seen] == ["parametric", "local", "dynamic", "verify", "followup_query", "verify",
-                                            "respond", "grade"]
+    assert [r.tag.step for r in s.seen][:8] == ["parametric", "local", "dynamic", "verify", "followup_query",
+                                                "verify", "respond", "grade"]
     assert len(e.dynamic.queries) == 2 and result.summary["follow_ups"] == 1
     assert decision(result).data["adapter_searches"] == 0
 
@@ -106,7 +115,7 @@ def test_baselines_use_the_same_response_generator(env: Callable[..., Env]) -> N
     env([docs(high=1)])
     s = freetext_script()
     result = run_clear(Q1, s, variant="direct", settings={"rubric_file": "sample"})
-    assert [r.tag.step for r in s.seen] == ["parametric", "respond", "grade"]
+    assert [r.tag.step for r in s.seen][:3] == ["parametric", "respond", "grade"]
     assert result.summary["rubric_score"] is not None and decision(result).role == "pipeline"
 
 
@@ -114,7 +123,7 @@ def test_grader_can_be_a_second_model(env: Callable[..., Env]) -> None:
     env([docs(high=1)])
     result = run_clear(Q1, freetext_script(), settings={"rubric_file": "sample",
                                                         "grader_model": {"backend": "scripted", "name": "judge-x"}})
-    grade = next(x for x in result.events if x.step == "grade")
+    grade = next(x for x in result.events if x.step.startswith("grade"))
     assert grade.model == "judge-x" and grade.role == "grader"
 
 
@@ -122,14 +131,14 @@ def test_without_a_rubric_there_is_no_grade(env: Callable[..., Env]) -> None:
     env([docs(high=1)])
     s = freetext_script()
     result = run_clear(Q1, s)
-    assert "grade" not in [r.tag.step for r in s.seen] and result.summary["rubric_score"] is None
+    assert not s.requests("grade") and result.summary["rubric_score"] is None
 
 
 def test_invalid_response_is_invalid_and_not_graded(env: Callable[..., Env]) -> None:
     env([docs(high=1)])
     s = freetext_script(extra={"respond": Raw("...")})
     result = run_clear(Q1, s, settings={"rubric_file": "sample"})
-    assert result.invalid and "grade" not in [r.tag.step for r in s.seen]
+    assert result.invalid and not s.requests("grade")
 
 
 def test_invalid_grade_is_recorded(env: Callable[..., Env]) -> None:
@@ -154,4 +163,4 @@ def test_question_outside_the_rubric_file_is_not_graded(env: Callable[..., Env])
     other = Question(dataset="other", qid="z", text="Is it safe to fly at 20 weeks pregnant?", options={}, gold=())
     s = freetext_script()
     result = run_clear(other, s, settings={"rubric_file": "sample"})
-    assert "grade" not in [r.tag.step for r in s.seen] and result.summary["rubric_score"] is None
+    assert not s.requests("grade") and result.summary["rubric_score"] is None

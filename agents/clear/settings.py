@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from medpanel.agents.clear.freetext_files import WHERE_PUBLISHED
 from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.settings import PipelineSettings
@@ -94,16 +95,18 @@ class ClearSettings(PipelineSettings):
     qpis_max_docs: int = Field(default=16, ge=1, le=64)
     """clear-qpis: dynamic documents kept after merging all rounds."""
     grader_model: ModelSpec | None = None
-    """Free text: the rubric grader (LLM judge). The backbone when unset."""
+    """Free text: the grader (LLM judge of rubric items and MedRBench answers), a role with its own
+    calls in the cost ledger. The backbone when unset."""
     rubric_file: str | None = None
-    """Free text: JSONL of tasks with rubric items (`sample` = the packaged set). No grading when unset."""
+    """Free text: the tasks' grading keys, the same file or folder as `dataset.path`: JSONL of rubric
+    tasks (HealthBench's layout; `sample` = the packaged set) and MedRBench JSON files. No grading when unset."""
 
     @field_validator("rubric_file")
     @classmethod
     def _rubrics_exist(cls, v: str | None) -> str | None:
-        if v is not None and v != SAMPLE_RUBRICS and not Path(v).expanduser().is_file():
-            raise ValueError(f"rubric file {v!r} not found. Give a JSONL path (relative to the current "
-                             f"directory) or `{SAMPLE_RUBRICS}`")
+        if v is not None and v != SAMPLE_RUBRICS and not Path(v).expanduser().exists():
+            raise ValueError(f"rubric file {v!r} not found. Give the free-text file or folder (relative to the "
+                             f"current directory) or `{SAMPLE_RUBRICS}`. Nothing is downloaded: {WHERE_PUBLISHED}")
         return v
 
     def for_backend(self, spec: ModelSpec) -> ClearSettings:

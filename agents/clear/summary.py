@@ -40,7 +40,12 @@ class ClearSummary(Summary):
     """Free text: whether the task file holds this question's rubric."""
     response_chars: int | None = None
     rubric_score: float | None = None
+    """Free text: the example's score. HealthBench (`grade_kind: rubric`): points met / positive
+    points, unclipped; MedRBench (`grade_kind: medrbench`): 1 correct, 0 wrong."""
     grade_valid: bool | None = None
+    grade_kind: str | None = None
+    tag_scores: dict[str, float] | None = None
+    """HealthBench: the example's score per example tag and per rubric tag (theme:..., axis:...)."""
 
     @property
     def adjudicated(self) -> bool:

@@ -5,7 +5,8 @@
 - Follow-up search (the paper's Table 5): searches triggered per dataset, accepted revisions and
   the acceptance rate (accepted revisions / searches triggered).
 - Pathway accuracy and agreement patterns (MCQ): how often each source alone was right.
-- Free-text rubric scores, where rows carry one.
+- Free-text rubric scores, where rows carry one; Table 3 (MedRBench and HealthBench in the paper's
+  shape) and HealthBench's scores by theme and axis (`table3.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from medpanel.agents.clear.summary import ClearSummary
+from medpanel.agents.clear.table3 import healthbench_tag_table, table3
 from medpanel.agents.tables import OVERALL, ResultRow, Table, TableSpec
 
 Summaries = dict[int, ClearSummary]
@@ -154,17 +156,19 @@ def freetext_table(rows: Sequence[ResultRow], conditions: list[str]) -> Table | 
                 continue
             scores = [float(x) for x in (s[id(r)].rubric_score for r in sel) if x is not None]
             out.append([cond, ds, len(sel), len(scores), len(sel) - len(scores),
-                        round(sum(scores) / len(sel), 4), sum(1 for r in sel if r.invalid),
+                        round(min(1.0, max(0.0, sum(scores) / len(sel))), 4), sum(1 for r in sel if r.invalid),
                         sum(1 for r in sel if r.error)])
     if not out:
         return None
     return Table("Free-text rubric scores", ["condition", "dataset", "n", "graded", "n_missing", "mean_score",
                                             "no_response", "errors"], out,
-                 note="Score = points of met rubric items / positive points, clipped to [0, 1] (HealthBench's rule), "
-                      "graded by an LLM judge. mean_score is over all n tasks: a task with no response, no valid "
+                 note="A task's score = points of met rubric items / positive points (a met negative item "
+                      "subtracts; MedRBench: 1 correct, 0 wrong), graded by an LLM judge; mean_score is the mean "
+                      "over all n tasks clipped to [0, 1] (HealthBench's rule). A task with no response, no valid "
                       "grade or an error scores 0 (n_missing of them). The accuracy table's `correct` does not "
                       "apply to free text.")
 
 
 CLEAR_TABLES = tuple(TableSpec(build, late=True)
-                     for build in (route_table, guard_audit_table, followup_table, pathway_table, freetext_table))
+                     for build in (route_table, guard_audit_table, followup_table, pathway_table, freetext_table,
+                                   table3, healthbench_tag_table))

@@ -26,14 +26,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
+from medpanel.agents.clear import freetext_files
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
 from medpanel.agents.clear.paper_tables import PAPER_TABLES
+from medpanel.agents.clear.healthbench import REPORTED_TAGS
+from medpanel.agents.clear.medrbench import MedRCase
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.roles import grader as grading
-from medpanel.agents.clear.roles import responder
+from medpanel.agents.clear.roles import medrjudge, responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
 from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
 from medpanel.agents.clear.tables import CLEAR_TABLES
@@ -137,7 +140,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
         if mode.dual and s.assessor_model is None:
             raise ValueError("clear-dual needs a second model: set settings.assessor_model "
                              "(e.g. {backend: openai, name: ..., base_url: ...})")
-        rubric = grading.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
+        rubric = freetext_files.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
         searches_web = mode.kind in ("online", "clear")
         async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
@@ -170,7 +173,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
         return await adjudicate(ctx, await parametric_pathway(ctx))
 
     async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
-                      summary: ClearSummary, rubric: grading.FreeTextTask | None,
+                      summary: ClearSummary, rubric: freetext_files.Task | None,
                       grader: QuestionSession) -> Outcome:
         q, s = ctx.question, ctx.settings
         data: dict[str, Any] = {}
@@ -205,9 +208,18 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             data["response"] = response
             summary.response_chars = len(response or "")
             if rubric is not None and response is not None:
-                graded = await grading.grade(grader, rubric, response)
+                # The grader is shown the conversation (or case), the response and its rubric item or
+                # reference: never the condition, the pipeline or the route that produced the response.
+                graded = await (medrjudge.grade_case(grader, rubric, response) if isinstance(rubric, MedRCase)
+                                else grading.grade(grader, rubric, response))
                 data["grade"] = graded
                 summary.rubric_score, summary.grade_valid = graded["score"], graded["valid"]
+                summary.grade_kind = graded["kind"]
+                # The report's tags (theme, axis) only: the export flattens the summary into columns,
+                # and HealthBench's cluster tags number in the dozens. All of them stay in data["grade"].
+                tags = graded.get("tags") if graded["valid"] else None
+                summary.tag_scores = ({k: v for k, v in tags.items() if k.startswith(REPORTED_TAGS)}
+                                      if tags is not None else None)
             else:
                 summary.rubric_score, summary.grade_valid = None, False
             # The adapter may not search: the decision's bundle is all the evidence it gets.

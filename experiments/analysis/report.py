@@ -19,6 +19,7 @@ from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
 from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
+from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.references import reference_tables
 from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
@@ -235,6 +236,8 @@ def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
     pairs = comparison_pairs(record, conditions)
     if pairs:
         tables.append(paired_table(rows, pairs, n_boot=n_boot))
+        free_text = free_text_pair_table(rows, pairs, n_boot=n_boot)
+        tables += [free_text] if free_text is not None else []
     tables += axes_tables.build(rows, record, conditions, pairs, n_boot=n_boot)
     tables += [study.factorial_table(f) for f in study.factorials(rows, record.flags, n_boot=n_boot)]
     tables += study.repeat_tables(rows, conditions, pairs, n_boot=n_boot)

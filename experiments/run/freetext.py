@@ -1,9 +1,11 @@
-"""Free-text tasks as run questions: the `freetext` dataset source of CLEAR's free-text scenario.
+"""Free-text tasks as run questions: the `freetext` dataset source (CLEAR's free-text benchmarks).
 
-A task (a conversation plus HealthBench-style rubric items) becomes a `Question` with no options
-and no gold, so the runner, the store and the transcripts handle it unchanged; the rubric stays in
-the task file and only the pipeline's grader reads it (`settings.rubric_file`). `path: sample` (or
-no path) is the packaged team-written set.
+`dataset.path` is a file or a folder (`agents/clear/freetext_files.py`): JSONL files of rubric tasks
+(HealthBench's published layout, and the packaged team-written set, `path: sample` or no path) and
+MedRBench's published JSON case files. A task becomes a `Question` with no options and no gold, so
+the runner, the store and the transcripts handle it unchanged; the rubric or reference answer stays
+in the file and only the pipeline's grader reads it (`settings.rubric_file`, the same path).
+Nothing is downloaded: a missing path is one line naming where each benchmark is published.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS, TaskFileError, read_tasks, sample_path
+from medpanel.agents.clear.freetext_files import read_all
+from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS, TaskFileError, sample_path
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 
@@ -25,10 +28,10 @@ def resolve_path(path: str | Path | None, base_dir: Path | None) -> Path:
 
 def load_freetext(path: str | Path | None, subsets: list[str] | None, limit: int | None, seed: int, *,
                   base_dir: Path | None = None) -> list[Question]:
-    """Questions of a free-text task file, grouped by dataset, `limit` per dataset (seeded sample)."""
+    """Questions of a free-text file or folder, grouped by dataset, `limit` per dataset (seeded sample)."""
     file = resolve_path(path, base_dir)
     try:
-        tasks = read_tasks(file)
+        tasks = read_all(file)
     except TaskFileError as exc:
         raise UserError(f"{exc}", field="dataset.path") from None
     groups: dict[str, list[Question]] = {}

@@ -4,8 +4,14 @@ A task is a conversation plus rubric items `{criterion, points, tags}`; points m
 undesirable behaviour). The runner sees a task as a `Question` with no options and no gold (the
 dataset loader, `experiments/run/freetext.py`), so the rubric never leaves the task file and this
 module: no pathway, verifier or responder sees it. The grader (an LLM judge; `grader_model`, else
-the backbone) marks which items a response meets in one call; the score is the points of met items
-over the sum of positive points, clipped to [0, 1] (HealthBench's rule).
+the backbone) judges each rubric item met or not in a call of its own, shown the whole conversation
+with the response as its last turn and the one item with its points, as HealthBench's published
+grader does (simple-evals). The example's score and its tag scores are `healthbench.py`'s; the
+grader sees neither the condition nor the pipeline that wrote the response.
+
+HealthBench's own rows (`prompt_id`, `prompt`, `rubrics`, `example_tags`, `ideal_completions_data`)
+are task lines as they are: their dataset is `healthbench`, and the physicians' ideal completions
+are never read.
 
 Why the task parser sits here and not with the dataset loaders: the CLEAR pipeline looks up a
 question's rubric from `settings.rubric_file` when it grades, and agents never import from
@@ -15,14 +21,13 @@ experiments. The team-written sample set ships beside it (`grader.sample_tasks.j
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from medpanel.agents.evidence import quote_block
+from medpanel.agents.clear.healthbench import example_metrics, points_ratio
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
@@ -30,6 +35,9 @@ from medpanel.agents.types import Question
 from medpanel.inputs import InputFileError, read_input_text
 
 PROMPTS = Prompts(__name__)
+
+HEALTHBENCH = "healthbench"
+"""The dataset name of HealthBench's rows (Table 3's column)."""
 
 SAMPLE_RUBRICS = "sample"
 """`rubric_file: sample` (and a free-text dataset's `path: sample`) names the packaged team-written set."""
@@ -51,6 +59,8 @@ class FreeTextTask(BaseModel):
     qid: str
     prompt: list[Turn] = Field(min_length=1)
     rubrics: list[RubricItem] = Field(min_length=1)
+    example_tags: list[str] = Field(default_factory=list)
+    """HealthBench's example-level tags (`theme:...`, `physician_agreed_category:...`)."""
 
     @property
     def key(self) -> str:
@@ -105,7 +115,8 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
         if isinstance(qid, bool) or not isinstance(qid, str | int) or str(qid).strip() == "":
             raise TaskFileError(f"{where}: {key}: {qid!r} is not an id. Give prompt_id, id or realidx as a "
                                 "non-empty string or an integer")
-        dataset = raw.get("dataset", file.stem)
+        # HealthBench's rows name no dataset; their example_tags say whose layout they are.
+        dataset = raw.get("dataset", HEALTHBENCH if "example_tags" in raw else file.stem)
         if not isinstance(dataset, str) or not dataset.strip():
             raise TaskFileError(f"{where}: dataset: {dataset!r} is not a subset name. Name it with a non-empty "
                                 "string, or drop the field")
@@ -114,7 +125,8 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
             prompt = [{"role": "user", "content": prompt}]
         try:
             task = FreeTextTask.model_validate({"dataset": dataset.strip(), "qid": str(qid).strip(),
-                                                "prompt": prompt, "rubrics": raw.get("rubrics")})
+                                                "prompt": prompt, "rubrics": raw.get("rubrics"),
+                                                "example_tags": raw.get("example_tags") or []})
         except ValidationError as exc:
             err = exc.errors()[0]
             loc = ".".join(str(x) for x in err["loc"])
@@ -131,39 +143,52 @@ def read_tasks(path: str | Path) -> list[FreeTextTask]:
     return tasks
 
 
-@lru_cache(maxsize=8)
-def _index(path: str, mtime: float) -> dict[str, FreeTextTask]:
-    return {t.key: t for t in read_tasks(path)}
+class CriterionGrade(BaseModel):
+    explanation: str = Field(default="", description="Why the reply does or does not meet the rubric item.")
+    criteria_met: bool = Field(description="true only if the reply meets every part of the rubric item.")
 
 
-def find_task(rubric_file: str, question: Question) -> FreeTextTask | None:
-    file = task_path(rubric_file)
-    return _index(str(file), file.stat().st_mtime).get(question.key)
+def conversation_with(task: FreeTextTask, response: str) -> str:
+    """The whole conversation, the response as its last assistant turn (`role: content` per turn)."""
+    turns = [*((t.role, t.content.strip()) for t in task.prompt), ("assistant", response.strip())]
+    return "\n\n".join(f"{role}: {content}" for role, content in turns)
 
 
-class RubricGrade(BaseModel):
-    met: list[int] = Field(description="Numbers of the rubric items the response meets.")
+def item_request(task: FreeTextTask, n: int, response: str) -> str:
+    item = task.rubrics[n - 1]
+    return PROMPTS.render("request", conversation=data_block("conversation", conversation_with(task, response)),
+                          item=f"[{item.points:g}] {item.criterion}")
+
+
+def data_block(tag: str, body: str) -> str:
+    """Quoted text in tags; a closing tag inside is neutralised so the text cannot end the block."""
+    return f"<{tag}>\n{body.replace(f'</{tag}>', f'</ {tag}>')}\n</{tag}>"
 
 
 def rubric_score(items: list[RubricItem], met: set[int]) -> float:
-    """Points of met items (1-based numbers) over the positive points, clipped to [0, 1]."""
-    possible = sum(i.points for i in items if i.points > 0)
-    if possible <= 0:
-        return 0.0
-    got = sum(item.points for n, item in enumerate(items, 1) if n in met)
-    return min(1.0, max(0.0, got / possible))
+    """Points of met items (1-based numbers) over the positive points: HealthBench's example score,
+    not clipped (a met negative item can take it below 0; the mean over examples is clipped)."""
+    score = points_ratio(items, [n in met for n in range(1, len(items) + 1)])
+    return 0.0 if score is None else score
 
 
 async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> dict[str, Any]:
+    """Each rubric item judged in its own call; the decisions, the score and the tag scores."""
     grader = RoleAgent(session, name="grader", role="grader", system_message=PROMPTS.render("system"))
-    items = "\n".join(f"{n}. {item.criterion}" for n, item in enumerate(task.rubrics, 1))
-    prompt = PROMPTS.render("request", conversation=task.text(), response=quote_block("response", response),
-                    items=items, n=len(task.rubrics))
-    parsed = await grader.speak(prompt, RubricGrade, step="grade")
-    if parsed is None:
-        return {"valid": False, "score": None, "model": session.spec.model_name}
-    met = {n for n in parsed.met if 1 <= n <= len(task.rubrics)}
-    return {"valid": True, "score": round(rubric_score(task.rubrics, met), 4), "met": sorted(met),
+    decisions: list[dict[str, Any]] = []
+    for n, item in enumerate(task.rubrics, 1):
+        # consult: each item is judged on a fresh context, never beside another item's grade
+        parsed = await grader.consult(item_request(task, n, response), CriterionGrade, step="grade", turn=n)
+        if parsed is None:
+            return {"valid": False, "score": None, "kind": "rubric", "model": session.spec.model_name,
+                    "items": decisions}
+        decisions.append({"n": n, "points": item.points, "met": parsed.criteria_met,
+                          "explanation": parsed.explanation})
+    met = [d["met"] for d in decisions]
+    metrics = example_metrics(task.rubrics, met, task.example_tags)
+    return {"valid": True, "kind": "rubric", "score": round(metrics["overall_score"], 6),
+            "met": [d["n"] for d in decisions if d["met"]],
             "points_possible": sum(i.points for i in task.rubrics if i.points > 0),
-            "points_met": sum(i.points for n, i in enumerate(task.rubrics, 1) if n in met),
-            "model": session.spec.model_name}
+            "points_met": sum(i.points for i, m in zip(task.rubrics, met, strict=True) if m),
+            "tags": {k: round(v, 6) for k, v in metrics.items() if k != "overall_score"},
+            "items": decisions, "model": session.spec.model_name}
