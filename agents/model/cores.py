@@ -11,9 +11,9 @@ request to the server with the fewest requests in flight (`spread.Spread`).
 
 What the model is sent is unchanged; only where it runs changes. With one slot a server decodes one
 request at a time, so no reply depends on which other requests shared its batch (the single
-server's 4 slots made the quickstart's answers differ from run to run; the pool's did not). The servers' URLs travel as one
-string (`POOL_SEP`-joined) wherever the single server's URL went, so a run's other processes
-(`run.processes`) reach the same servers.
+server's 4 slots made the quickstart's answers differ from run to run; the pool's did not).
+The servers' URLs travel as one string (`POOL_SEP`-joined) wherever the single server's URL
+went, so a run's other processes (`run.processes`) reach the same servers.
 """
 
 from __future__ import annotations

@@ -199,9 +199,9 @@ class LeanChatClient(ChatCompletionClient):
             except aiohttp.ClientError as exc:
                 raise openai.APIConnectionError(request=self._request(url)) from exc
         observe(status, headers)
-        return self.result(status, headers, raw)
+        return self.result(status, headers, raw, url)
 
-    def result(self, status: int, headers: Any, raw: bytes) -> CreateResult:
+    def result(self, status: int, headers: Any, raw: bytes, url: str | None = None) -> CreateResult:
         """A reply's status and body as the call's result, or the SDK's exception for it (a batch
         line's reply is read here too: `batch_client.py`)."""
         if not 200 <= status < 300:

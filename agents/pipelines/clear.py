@@ -30,9 +30,9 @@ from medpanel.agents.clear import freetext_files
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.gate import format_gate
-from medpanel.agents.clear.paper_tables import PAPER_TABLES
 from medpanel.agents.clear.healthbench import REPORTED_TAGS
 from medpanel.agents.clear.medrbench import MedRCase
+from medpanel.agents.clear.paper_tables import PAPER_TABLES
 from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
 from medpanel.agents.clear.pathways import parametric as parametric_pathway
 from medpanel.agents.clear.roles import grader as grading
