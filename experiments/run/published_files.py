@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.errors import UserError
+from medpanel.inputs import InputFileError, check_input
 
 FILE_COLUMN = "_file"
 """The column holding a row's subset when a folder of files is read."""
@@ -64,7 +65,8 @@ def is_published_folder(path: Path) -> bool:
 def read_rows(path: Path, *, header: list[str] | None, split: str) -> list[dict[str, Any]]:
     """Every row of a published CSV/TSV/keyed-JSON file, or of a folder of CSV/TSV files."""
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.is_file())
+        # Every CSV/TSV entry but a folder: a FIFO or a device named like one is refused, not skipped.
+        files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.is_dir())
         rows: list[dict[str, Any]] = []
         for f in files:
             subset = f.stem.removesuffix(f"_{split}")
@@ -76,7 +78,16 @@ def read_rows(path: Path, *, header: list[str] | None, split: str) -> list[dict[
     return [{**r, FILE_COLUMN: subset} for r in _read_table(path, header)]
 
 
+def _checked(path: Path) -> None:
+    # A publisher's file is a user's file: regular, bounded and UTF-8 before a byte is parsed.
+    try:
+        check_input(path, what="dataset file", fix="Point dataset.path at the publisher's CSV, TSV or JSON file")
+    except InputFileError as exc:
+        raise UserError(exc.reason, file=exc.path, field="dataset.path") from None
+
+
 def _read_keyed(path: Path) -> list[dict[str, Any]]:
+    _checked(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
@@ -90,6 +101,7 @@ def _read_keyed(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_table(path: Path, header: list[str] | None) -> list[dict[str, Any]]:
+    _checked(path)
     delimiter = "\t" if path.suffix == ".tsv" else ","
     try:
         with path.open(encoding="utf-8-sig", newline="") as fh:
