@@ -78,6 +78,16 @@ def test_scenarios_dir_prints_a_description_without_its_controls(tmp_path: Path,
     assert "Hello" in out and not _has_control(out + err), repr(out)
 
 
+@pytest.fixture
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The CLI's console took its width when first imported, which in a test worker may be under
+    # another test's COLUMNS: these assertions read whole cells, so the table must not fold them.
+    from medpanel.experiments.cli.console import console
+
+    monkeypatch.setattr(console, "_width", 400)
+
+
+@pytest.mark.usefixtures("wide_console")
 def test_scenarios_dir_shows_rich_markup_in_a_description_as_written(tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     write(tmp_path / "m.yaml", 'name: m\ndescription: "[link=http://evil.example]click[/link] [bold]b[/bold]"\n'
@@ -205,6 +215,7 @@ def test_an_encoding_without_utf8_prints_escapes_not_a_traceback(tmp_path: Path,
         assert done.returncode == 2 and err.count("\n") == 1, err
 
 
+@pytest.mark.usefixtures("wide_console")
 def test_runs_lists_a_run_whose_name_holds_controls_escaped_and_a_fifo_status_without_hanging(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import shutil

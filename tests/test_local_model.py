@@ -32,7 +32,8 @@ from medpanel.agents.model.embedded import embedded_server
 from medpanel.agents.model.spec import ModelSpec
 s = embedded_server(ModelSpec(backend="local", local_server=sys.argv[1], context_window=1024))
 s.start()
-print(s.port, s.proc.pid, flush=True)
+servers = getattr(s, "servers", [s])  # llama-server's default: a pool of single-threaded servers
+print(" ".join(f"{x.port}:{x.proc.pid}" for x in servers), flush=True)
 time.sleep(600)
 """
 
@@ -81,15 +82,17 @@ def test_server_starts_answers_and_stops() -> None:
 def test_server_dies_with_a_sigkilled_parent(server: str) -> None:
     parent = subprocess.Popen([sys.executable, "-c", CHILD, server], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    port, server_pid = map(int, parent.stdout.readline().split())
-    assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+    servers = [tuple(map(int, pair.split(":"))) for pair in parent.stdout.readline().split()]
+    assert servers
+    for port, _ in servers:
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     killed = time.time()
-    while time.time() < killed + 15 and _alive(server_pid):
+    while time.time() < killed + 15 and any(_alive(pid) for _, pid in servers):
         time.sleep(0.1)
-    assert not _alive(server_pid), "the model server outlived its killed parent"
-    assert time.time() - killed < 3, "the model server took more than 3 s to follow its killed parent"
+    assert not any(_alive(pid) for _, pid in servers), "a model server outlived its killed parent"
+    assert time.time() - killed < 3, "the model servers took more than 3 s to follow their killed parent"
 
 
 @pytest.mark.timeout(1500)
