@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
 
 from medpanel.experiments.errors import UserError
+from medpanel.inputs.files import kind_of as input_kind
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -43,17 +44,9 @@ class UnsafePath(UserError):
 
 
 def kind_of(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "a socket" if stat.S_ISSOCK(mode) else "a special file"
+    # The run directory is walked without following links, so a link is a kind here; every other
+    # kind is named as the one reader of a user's files names it.
+    return "a symbolic link" if stat.S_ISLNK(mode) else input_kind(mode)
 
 
 def refusal(path: Path, info: os.stat_result, wanted: str, within: str = "a run directory") -> UnsafePath:
