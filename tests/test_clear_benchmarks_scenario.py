@@ -107,7 +107,8 @@ def test_the_suite_runs_and_reports_every_paper_table(tmp_path: Path, monkeypatc
     t2 = tables["CLEAR Table 2"]
     assert t2.columns == ["method", *SPECIALTIES, "overall", "overall_any_of", "n"]
     assert [r[-1] for r in t2.rows] == [10] * 4
-    assert tables["CLEAR Table 8"].columns[1:6] == ["medbullets", "medexqa", "afrimedqa", "mmlu", "mmlu-pro"]
+    assert tables["CLEAR Table 8"].columns[1:7] == ["medbullets", "medexqa", "afrimedqa", "afrimedqa_any_of", "mmlu",
+                                                   "mmlu-pro"]
     assert [r[0] for r in tables["CLEAR Table 4"].rows] == methods
     assert [r[-1] for r in tables["CLEAR Table 4"].rows] == [mcq] * 4  # the free-text rows are not MCQ accuracy
     t3 = next(t for title, t in tables.items() if title.startswith("Table 3"))
