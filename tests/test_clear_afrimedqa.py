@@ -24,13 +24,14 @@ def _file(tmp: Path) -> Path:
             "option4": "Metronidazole", "option5": "Oral rehydration salts"}
     return _csv(tmp / "afrimedqa_v2.csv", AFRI_HEADER, [
         _afri("a1", "mcq", "First-line treatment of uncomplicated falciparum malaria?", five, "option3"),
-        _afri("a2", "mcq", "Erectile dysfunction", {"option1": "May be caused by cimetidine", "option2": "Is usually "
-              "a physical problem", "option3": "May be treated with sildenafil", "option4": "Antihypertensives are a "
-              "common cause", "option5": "Can be treated with anti-stress measures"}, "option1,option3,option4,option5"),
+        _afri("a2", "mcq", "Erectile dysfunction", {
+            "option1": "May be caused by cimetidine", "option2": "Is usually a physical problem",
+            "option3": "May be treated with sildenafil", "option4": "Antihypertensives are a common cause",
+            "option5": "Can be treated with anti-stress measures"}, "option1,option3,option4,option5"),
         _afri("a3", "saq", "Describe the management of severe malaria.", "", ""),
-        _afri("a4", "mcq", "Additional treatment for an open tibia fracture with an 8 cm wound?", {"option1": "analgesia",
-              "option2": "IV antibiotics", "option3": "Calcium supplements", "option4": "Vitamin C", "option5": "n/a"},
-              "option2"),
+        _afri("a4", "mcq", "Additional treatment for an open tibia fracture with an 8 cm wound?", {
+            "option1": "analgesia", "option2": "IV antibiotics", "option3": "Calcium supplements",
+            "option4": "Vitamin C", "option5": "n/a"}, "option2"),
         _afri("a5", "mcq", "Which are beta-lactams?", five, "option1, option2")])
 
 

@@ -46,7 +46,8 @@ def judge(correct: bool = True) -> Callable[[ScriptedRequest], Any]:
 def script() -> Script:
     return Script(p="Radiotherapy.", lc="Radiotherapy.", d="Radiotherapy.",
                   verify=verdict("consensus", "Radiotherapy to the lesion."),
-                  extra={"respond": {"response": "Radiotherapy to the T9 lesion."}, "medrbench_keywords": {"query": QUERY},
+                  extra={"respond": {"response": "Radiotherapy to the T9 lesion."},
+                         "medrbench_keywords": {"query": QUERY},
                          "medrbench_treatment": judge(), "medrbench_diagnosis": judge(False),
                          "plan": {"sub_queries": ["plasmacytoma"]}, "sufficiency": {"sufficient": True}})
 
@@ -70,7 +71,8 @@ def test_no_live_backend_reads_the_published_analysis_and_says_so(env: Callable[
     grade = row.events[-1].data["grade"]
     assert (grade["support"], grade["web_source"], grade["correct"]) == ("published_analysis", None, True)
     assert row.summary["judge_support"] == "published_analysis"
-    t = table3([row], ["direct"])
+    rows: list[Any] = [row]
+    t = table3(rows, ["direct"])
     assert t is not None and "No live web search backend is set" in (t.note or "")
     assert "published treatment-planning analysis (1 grades)" in (t.note or "")
 
@@ -95,7 +97,8 @@ def test_a_live_backend_gives_the_judge_three_results_found_from_the_case(env: C
     assert note.role == "grader" and note.data["retrieved"] == ["g1", "g2", "g3"]
     assert row.events[-1].data["adapter_searches"] == 0  # the judge's search is not the condition's
     assert row.summary["judge_support"] == "web:tavily" and row.summary["rubric_score"] == 1.0
-    t = table3([row], ["direct"])
+    rows: list[Any] = [row]
+    t = table3(rows, ["direct"])
     assert t is not None and "three web search results per case from tavily (1 grades)" in (t.note or "")
     assert "No live web" not in (t.note or "")
 
