@@ -9,7 +9,7 @@ import json
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -19,6 +19,7 @@ from medpanel.agents.clear.table3 import table3
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import QuestionResult
 from medpanel.retrieval.evidence import Evidence
+from medpanel.retrieval.sources import Source
 
 from .test_clear import Env, Script, docs, installer, run_clear, verdict
 
@@ -123,3 +124,25 @@ def test_the_grader_and_its_search_never_see_the_condition(env: Callable[..., En
             for name in (*SLUGS, "clear", "rag", "pipeline", "qpis", "online"):
                 assert not re.search(rf"\b{re.escape(name)}\b", text, re.IGNORECASE), (slug, name)
         assert e.dynamic.queries[-1] == QUERY
+
+
+class FakeWeb(Source):
+    """A live web backend of one's own (`dynamic_source: module:Class`): no corpus, every query kept."""
+
+    kind = "fake-web"
+    web = True
+    queries: ClassVar[list[str]] = []
+
+    def search(self, query: str, k: int) -> list[Evidence]:
+        FakeWeb.queries.append(query)
+        return RESULTS[:k]
+
+
+def test_a_module_class_backend_is_built_as_the_online_pathway_builds_its_own() -> None:
+    FakeWeb.queries.clear()
+    s = script()
+    row = run(TREAT, s, "direct", f"{__name__}:FakeWeb")  # the real pipeline, no injected factory
+    assert FakeWeb.queries == [QUERY]
+    grade = row.events[-1].data["grade"]
+    assert (grade["support"], grade["web_source"]) == ("web", f"{__name__}:FakeWeb")
+    assert row.summary["judge_support"] == f"web:{__name__}:FakeWeb"
