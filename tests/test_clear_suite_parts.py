@@ -58,6 +58,8 @@ def test_free_text_parts_load_beside_mcq_under_their_own_dataset_names(tmp_path:
     assert qs[0].gold == ("B",)
     assert len(load_parts(_parts(), 1, 42, base_dir=tmp_path)) == 1 + 1 + 1 + 1  # --limit caps per dataset
     assert grading_files(_parts(), tmp_path) == [str(tmp_path / "data" / HB_FILE), str(tmp_path / "data/medrbench")]
+    # a scenario named by a relative path: the keys run.json records are absolute all the same
+    assert grading_files(_parts(), Path("scenarios"))[0] == str(Path.cwd() / "scenarios" / "data" / HB_FILE)
 
 
 def test_one_benchmark_named_by_two_parts_is_one_line(tmp_path: Path) -> None:

@@ -75,8 +75,9 @@ def check_parts(spec: Any, file: str) -> None:
 
 
 def grading_files(parts: list[Any], base_dir: Path | None) -> list[str]:
-    """The free-text parts' files, resolved as the loader resolves them: the grader's keys."""
-    return [str(resolve_path(p.path, base_dir)) for p in parts if p.source == "freetext"]
+    """The free-text parts' files, resolved as the loader resolves them: the grader's keys. Absolute,
+    since run.json records them and a resume may start from another folder."""
+    return [str(resolve_path(p.path, base_dir).absolute()) for p in parts if p.source == "freetext"]
 
 
 def load_parts(parts: list[Any], limit: int | None, seed: int, *, base_dir: Path | None) -> list[Question]:
