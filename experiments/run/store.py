@@ -31,7 +31,7 @@ from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import store_sql as sql
 from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.files import own_path, row_file, safe_dir, safe_stem
+from medpanel.experiments.run.files import file_per_pair, own_path, row_file
 from medpanel.experiments.run.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.rows import row_of
@@ -141,17 +141,8 @@ class Store:
         return n + sum(copy_log(self.folder, name, records, writing=self.log.name) for name, records in logs.items())
 
     def transcript_path(self, pair: Pair, tag: str | None = None) -> Path:
-        """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`: where runs before
-        the transcript logs kept a pair's file, and where a shared-storage row with no usable path
-        is written out (`sync_transcripts`).
-
-        Readers never recompute this: every row stores its transcript's path or record, so runs
-        written with an older naming open unchanged.
-        """
-        condition, dataset, qid, repeat = pair
-        readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
-        name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
-        return self.run_dir / "transcripts" / safe_dir(condition) / f"{name}.json"
+        """`file_per_pair`'s path under this run directory."""
+        return self.run_dir / file_per_pair(pair, tag)
 
     def resource_failure(self, exc: BaseException) -> str | None:
         """One line naming the path and the cause when `exc` is the run's own storage failing (disk

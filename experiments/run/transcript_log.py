@@ -245,10 +245,20 @@ def log_files(run_dir: Path) -> list[Path]:
     return sorted(folder.glob("log-*.jsonl")) if folder.is_dir() else []
 
 
-def count_records(run_dir: Path) -> int:
-    """Transcripts a run directory holds, in either layout: the logs' whole records plus the files of
-    an older run (`transcripts/<condition>/*.json`)."""
+def documents(run_dir: Path) -> Iterator[bytes]:
+    """Every transcript a run directory holds, as its JSON bytes, in either layout: the logs' whole
+    records (a record no row names included: a question retried, or one whose process died before
+    its row), then the files of an older run (`transcripts/<condition>/*.json`)."""
     folder = Path(run_dir) / LOG_FOLDER
     if not folder.is_dir():
-        return 0
-    return sum(1 for log in log_files(run_dir) for _ in records_in(log)) + sum(1 for _ in folder.rglob("*.json"))
+        return
+    for log in log_files(run_dir):
+        for _, line in records_in(log):
+            yield line
+    for file in sorted(folder.rglob("*.json")):
+        yield file.read_bytes()
+
+
+def count_records(run_dir: Path) -> int:
+    """How many transcripts `documents` finds."""
+    return sum(1 for _ in documents(run_dir))
