@@ -201,8 +201,8 @@ class Confined:
                 return new_temporary(self.path(parts[:-1]), parts[-1], self.mode, fd,
                                      os.O_APPEND if append else 0)
         except OSError as exc:
-            if exc.errno and not isinstance(exc, FileExistsError) and exc.filename is None:
-                raise OSError(exc.errno, exc.strerror, str(self.path(parts))) from exc
+            if exc.errno and not isinstance(exc, FileExistsError):
+                raise OSError(exc.errno, exc.strerror, str(self.path(parts))) from exc  # the whole path
             raise
 
     def overwrite_in_place(self, relative: Relative, data: bytes) -> bool:

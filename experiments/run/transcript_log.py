@@ -101,8 +101,11 @@ class TranscriptLog:
                     view = view[os.write(fd, view):]
                 if self.sync:
                     os.fdatasync(fd)
-            except BaseException:
+            except BaseException as exc:
+                path = str(self.folder.path(self._name))
                 self._cut(fd, start)
+                if isinstance(exc, OSError) and exc.errno and exc.filename is None:
+                    raise OSError(exc.errno, exc.strerror, path) from exc  # the log, for the stop's one line
                 raise
             self._end = start + len(line)
             return reference(self._name, start, len(line) - 1)
@@ -156,12 +159,18 @@ class RecordPath(PosixPath):
         return f"{self} (the record at byte {self.offset})"
 
     def is_file(self) -> bool:
-        """The log is a regular file that holds the whole record (its newline included)."""
+        """The log is a regular file that holds the record: a JSON object's first byte where it
+        starts, its newline where it ends (a log cut short, or bytes blanked out, hold none)."""
         try:
-            info = os.stat(self)
+            fd = os.open(self, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             return False
-        return stat.S_ISREG(info.st_mode) and info.st_size >= self.offset + self.length + 1
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return False
+            return os.pread(fd, 1, self.offset) == b"{" and os.pread(fd, 1, self.offset + self.length) == b"\n"
+        finally:
+            os.close(fd)
 
     def read_bytes(self) -> bytes:
         """The record's line without its newline; an OSError when it is not all there."""
