@@ -58,7 +58,8 @@ class Staged:
     """A finished pair whose transcript is written and whose row is ready (`Store.stage`)."""
 
     pair: Pair
-    path: Path
+    transcript: str
+    """What the row names: its record in this worker's log."""
     body: str
     values: dict[str, Any]
     replace_error: bool
@@ -304,7 +305,6 @@ class Store:
         # Whole before the row commits; fsynced only on shared storage, as the row's commit is not
         # on SQLite. A retry's record follows the error's, which stays until its row is replaced.
         ref = self.log.append(body)
-        path = record_path(self.run_dir, ref)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
@@ -313,7 +313,7 @@ class Store:
                       latency_s=result.latency_s, cost_usd=cost_usd,
                       summary=redact(json.dumps(summary_record(result))),
                       transcript=ref, worker=owner, finished_at=time.time())
-        return Staged(pair=pair, path=path, body=body, values=values, replace_error=replace_error,
+        return Staged(pair=pair, transcript=ref, body=body, values=values, replace_error=replace_error,
                       cached_tokens=result.cached_tokens, cache_saved_usd=cache_saved_usd)
 
     def record(self, staged: Staged) -> Row:
@@ -363,7 +363,7 @@ class Store:
                 conn.execute(sql.DROP_CLAIM, key)
         for relative in replaced:
             gone = None if parse_reference(relative) else own_path(relative)  # a log's record stays, unnamed
-            if gone is not None and self.run_dir / gone != staged.path:
+            if gone is not None and relative != staged.transcript:
                 self.folder.unlink(gone)  # the error's transcript; its row is gone
         return row_of(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
 
