@@ -9,7 +9,7 @@ child process of its own (its imports and a 5-question warm-up before the measur
 counted) and answers the same N synthetic four-option questions, one call each, 64 in flight:
 
 - medpanel: the `direct` single-model baseline through the real path (scenario -> Optuna runner ->
-  AutoGen agent -> client -> HTTP -> SQLite store and transcript files), one worker thread whose
+  AutoGen agent -> client -> HTTP -> SQLite store and transcript log), one worker thread whose
   event loop keeps `--in-flight` questions going (`run.questions_per_worker`);
 - inspect_ai: a `Task` over a `MemoryDataset` of the same questions, `generate()` through its
   OpenAI-compatible provider (`openai-api/fake/fake-model`, base URL the fake endpoint),
@@ -50,6 +50,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import count_records
 
 CPU_TARGET_MS = 3.0
 RATIO_TARGET = 0.15
@@ -116,7 +117,7 @@ def run_medpanel(base_url: str, records: list[dict[str, Any]], in_flight: int, t
     rows = store.rows()
     executions = store.executions()
     store.close()
-    transcripts = sum(1 for _ in (runner.run_dir / "transcripts").rglob("*.json"))
+    transcripts = count_records(runner.run_dir)
     return {"wall_s": wall, "cpu_s": cpu, "state": status["state"], "rows": len(rows),
             "answered": sorted(r.qid for r in rows if not r.error and not r.invalid),
             "executions": len(executions), "distinct_executions": len(set(executions)),

@@ -46,6 +46,7 @@ from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.state import Tally
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import count_records
 
 
 def _rss_mb() -> float:
@@ -207,7 +208,7 @@ def main() -> None:
             proc = subprocess.run([sys.executable, "-m", "medpanel", "run", "scenarios/quickstart.yaml", "--quiet",
                                    "--run-dir", f"{tmp}/qs"], capture_output=True, text=True)
             wall = time.perf_counter() - t0
-            n = sum(1 for _ in Path(f"{tmp}/qs/transcripts").rglob("*.json"))
+            n = count_records(Path(f"{tmp}/qs"))
         print(f"embedded model: quickstart {n} (condition, question) pairs in {wall:.0f} s = "
               f"{60 * n / wall:.1f} per minute (exit {proc.returncode})")
 

@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 
 from medpanel.agents.model.llama_server import LlamaServer
+from medpanel.experiments.run.transcript_log import documents
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_QUIET_S, TARGET_BUSY_S = 45.0, 60.0
@@ -143,8 +144,8 @@ def one_run(sets: list[str], busy: bool) -> dict[str, Any]:
             rows = conn.execute("select condition, qid, answer, correct, invalid, error from mp_results "
                                 "order by condition, qid").fetchall()
         calls = prompt_total = 0
-        for doc_path in (run_dir / "transcripts").rglob("*.json"):
-            doc = json.loads(doc_path.read_text(encoding="utf-8"))
+        for raw in documents(run_dir):  # the workers' transcript logs (or an older run's files)
+            doc = json.loads(raw)
             for e in doc["events"]:
                 if e["kind"] == "call":
                     calls += 1

@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 
 import medpanel
+from medpanel.experiments.run.files import file_per_pair
+from medpanel.experiments.run.rundir import load_run, transcript_path
 from medpanel.experiments.run.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +49,15 @@ def overrides(path: Path) -> list[str]:
     return sets
 
 
+def transcripts_by_name(run_dir: Path) -> list[tuple[str, dict[str, Any]]]:
+    """Each row's transcript under the file name it had when a run kept a file per question
+    (`files.file_per_pair`), in that path order, so two checkouts' requests diff line by line
+    whichever layout each writes."""
+    named = [(file_per_pair((r.condition, r.dataset, r.qid, r.repeat)), r) for r in load_run(run_dir).rows]
+    return [(old.name, json.loads(transcript_path(run_dir, row).read_bytes()))
+            for old, row in sorted(named, key=lambda item: item[0])]
+
+
 def record(path: Path, out: Path) -> int:
     """Run one scenario into out/run and write out/requests.jsonl; the number of requests."""
     here = Path.cwd()
@@ -62,13 +73,12 @@ def record(path: Path, out: Path) -> int:
     assert result.complete, (path, result.state, result.reason)
     n = 0
     with (out / "requests.jsonl").open("w", encoding="utf-8") as f:
-        for file in sorted((out / "run" / "transcripts").rglob("*.json")):
-            doc = json.loads(file.read_text(encoding="utf-8"))
+        for name, doc in transcripts_by_name(out / "run"):
             for e in doc["events"]:
                 if e["kind"] != "call":
                     continue
                 n += 1
-                f.write(json.dumps({"file": file.name, "role": e["role"], "agent": e["agent"], "step": e["step"],
+                f.write(json.dumps({"file": name, "role": e["role"], "agent": e["agent"], "step": e["step"],
                                     "round": e["round"], "turn": e["turn"], "messages": e["messages"]},
                                    ensure_ascii=False, sort_keys=True) + "\n")
     return n

@@ -20,6 +20,7 @@ import re
 import shutil
 from pathlib import Path
 
+from benchmarks.record_requests import transcripts_by_name
 from medpanel.experiments.cli.main import main
 
 
@@ -50,8 +51,8 @@ def render(out: Path, runs: list[Path]) -> None:
                                                      encoding="utf-8")
         (out / src.name / "export.csv").write_text(cli("export", str(dest), "--format", "csv", "--out", "-"),
                                                    encoding="utf-8")
-        first = next(iter(sorted((dest / "transcripts").rglob("*.json"))))
-        qid = first.name.split("__", 1)[1].rsplit("-", 1)[0]
+        first = transcripts_by_name(dest)[0][1]  # the first in the order of a file per question
+        qid = first["question"]["qid"]
         (out / src.name / "show.txt").write_text(cli("show", str(dest), qid), encoding="utf-8")
         (out / src.name / "show-full.txt").write_text(cli("show", str(dest), qid, "--full"), encoding="utf-8")
     for page in out.rglob("*.html"):

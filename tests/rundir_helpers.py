@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,8 +56,10 @@ def fingerprint(path: Path) -> str:
 
 
 def transcripts(run_dir: Path) -> dict[str, str]:
-    """Every transcript file of a run and its bytes' hash."""
-    return {str(p.relative_to(run_dir)): fingerprint(p) for p in sorted((run_dir / "transcripts").rglob("*.json"))}
+    """Every transcript file of a run (the workers' logs, or an older run's file per question) and its
+    bytes' hash."""
+    return {str(p.relative_to(run_dir)): fingerprint(p) for p in sorted((run_dir / "transcripts").rglob("*"))
+            if p.is_file()}
 
 
 @dataclass
@@ -73,3 +76,24 @@ class Outcome:
 
 def run_cli(argv: list[str]) -> Outcome:
     return Outcome(invoke(argv), argv)
+
+
+def to_file_per_question(run_dir: Path, name_of: Callable[[tuple[str, str, str, int]], str]) -> list[str]:
+    """Turn a run written with transcript logs into a run of the older layout, a file per question:
+    each row's record written to `name_of(pair)` (relative to the run), the row pointed at it, the
+    logs removed. The new paths, in row order."""
+    from medpanel.experiments.run.transcript_log import log_files, record_path
+
+    names = []
+    with sqlite3.connect(run_dir / "study.db") as conn:
+        rows = conn.execute('select condition, dataset, qid, "repeat", transcript from mp_results').fetchall()
+        for condition, dataset, qid, repeat, ref in rows:
+            name = name_of((condition, dataset, qid, repeat))
+            (run_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            (run_dir / name).write_bytes(record_path(run_dir, ref).read_bytes())
+            conn.execute('update mp_results set transcript = ? where condition = ? and dataset = ? and qid = ? '
+                         'and "repeat" = ?', (name, condition, dataset, qid, repeat))
+            names.append(name)
+    for log in log_files(run_dir):
+        log.unlink()
+    return names

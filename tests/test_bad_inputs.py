@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.cli.main import main
+from tests.transcript_files import first_transcript, overwrite
 
 SHAPE_ONLY = os.environ.get("MEDPANEL_PROBE_SHAPE_ONLY") == "1"
 
@@ -153,7 +154,7 @@ def _qid(ws: Workspace) -> str:
 
 
 def _first_transcript(run: Path) -> Path:
-    return sorted((run / "transcripts").glob("*/*.json"))[0]
+    return first_transcript(run)
 
 
 # -- CLI usage: what typer/click refuse before a command runs ---------------------------------
@@ -424,7 +425,7 @@ def _run_missing(ws: Workspace) -> str:
 
 def _garbage_transcript(ws: Workspace) -> str:
     run = ws.run()
-    _first_transcript(run).write_bytes(b"{\xe9 broken")
+    overwrite(_first_transcript(run), b"{\xe9 broken")
     return str(run)
 
 

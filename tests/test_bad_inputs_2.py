@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from medpanel.experiments.run.rundir import load_run, transcript_path
 from medpanel.experiments.run.runlock import run_lock
 from tests.test_bad_inputs import (
     GOOD,
@@ -34,6 +35,7 @@ from tests.test_bad_inputs import (
     shape_problem,
     ws,
 )
+from tests.transcript_files import remove, rewrite
 
 __all__ = ["base_run", "ws"]  # the first probe's fixtures, used here
 
@@ -278,8 +280,10 @@ bad("run-json-format-99-report", "format 99")(lambda ws: ["report", _future_form
 
 def test_report_html_warns_of_a_condition_without_transcripts(ws: Workspace) -> None:
     run = ws.run()
-    condition = _first_transcript(run).parent.name
-    shutil.rmtree(run / "transcripts" / condition)
+    condition = load_run(run).rows[0].condition
+    for row in load_run(run).rows:
+        if row.condition == condition:
+            remove(transcript_path(run, row))
     res = invoke(["report", str(run), "--html"])
     assert res.rc == 0, res.err + res.tb
     warning = [line for line in res.err.splitlines() if line.startswith("warning:")]
@@ -395,7 +399,7 @@ def test_the_api_refuses_a_transcript_path_out_of_the_run(where: str, ws: Worksp
     from medpanel.experiments.errors import UserError
 
     run = ws.run()
-    shutil.copy(_first_transcript(run), ws.path("outside.json"))  # a valid transcript, just not the run's
+    ws.path("outside.json").write_bytes(_first_transcript(run).read_bytes())  # a valid transcript, just not the run's
     with sqlite3.connect(run / "study.db") as conn:
         conn.execute("update mp_results set transcript = ?", (where,))
     loaded = medpanel.load_run(run)
@@ -413,7 +417,7 @@ def test_show_prints_escape_sequences_escaped(ws: Workspace) -> None:
     doc["question"]["options"]["A"] = "\x1b[31mred\x9b0m"
     for e in doc["events"]:
         e["content"] = "\x1b]8;;http://evil.example\x1b\\link\x1b]8;;\x1b\\"
-    path.write_text(json.dumps(doc))
+    rewrite(run, path, doc)
     res = invoke(["show", str(run), doc["question"]["qid"], "--condition", doc["condition"], "--full"])
     assert res.rc == 0, res.err + res.tb
     assert "\x1b" not in res.out and "\x9b" not in res.out and "\x07" not in res.out

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fake_batch import FakeBatch
+from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import write
 
@@ -121,8 +122,8 @@ def test_a_run_killed_mid_batch_is_resumed_by_collecting_it_no_line_paid_twice(t
         assert len(fake.raw_lines) >= lines_before
         # The killed batch's replies went to the resumed debates.
         answered_by = Counter()
-        for path in (run_dir / "transcripts").rglob("*.json"):
-            for e in json.loads(path.read_text()).get("events", []):
+        for raw in documents(run_dir):
+            for e in json.loads(raw).get("events", []):
                 if e.get("kind") == "call" and (e.get("data") or {}).get("batch"):
                     answered_by[e["data"]["batch"]] += 1
         assert ids & set(answered_by), (ids, answered_by)

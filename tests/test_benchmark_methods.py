@@ -19,6 +19,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.transcript_log import documents
 from tests.run_records import run_record
 
 from .conftest import write
@@ -315,7 +316,7 @@ def test_every_table7_method_runs_on_the_embedded_model(tmp_path: Path) -> None:
     first = {"medagents": "domains.question", "mdagents": "triage.complexity", "kamac": "recruit.initial",
              "multipersona": "debate", "medprompt": "generate_0"}
     for name, step in first.items():
-        doc = json.loads(next((run_dir / "transcripts" / name).glob("*.json")).read_text())
+        doc = next(d for d in map(json.loads, documents(run_dir)) if d["condition"] == name)
         calls = [e for e in doc["events"] if e["kind"] == "call"]
         assert calls[0]["step"] == step and calls[0]["model"] == "SmolLM2-135M-Instruct", calls[0]
     report = subprocess.run([sys.executable, "-m", "medpanel", "report", str(run_dir), "--html"],

@@ -14,6 +14,7 @@ from medpanel.experiments.run.budget import RateLimiter
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import write
 
@@ -58,7 +59,7 @@ def test_cost_budget_uses_the_scenario_prices(tmp_path: Path) -> None:
     status = runner.run(install_signals=False)
     assert status["state"] == "stopped" and "max_cost_usd" in status["reason"]
     assert runner.tally.cost_usd > 0
-    doc = json.loads(next((runner.run_dir / "transcripts").rglob("*.json")).read_text())
+    doc = json.loads(next(documents(runner.run_dir)))
     assert doc["cost_usd"] > 0
 
 

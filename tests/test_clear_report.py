@@ -9,6 +9,7 @@ from typing import Any
 from medpanel.agents.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
 from medpanel.agents.tables import Table
 from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.transcript_log import record_path
 
 from .conftest import write
 
@@ -136,7 +137,7 @@ def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
     rows = store.rows()
     assert len(rows) == 4 and not any(r.error for r in rows)
     assert all("rubric_score" in r.summary for r in rows)
-    doc = json.loads((runner.run_dir / rows[0].transcript).read_text())
+    doc = json.loads(record_path(runner.run_dir, rows[0].transcript).read_text())
     assert doc["events"][-1]["kind"] == "decision" and "response" in doc["events"][-1]["data"]
     assert any(t.title == "Free-text rubric scores" for t in clear_tables(rows))
     store.close()

@@ -14,6 +14,7 @@ import pytest
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.transcript_log import documents
 from medpanel.retrieval.corpus import ingest
 from medpanel.retrieval.home import corpora_root
 from medpanel.retrieval.quickstart import QUICKSTART_WEB_WRONG, packaged_file
@@ -92,10 +93,9 @@ def test_direct_only_needs_no_web(tmp_path: Path) -> None:
     with sqlite3.connect(run / "study.db") as conn:
         rows = conn.execute("select condition, error from mp_results").fetchall()
     assert rows and all(r == ("direct", None) for r in rows), rows
-    paths = sorted((run / "transcripts").rglob("*.json"))
-    assert len(paths) == len(rows), paths  # one transcript per row: the checks below cannot pass on none
-    for path in paths:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+    docs = [json.loads(raw) for raw in documents(run)]
+    assert len(docs) == len(rows)  # one transcript per row: the checks below cannot pass on none
+    for doc in docs:
         searches = [e for e in doc["events"] if e.get("role") == "retrieval"]
         assert searches == [] and any(e["kind"] == "call" for e in doc["events"]), doc["events"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.run.scenario import RunSpec
+from medpanel.experiments.run.transcript_log import count_records, documents, record_path
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply
@@ -183,10 +184,11 @@ def test_resume_retry_errors_turns_error_rows_into_answers(tmp_path: Path) -> No
     assert all(e is None and a for _, _, e, a, _ in rows)
     runs = Counter((c, q) for c, _, q, _ in _db(run_dir, "select condition, dataset, qid, repeat from mp_executions"))
     assert {k for k, v in runs.items() if v == 2} == failed and max(runs.values()) == 2
-    # The answers' transcripts are there; the replaced errors' transcripts are gone.
+    # The answers' transcripts are there; no row names a replaced error's record (still in its log).
     for c, q, _, _, path in rows:
-        doc = json.loads((run_dir / path).read_text())
+        doc = json.loads(record_path(run_dir, path).read_text())
         assert doc["question"]["qid"] == q and doc["condition"] == c and not doc["error"]
-    assert not any((run_dir / p).exists() for p in old_files)
-    assert len(list((run_dir / "transcripts").rglob("*.json"))) == 24
+    assert not old_files & {path for *_, path in rows}
+    errors = [d for d in map(json.loads, documents(run_dir)) if d["error"]]
+    assert len(errors) == 4 and count_records(run_dir) == 28
     assert "error rows" not in retried.stdout

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import confined
+from medpanel.experiments.run import confined, transcript_log
 from medpanel.experiments.run import files as store_module
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.transcript_log import record_path
 
 from .conftest import write
 
@@ -51,7 +52,7 @@ def _consistent(run_dir: Path) -> int:
     rows = _rows(run_dir)
     assert len(rows) == len({r[:4] for r in rows})
     for condition, _, qid, repeat, path in rows:
-        doc = json.loads((run_dir / path).read_text())
+        doc = json.loads(record_path(run_dir, path).read_text())
         assert (doc["condition"], doc["question"]["qid"], doc["repeat"]) == (condition, qid, repeat)
     with sqlite3.connect(run_dir / "study.db") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
@@ -143,17 +144,19 @@ def test_an_injected_write_failure_stops_the_run_and_keeps_what_was_done(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, code: int) -> None:
     plan = make_plan(load_scenario(write(tmp_path / "s.yaml", SCENARIO)), base_dir=tmp_path)
     runner = Runner.create(plan, run_dir=tmp_path / "run")
-    real = confined.new_temporary
     made = {"n": 0}
 
-    def new_temporary(folder: Path, *args):  # the transcript writes after the fifth fail, as a full disk would
-        if "transcripts" in str(folder):
+    class Failing:  # the transcript writes after the fifth fail, as a full disk would
+        def __getattr__(self, name: str) -> object:
+            return getattr(os, name)
+
+        def write(self, fd: int, data: bytes) -> int:
             made["n"] += 1
             if made["n"] > 5:
-                raise OSError(code, os.strerror(code), str(folder))
-        return real(folder, *args)
+                raise OSError(code, os.strerror(code))
+            return os.write(fd, data)
 
-    monkeypatch.setattr(confined, "new_temporary", new_temporary)
+    monkeypatch.setattr(transcript_log, "os", Failing())
     with caplog.at_level(logging.WARNING):
         status = runner.run(install_signals=False)
     assert status["state"] == "stopped", status
@@ -164,7 +167,7 @@ def test_an_injected_write_failure_stops_the_run_and_keeps_what_was_done(
     assert _consistent(runner.run_dir) == 5
     with sqlite3.connect(runner.run_dir / "study.db") as conn:
         assert conn.execute("select count(*) from mp_claims").fetchone()[0] == 0
-    monkeypatch.setattr(confined, "new_temporary", real)
+    monkeypatch.setattr(transcript_log, "os", os)
     assert Runner.open(runner.run_dir).run(install_signals=False)["state"] == "complete"
     assert _consistent(runner.run_dir) == 24
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RecordingClient, to_openai
 from medpanel.agents.model.spec import ModelSpec
+from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import write
 from .fake_openai import schema_reply
@@ -130,6 +131,6 @@ def test_a_retry_that_reports_sane_usage_is_stored_with_its_own_figures(tmp_path
     rows = _rows(run_dir)
     assert len(rows) == 4 and all(r[1] is None and r[4] for r in rows), rows
     assert {r[3] for r in rows} == {37}, "each row counts the answered attempt's usage, nothing of the refused one"
-    docs = [json.loads(p.read_text()) for p in (run_dir / "transcripts").rglob("*.json")]
+    docs = [json.loads(raw) for raw in documents(run_dir)]
     calls = [e for d in docs for e in d["events"] if e["kind"] == "call"]
     assert len(calls) == 4 and all(e["attempts"] == 2 and e["usage"]["prompt_tokens"] == 30 for e in calls)

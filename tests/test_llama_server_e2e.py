@@ -14,6 +14,7 @@ import pytest
 
 from medpanel.agents.model.llama_server import LlamaServer
 from medpanel.agents.model.structured import answer_model, capped_schema, format_instructions, strict_response_format
+from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import ROOT
 
@@ -66,7 +67,7 @@ def test_one_question_end_to_end_through_llama_server(tmp_path: Path) -> None:
         rows = conn.execute("select condition, answer, invalid, error from mp_results").fetchall()
     assert sorted(r[0] for r in rows) == ["c0", "c1"] and all(r[3] is None for r in rows), rows
     assert all((r[1] == "") == bool(r[2]) for r in rows)
-    doc = json.loads(next((run_dir / "transcripts" / "c1").glob("*.json")).read_text())
+    doc = next(d for d in map(json.loads, documents(run_dir)) if d["condition"] == "c1")
     calls = [e for e in doc["events"] if e["kind"] == "call" and not e.get("cache_hit")]
     assert calls and all(e["usage"]["completion_tokens"] > 0 for e in calls)
     # the program make embedded built and installed into the venv, with its note

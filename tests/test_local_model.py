@@ -18,6 +18,7 @@ import pytest
 
 from medpanel.agents.model import local_server
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
+from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import ROOT
 from .proc_helpers import alive
@@ -102,7 +103,7 @@ def test_quickstart_runs_on_the_embedded_model(tmp_path: Path) -> None:
     assert all(r[3] is None for r in rows), rows
     # a valid answer is a letter of the question; an invalid one is empty, never a default
     assert all((r[1] == "") == bool(r[2]) for r in rows)
-    doc = json.loads(next((run_dir / "transcripts" / "c1").glob("*.json")).read_text())
+    doc = next(d for d in map(json.loads, documents(run_dir)) if d["condition"] == "c1")
     call = next(e for e in doc["events"] if e["kind"] == "call")
     assert call["model"] == "SmolLM2-135M-Instruct" and call["usage"]["completion_tokens"] > 0
     shown = subprocess.run([sys.executable, "-m", "medpanel", "show", str(run_dir), doc["question"]["qid"]],

@@ -11,6 +11,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from medpanel.experiments.run.transcript_log import count_records
+
 from .conftest import needs_postgres, write
 
 pytestmark = needs_postgres
@@ -62,7 +64,7 @@ def test_two_workers_share_one_grid_each_pair_once(tmp_path: Path, pg_url: str) 
     report = subprocess.run([sys.executable, "-m", "medpanel", "report", str(main_dir)], capture_output=True,
                             text=True, timeout=120)
     assert report.returncode == 0, report.stderr
-    assert len(list((main_dir / "transcripts").rglob("*.json"))) == 24
+    assert count_records(main_dir) == 24
 
 
 def test_worker_on_an_empty_database_is_a_clear_error(pg_url: str) -> None:

@@ -20,6 +20,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply
@@ -157,7 +158,7 @@ run: {{workers: 2, prices: {{fake-model: {{input: 2.0, output: 8.0, cached_input
     assert len(rows) == 3 and not [r for r in rows if r.error]
     total = 0
     for row in rows:
-        doc = json.loads((runner.run_dir / row.transcript).read_text())
+        doc = json.loads(record_path(runner.run_dir, row.transcript).read_text())
         calls = [e for e in doc["events"] if e["kind"] == "call"]
         for e in calls:  # each call carries what the endpoint said for exactly its request
             assert e["usage"]["cached_tokens"] == server.cached[json.dumps(e["messages"], sort_keys=True)]

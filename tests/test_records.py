@@ -18,6 +18,7 @@ from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.storage import Pair  # noqa: F401  (the key type rows and claims share)
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 SCENARIO = {"name": "rec", "pipeline": "generalist", "flags": {"c": [0, 1]},
             "dataset": {"source": "sample", "subsets": ["medqa-style"], "limit": 2},
@@ -43,10 +44,11 @@ def test_new_records_carry_their_format_versions(tmp_path: Path) -> None:
     store.close()
     assert len(rows) == 4 and all(r.summary["format_version"] == 1 for r in rows)
     for row in rows:
-        doc = json.loads((runner.run_dir / row.transcript).read_text(encoding="utf-8"))
+        doc = json.loads(record_path(runner.run_dir, row.transcript).read_text(encoding="utf-8"))
         assert next(iter(doc)) == "format_version" and doc["format_version"] == TRANSCRIPT_FORMAT
         assert doc["summary"] == row.summary
-        assert load_transcript(runner.run_dir / row.transcript).summary["challenged"] == (row.condition == "c1")
+        record = load_transcript(record_path(runner.run_dir, row.transcript))
+        assert record.summary["challenged"] == (row.condition == "c1")
     assert load_record(runner.run_dir).format_version == RUN_FORMAT
 
 

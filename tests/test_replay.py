@@ -17,6 +17,7 @@ from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.rundir import load_run
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.transcript_log import documents
 
 from .inspect_fixtures import GRID_QUESTIONS, _grid_responder
 
@@ -35,6 +36,12 @@ def make_runner(run_dir: Path, rounds: int = 1) -> Runner:
 
 def no_model(_request: ScriptedRequest) -> Any:
     raise AssertionError("the model was called during a replay")
+
+
+def _by_pair(run_dir: Path) -> dict[tuple[Any, ...], Any]:
+    """Each transcript of a run by its (condition, dataset, qid, repeat)."""
+    docs = [json.loads(raw) for raw in documents(run_dir)]
+    return {(d["condition"], d["question"]["dataset"], d["question"]["qid"], d["repeat"]): d for d in docs}
 
 
 def strip(doc: Any) -> Any:
@@ -67,14 +74,13 @@ def test_replay_writes_identical_transcripts_and_tables_without_a_model(tmp_path
     runner.client_factory = lambda spec: ScriptedChatCompletionClient(no_model)
     runner.replay = Replay(src)
     assert runner.run(install_signals=False)["state"] == "complete"
-    sent = [e for p in sorted((src / "transcripts").rglob("*.json"))
-            for e in json.loads(p.read_text())["events"] if e["kind"] == "call" and not e["cache_hit"]]
+    sent = [e for raw in documents(src)
+            for e in json.loads(raw)["events"] if e["kind"] == "call" and not e["cache_hit"]]
     assert runner.replay.misses == 0 and runner.replay.hits == len(sent) > 0
-    a = sorted(p.relative_to(src) for p in (src / "transcripts").rglob("*.json"))
-    b = sorted(p.relative_to(runner.run_dir) for p in (runner.run_dir / "transcripts").rglob("*.json"))
-    assert a == b and len(a) == 12
-    for rel in a:
-        assert strip(json.loads((src / rel).read_text())) == strip(json.loads((runner.run_dir / rel).read_text())), rel
+    a, b = _by_pair(src), _by_pair(runner.run_dir)
+    assert a.keys() == b.keys() and len(a) == 12
+    for key in a:
+        assert strip(a[key]) == strip(b[key]), key
     assert tables_of(src) == tables_of(runner.run_dir)
 
 

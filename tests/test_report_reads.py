@@ -21,6 +21,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.rundir import load_run, read_transcript
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.transcript_log import record_path
 from medpanel.experiments.view import viewer
 from medpanel.experiments.view.events import event_view
 from medpanel.experiments.view.render import num, pretty, render_event, render_value, safe_url
@@ -43,14 +44,14 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_tables_read_of_each_transcript_is_what_its_whole_validated_record_gives(run_dir: Path) -> None:
     data = load_run(run_dir)
     read = list(read_digests(run_dir, data.rows))
-    whole = [digest(row, read_transcript(run_dir / row.transcript)) for row in data.rows]
+    whole = [digest(row, read_transcript(record_path(run_dir, row.transcript))) for row in data.rows]
     assert read == whole
     assert all(d.calls for d in read) and any(d.trajectory.flips() for d in read)
 
 
 def test_messages_that_are_not_a_list_of_objects_are_one_user_error(run_dir: Path, tmp_path: Path) -> None:
     row = load_run(run_dir).rows[0]
-    doc = json.loads((run_dir / row.transcript).read_text(encoding="utf-8"))
+    doc = json.loads(record_path(run_dir, row.transcript).read_text(encoding="utf-8"))
     doc["events"][0]["messages"] = "hello"
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc), encoding="utf-8")
@@ -75,7 +76,7 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     real = viewer.read_document
 
     def counting(path: Path) -> Any:
-        reads.append(Path(path).name)
+        reads.append(f"{Path(path).name}@{getattr(path, 'offset', '')}")
         return real(path)
 
     def no_second_build(*_a: Any, **_k: Any) -> Any:
@@ -88,7 +89,8 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     monkeypatch.setattr(digest_mod, "read_digest", no_second_build)
     viewer.build_site(run_dir, plots=False, n_boot=10000, shared=shared)
     # no read for the tables, the figures or the audit; each page reads its own transcripts whole, once
-    assert sorted(reads) == sorted(Path(r.transcript).name for r in data.rows)
+    expected = [record_path(run_dir, r.transcript) for r in data.rows]
+    assert sorted(reads) == sorted(f"{p.name}@{getattr(p, 'offset', '')}" for p in expected)
 
 
 BEFORE = Path(__file__).parent / "fixtures" / "page_macros_before_render.html.j2"
@@ -122,7 +124,7 @@ def test_render_value_writes_what_the_jinja_macro_wrote(v: Any) -> None:
 def _event_views(run: Path, messages: str) -> list[dict[str, Any]]:
     out = []
     for row in load_run(run).rows:
-        doc = read_transcript(run / row.transcript)
+        doc = read_transcript(record_path(run, row.transcript))
         for i, e in enumerate(doc["events"]):
             hits = [{"kind": "direct", "detector": "stem<", "score": 0.9, "threshold": 0.5, "detail": "<x>"}]
             leak = {(i, key, n): hits for key in ("evidence", "documents", "passages") for n in range(2)}

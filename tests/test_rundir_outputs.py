@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.rundir_helpers import copy_run, fingerprint, finished_run, run_cli
+from tests.transcript_files import transcript_files
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def run(base: Path, tmp_path: Path) -> Path:
 
 
 def _first_transcript(run: Path) -> str:
-    return str(sorted((run / "transcripts").rglob("*.json"))[0].relative_to(run))
+    return str(transcript_files(run)[0].relative_to(run))
 
 
 RECORDS: list[tuple[str, Callable[[Path], str]]] = [

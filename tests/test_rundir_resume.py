@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
+from medpanel.experiments.run.transcript_log import record_path
 from tests.rundir_helpers import SCENARIO, copy_run, created_run, fingerprint, finished_run, run_cli, transcripts
+from tests.transcript_files import remove, transcript_files
 
 
 @pytest.fixture(scope="module")
@@ -241,13 +243,13 @@ def test_a_resume_refuses_a_status_file_that_is_not_the_runners(
 
 
 def _transcript_of(run: Path, condition: str, qid: str = "s01") -> Path:
-    return run / next(t for c, q, t in _rows(run) if c == condition and q == qid)
+    return record_path(run, next(t for c, q, t in _rows(run) if c == condition and q == qid))
 
 
 def test_show_of_a_question_whose_transcripts_are_all_gone_fails(bases: dict[str, Path], tmp_path: Path) -> None:
     run = copy_run(bases["finished"], tmp_path / "run")
     for condition in ("c0", "c1"):
-        _transcript_of(run, condition).unlink()
+        remove(_transcript_of(run, condition))
     outcome = run_cli(["show", str(run), "s01"])
     outcome.refused("is missing")
     assert "nothing to show" in outcome.res.err
@@ -255,7 +257,7 @@ def test_show_of_a_question_whose_transcripts_are_all_gone_fails(bases: dict[str
 
 def test_show_of_one_condition_whose_transcript_is_gone_fails(bases: dict[str, Path], tmp_path: Path) -> None:
     run = copy_run(bases["finished"], tmp_path / "run")
-    _transcript_of(run, "c0").unlink()
+    remove(_transcript_of(run, "c0"))
     run_cli(["show", str(run), "s01", "--condition", "c0"]).refused("is missing")
 
 
@@ -269,7 +271,7 @@ def test_show_of_a_transcript_outside_the_run_fails(bases: dict[str, Path], tmp_
 def test_show_says_on_stderr_which_transcript_it_could_not_show(bases: dict[str, Path], tmp_path: Path) -> None:
     run = copy_run(bases["finished"], tmp_path / "run")
     gone = _transcript_of(run, "c0")
-    gone.unlink()
+    remove(gone)
     outcome = run_cli(["show", str(run), "s01"])
     assert outcome.res.rc == 0, outcome.res.err + outcome.res.tb
     assert "warning:" in outcome.res.err and str(gone) in outcome.res.err
@@ -277,7 +279,7 @@ def test_show_says_on_stderr_which_transcript_it_could_not_show(bases: dict[str,
 
 def test_report_html_without_any_transcript_fails_before_writing(bases: dict[str, Path], tmp_path: Path) -> None:
     run = copy_run(bases["finished"], tmp_path / "run")
-    for path in sorted((run / "transcripts").rglob("*.json")):
+    for path in transcript_files(run):
         path.unlink()
     outcome = run_cli(["report", str(run), "--html"])
     outcome.refused("transcripts")

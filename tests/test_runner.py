@@ -20,6 +20,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 from .conftest import write
 
@@ -54,7 +55,7 @@ def test_four_workers_complete_every_pair_once(tmp_path: Path) -> None:
     executions = Counter(store.executions())
     assert max(executions.values()) == 1, "a pair was executed twice"
     for row in store.rows():
-        doc = json.loads((runner.run_dir / row.transcript).read_text())
+        doc = json.loads(record_path(runner.run_dir, row.transcript).read_text())
         assert doc["events"], row
         assert doc["question"]["qid"] == row.qid
     meta = json.loads((runner.run_dir / "run.json").read_text())

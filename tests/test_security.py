@@ -14,6 +14,7 @@ import pytest
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.transcript_log import documents
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write
@@ -65,7 +66,7 @@ def test_injected_answer_outside_the_options_is_invalid_and_flagged(
     monkeypatch.setenv("MP_SECRET_KEY", SECRET)
     with FakeOpenAI(obedient) as srv:
         runner = _run(tmp_path, srv.base_url, injected_corpus)
-    docs = [json.loads(p.read_text()) for p in (runner.run_dir / "transcripts").rglob("*.json")]
+    docs = [json.loads(raw) for raw in documents(runner.run_dir)]
     assert docs
     for doc in docs:
         letters = doc["question"]["options"]
@@ -163,7 +164,7 @@ run: {{workers: 2, max_errors: 50}}
         reasons = [json.loads(s) for (s,) in conn.execute("select summary from mp_results")]
     assert errors and all("[REDACTED]" in e for e in errors), errors
     assert reasons
-    docs = [json.loads(p.read_text()) for p in (run_dir / "transcripts").rglob("*.json")]
+    docs = [json.loads(raw) for raw in documents(run_dir)]
     said = [e["content"] for d in docs for e in d["events"] if e["kind"] == "call" and e.get("content")]
     assert any("As [REDACTED] I would say so" in c for c in said)
 

@@ -14,9 +14,11 @@ from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.storage import Pair
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 from medpanel.experiments.view.viewer import build_site, page_name
 
 from .conftest import write
+from .rundir_helpers import to_file_per_question
 
 LONG = "L" * 300
 # Ids that the old sanitiser mapped to one name: `/`, `_` and ` ` all became `_`, and a repeat's
@@ -49,11 +51,11 @@ def _check_rows(run_dir: Path, expected: int) -> None:
     assert len(rows) == expected
     assert not [r for r in rows if r.error], [r.error for r in rows if r.error][:2]
     paths = [r.transcript for r in rows]
-    assert len(set(paths)) == len(paths), "two pairs share a transcript file"
+    assert len(set(paths)) == len(paths), "two pairs share a transcript"
     for r in rows:
         assert len(Path(r.transcript).name) < 200
         assert ".." not in Path(r.transcript).parts
-        doc = json.loads((run_dir / r.transcript).read_text(encoding="utf-8"))
+        doc = json.loads(record_path(run_dir, r.transcript).read_bytes())
         # the file a row points at holds that row's own debate
         assert (doc["condition"], doc["question"]["dataset"], doc["question"]["qid"], doc["repeat"]) == \
             (r.condition, r.dataset, r.qid, r.repeat)
@@ -86,12 +88,12 @@ def test_show_prints_the_debate_of_the_exact_id(tmp_path: Path) -> None:
     assert out.stdout.count("Question number 1?") == 2  # its two repeats, nothing else
 
 
-def _old_transcript_path(self: Store, pair: Pair, tag: str | None = None) -> Path:
+def _old_transcript_path(pair: Pair) -> str:
     """The layout before names were hashed: `<dataset>__<qid>[__r<n>].json`, unsafe characters as `_`."""
     condition, dataset, qid, repeat = pair
     suffix = f"__r{repeat}" if repeat else ""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{dataset}__{qid}{suffix}")
-    return self.run_dir / "transcripts" / condition / f"{safe}.json"
+    return f"transcripts/{condition}/{safe}.json"
 
 
 def test_a_run_written_with_the_old_layout_still_opens(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -103,17 +105,16 @@ model: {backend: scripted}
 run: {workers: 2, repeats: 2}
 """)
     plan = make_plan(load_scenario(path), base_dir=tmp_path)
-    with monkeypatch.context() as m:
-        m.setattr(Store, "transcript_path", _old_transcript_path)
-        runner = Runner.create(plan, run_dir=tmp_path / "run")
-        assert runner.run(install_signals=False)["state"] == "complete"
+    runner = Runner.create(plan, run_dir=tmp_path / "run")
+    assert runner.run(install_signals=False)["state"] == "complete"
     run_dir = runner.run_dir
+    to_file_per_question(run_dir, _old_transcript_path)
     store = Store(runner.storage_url, run_dir)
     rows = store.rows()
     store.close()
-    old_names = [str(_old_transcript_path(store, (r.condition, r.dataset, r.qid, r.repeat)).relative_to(run_dir))
-                 for r in rows]
+    old_names = [_old_transcript_path((r.condition, r.dataset, r.qid, r.repeat)) for r in rows]
     assert rows and [r.transcript for r in rows] == old_names  # really the old layout
+    assert not list((run_dir / "transcripts").glob("*.jsonl"))
     _check_rows(run_dir, len(rows))
     for cmd in (["report", str(run_dir), "--html"], ["show", str(run_dir), rows[0].qid]):
         out = subprocess.run([sys.executable, "-m", "medpanel", *cmd], capture_output=True, text=True, timeout=180)
@@ -144,11 +145,24 @@ def test_shared_storage_writes_transcripts_out_where_their_rows_say(tmp_path: Pa
                  q.model_copy(update={"qid": "x"}), "me")
     store.commit(QuestionResult(**base, answer=("B",)), q, "me", replace_error=True)  # a --retry-errors result
     rows = {r.qid: r for r in store.rows()}
-    assert rows["a/b"].answer == "B" and rows["a/b"].error is None and ".retry-" in rows["a/b"].transcript
+    assert rows["a/b"].answer == "B" and rows["a/b"].error is None
+    log = tmp_path / store.log.name
+    store.close()
+    # Another machine's log is not in this folder: each record is copied to the bytes its row names.
+    log.unlink()
+    reader = Store(f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
+    reader.shared = True
+    assert reader.sync_transcripts() == 2
     for r in rows.values():
+        doc = json.loads(record_path(tmp_path, r.transcript).read_bytes())
+        assert doc["question"]["qid"] == r.qid and doc["answer"] == list(r.answer.split(","))
+    # Rows of an older run name a file per question: each is written out under its own name.
+    to_file_per_question(tmp_path, lambda pair: _old_transcript_path(pair).replace(".json", ".retry-1.json"))
+    for r in reader.rows():
         (tmp_path / r.transcript).unlink()
-    assert store.sync_transcripts() == 2
-    for r in rows.values():
+    assert reader.sync_transcripts() == 2
+    for r in reader.rows():
+        assert ".retry-1.json" in r.transcript
         doc = json.loads((tmp_path / r.transcript).read_text())
         assert doc["question"]["qid"] == r.qid and doc["answer"] == list(r.answer.split(","))
-    store.close()
+    reader.close()

@@ -1,4 +1,5 @@
-"""Transcripts are written whole or not at all (temporary name, then rename), without an fsync per
+"""Transcripts are written whole or not at all (a line appended to the worker's log before the row;
+files through the run directory's writer: a temporary name, then rename), without an fsync per
 question: the row's commit does not fsync either (SQLite `synchronous=NORMAL`)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 
 def _run(tmp_path: Path, n: int = 12) -> Path:
@@ -40,7 +42,7 @@ def test_a_run_fsyncs_no_transcript_and_every_row_has_its_whole_file(tmp_path: P
     store.close()
     assert len(rows) == 12
     for r in rows:
-        doc = json.loads((run_dir / r.transcript).read_text(encoding="utf-8"))
+        doc = json.loads(record_path(run_dir, r.transcript).read_text(encoding="utf-8"))
         assert doc["question"]["qid"] == r.qid
     transcripts = list((run_dir / "transcripts").rglob("*"))
     assert not [p for p in transcripts if p.name.endswith(".tmp")], "a temporary file was left behind"

@@ -16,6 +16,7 @@ from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 from .fake_openai import FakeOpenAI, completion, schema_reply
 
@@ -94,7 +95,7 @@ def test_256_in_flight_every_record_intact(tmp_path: Path) -> None:
     for row in rows:
         i = int(row.qid.removeprefix("w"))
         assert row.answer == _expected(i), f"{row.qid} holds another question's reply"
-        doc = json.loads((runner.run_dir / row.transcript).read_text())
+        doc = json.loads(record_path(runner.run_dir, row.transcript).read_text())
         assert doc["question"]["qid"] == row.qid
         assert f"Width question {i}?" in json.dumps(doc["events"])
         assert sum(1 for e in doc["events"] if e["kind"] == "call") == 1

@@ -10,6 +10,7 @@ from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.analysis.digest import RowDigest, read_digests
 from medpanel.experiments.analysis.trajectory import Trajectory, trajectory
 from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.transcript_log import record_path
 
 OPTIONS = {"A": "a", "B": "b", "C": "c", "D": "d"}
 
@@ -95,7 +96,7 @@ def stored_docs(results: list[tuple[QuestionResult, Question]], run_dir: Path) -
         rows = store.rows()
     finally:
         store.close()
-    return [json.loads((run_dir / r.transcript).read_text(encoding="utf-8")) for r in rows]
+    return [json.loads(record_path(run_dir, r.transcript).read_text(encoding="utf-8")) for r in rows]
 
 
 def stored_digests(run_dir: Path) -> list[RowDigest]:

@@ -26,7 +26,6 @@ from medpanel.experiments.analysis.report import RunTables, write_tables
 from medpanel.experiments.cli.output import console, print_table, print_transcript, report_tables
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
 from medpanel.experiments.run.ownership import check_run_paths
 from medpanel.experiments.run.rundir import (
@@ -285,7 +284,10 @@ def show(
                         f"List the ids with: medpanel export {run_dir} --format csv", field="QID")
     missing: list[str] = []
     for row in matches:
-        path = inside(run_dir, row.transcript)
+        try:
+            path: Path | None = transcript_path(run_dir, row)  # its file, or its record in a worker's log
+        except UserError:
+            path = None
         if path is None or not path.is_file():
             why = "leaves the run directory" if path is None else "is missing"
             missing.append(f"{row.condition} {row.dataset}/{row.qid}: the transcript {run_dir / row.transcript} {why}")

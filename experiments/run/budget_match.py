@@ -26,6 +26,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.scenario import BudgetMatch
 from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.transcript_log import record_path
 
 Key = tuple[str, str]
 FIX = ("First run the reference scenario (e.g. medpanel run scenarios/ablation_2x2.yaml), then pass its "
@@ -80,9 +81,9 @@ class BudgetReference:
 
 
 def _requested_tokens(run_dir: Path, row: Row) -> int | None:
-    path = run_dir / row.transcript
+    path = record_path(run_dir, row.transcript)  # its file, or its record in a worker's log
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
     usage = [e.get("usage") or {} for e in doc.get("events", []) if e.get("kind") == "call"]

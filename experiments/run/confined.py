@@ -67,10 +67,10 @@ def refusal(path: Path, info: os.stat_result, wanted: str, within: str = "a run 
                       file=str(path))
 
 
-def new_temporary(folder: Path, name: str, mode: int, dir_fd: int) -> int:
+def new_temporary(folder: Path, name: str, mode: int, dir_fd: int, flags: int = 0) -> int:
     """A new file `name` in the folder open as `dir_fd` (`folder`), never an existing one or a link.
     Its own function: the disk-fault tests make it fail as a full disk would."""
-    return os.open(name, _NEW_FILE, mode, dir_fd=dir_fd)
+    return os.open(name, _NEW_FILE | flags, mode, dir_fd=dir_fd)
 
 
 def _parts(relative: Relative) -> tuple[str, ...]:
@@ -189,6 +189,21 @@ class Confined:
                 raise OSError(exc.errno, exc.strerror, str(path)) from exc  # the file meant, not its sibling
             raise
         return path
+
+    def open_new(self, relative: Relative, *, append: bool = False) -> int:
+        """A write descriptor of a new file root/relative (the folders on the way made): never an
+        existing file or a link, so it has this one name and no other writer. `append`: O_APPEND
+        (a transcript log, written in place one whole line at a time)."""
+        parts = _parts(relative)
+        try:
+            with self._folder_fd(parts[:-1], create=True) as fd:
+                assert fd is not None
+                return new_temporary(self.path(parts[:-1]), parts[-1], self.mode, fd,
+                                     os.O_APPEND if append else 0)
+        except OSError as exc:
+            if exc.errno and not isinstance(exc, FileExistsError):
+                raise OSError(exc.errno, exc.strerror, str(self.path(parts))) from exc  # the whole path
+            raise
 
     def overwrite_in_place(self, relative: Relative, data: bytes) -> bool:
         """Write `data` over an existing regular file of one name, padded with spaces to its size,

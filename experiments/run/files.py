@@ -35,6 +35,20 @@ def safe_stem(readable: str, *key: object) -> str:
     return f"{prefix}-{digest}" if prefix else digest
 
 
+def file_per_pair(pair: tuple[str, str, str, int], tag: str | None = None) -> PurePosixPath:
+    """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`: where runs before the
+    transcript logs kept a pair's file, and where a shared-storage row with no usable path is
+    written out (`sync_transcripts`).
+
+    Readers never recompute this: every row stores its transcript's path or record, so runs written
+    with an older naming open unchanged.
+    """
+    condition, dataset, qid, repeat = pair
+    readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
+    name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
+    return PurePosixPath("transcripts", safe_dir(condition), f"{name}.json")
+
+
 def safe_dir(name: str) -> str:
     """A directory name: `name` itself when it is already safe and short (condition slugs are), else hashed."""
     if _UNSAFE.search(name) or len(name) > NAME_PREFIX_CHARS or name.strip(".") == "":

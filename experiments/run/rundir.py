@@ -30,6 +30,7 @@ from medpanel.experiments.run.records import (
 )
 from medpanel.experiments.run.runlock import lock_holder
 from medpanel.experiments.run.store import Row, Store
+from medpanel.experiments.run.transcript_log import RecordPath, parse_reference, record_path
 
 RESTORE = "Restore it from a backup, or start the run again"
 
@@ -65,11 +66,14 @@ class RunData:
 
 
 def transcript_path(run_dir: Path, row: Row) -> Path:
-    """Where a row's transcript is, inside the run directory; a `UserError` when the row points out of it."""
+    """Where a row's transcript is, inside the run directory: its file (older runs) or its record in
+    a worker's log (a `RecordPath`, read like a file); a `UserError` when the row points out of it."""
+    parsed = parse_reference(row.transcript)
     try:
-        return row_file(run_dir, row.transcript)
+        path = row_file(run_dir, parsed[0] if parsed else row.transcript)
     except ValueError as exc:
         raise UserError(str(exc)) from None
+    return RecordPath.of(path, parsed[1], parsed[2]) if parsed else path
 
 
 def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
@@ -78,8 +82,10 @@ def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
     root = Path(run_dir).resolve()
 
     def path_of(row: Row) -> Path:
-        if (root / row.transcript).resolve().is_relative_to(root):
-            return Path(run_dir) / row.transcript
+        parsed = parse_reference(row.transcript)
+        relative = parsed[0] if parsed else row.transcript
+        if (root / relative).resolve().is_relative_to(root):
+            return record_path(run_dir, row.transcript)
         return transcript_path(run_dir, row)  # refuses it
 
     return path_of
@@ -137,7 +143,7 @@ def read_document(path: Path) -> dict[str, Any]:
         # (roles, steps, replies) across documents; a damaged file is read again for json's message.
         doc = pydantic_core.from_json(path.read_bytes())
     except (OSError, ValueError):
-        doc = read_json(path, what="transcript", fix=fix)
+        doc = _damaged_record(path) if isinstance(path, RecordPath) else read_json(path, what="transcript", fix=fix)
     if not isinstance(doc, dict):
         raise UserError("not a medpanel transcript (a JSON object). Restore it from a backup", file=str(path))
     version = doc.get("format_version", 0)
@@ -145,6 +151,19 @@ def read_document(path: Path) -> dict[str, Any]:
         raise UserError(f"was written in transcript format {version}, newer than this medpanel reads (format "
                         f"{TRANSCRIPT_FORMAT}). Upgrade medpanel (pip install -U medpanel) to open it", file=str(path))
     return doc
+
+
+def _damaged_record(path: RecordPath) -> Any:
+    """A log record that would not read or decode: its one line, naming the log and the byte."""
+    fix = "The transcript log is damaged: restore it from a backup, or delete the row and resume"
+    try:
+        return json.loads(path.read_bytes())
+    except OSError as exc:
+        raise UserError(f"cannot read the record at byte {path.offset} ({exc.strerror}). {fix}",
+                        file=str(path)) from None
+    except (ValueError, RecursionError) as exc:
+        why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not JSON"
+        raise UserError(f"the record at byte {path.offset} is not valid JSON ({why}). {fix}", file=str(path)) from None
 
 
 def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:

@@ -2,12 +2,13 @@
 
 The store, not Optuna's trial states, says which (condition, question) pairs are finished: a
 killed trial stays RUNNING and a failed one counts as visited, so resume reads this table. A pair
-is committed by inserting its row after its transcript file is in place (written to a temporary
-name, then renamed), so a crash of the process leaves either both or a stray transcript, never a
-row without its whole transcript; no execution writes over another's file (the next attempt's
-transcript takes a name of its own). Neither is fsynced (SQLite runs with
-`synchronous=NORMAL`), so that holds for the process, not for a power loss or kernel crash, after
-which the last seconds' writes (rows or transcript files) may be lost; see docs/operations.md.
+is committed by inserting its row after its transcript is whole in the worker's transcript log
+(`transcript_log`: one line appended to one file per worker, the row naming its bytes), so a crash
+of the process leaves either both or a stray record, never a row without its whole transcript; no
+execution writes over another's record (each is appended after every other). Neither is fsynced
+(SQLite runs with `synchronous=NORMAL`), so that holds for the process, not for a power loss or
+kernel crash, after which the last seconds' writes (rows or records) may be lost; see
+docs/operations.md.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import json
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +31,7 @@ from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import store_sql as sql
 from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.files import own_path, row_file, safe_dir, safe_stem
+from medpanel.experiments.run.files import file_per_pair, own_path, row_file
 from medpanel.experiments.run.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.rows import row_of
@@ -50,6 +50,7 @@ from medpanel.experiments.run.storage import (
     transcripts,
     widen_keys,
 )
+from medpanel.experiments.run.transcript_log import TranscriptLog, copy_log, parse_reference, record_path
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ class Staged:
     """A finished pair whose transcript is written and whose row is ready (`Store.stage`)."""
 
     pair: Pair
-    path: Path
+    transcript: str
+    """What the row names: its record in this worker's log."""
     body: str
     values: dict[str, Any]
     replace_error: bool
@@ -85,6 +87,8 @@ class Store:
         self.run_dir = run_dir
         self.folder = Confined(run_dir)  # the run directory's writer: transcripts never go through a link
         self.shared = is_shared(url)
+        self.log = TranscriptLog(self.folder, sync=self.shared)
+        """This store's (this worker's) transcript file, opened on its first record."""
         self._local = threading.local()
         self._own: list[sqlite3.Connection] = []
         """The threads' own connections (`_now`), closed with the store."""
@@ -113,34 +117,33 @@ class Store:
             return row[0] if row else None
 
     def sync_transcripts(self) -> int:
-        """Write out, as files under the run directory, transcripts committed by other machines.
+        """Write out, under the run directory, transcripts committed by other machines; how many.
 
-        Each goes where its row says: rows of runs written with an older naming keep their names.
+        Each goes where its row says: rows of runs written with an older naming keep their files,
+        and a log record goes to its byte range in a copy of its worker's log (`_sync_logs`).
         """
         if not self.shared:
             return 0
         n = 0
         key = [transcripts.c[k] == results.c[k] for k in ("condition", "dataset", "qid", "repeat")]
         query = sa.select(transcripts, results.c.transcript.label("path")).join(results, sa.and_(*key))
+        logs: dict[str, list[tuple[int, int, str]]] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(query):
+                parsed = parse_reference(r.path)
+                if parsed is not None and own_path(parsed[0]) is not None:
+                    logs.setdefault(parsed[0], []).append((parsed[1], parsed[2], r.body))
+                    continue
                 pair = (r.condition, r.dataset, r.qid, r.repeat)
                 relative = own_path(r.path) or self.transcript_path(pair).relative_to(self.run_dir)
                 with contextlib.suppress(FileExistsError):  # a file already there is never replaced
                     self.folder.write(relative, r.body, replace=False)
                     n += 1
-        return n
+        return n + sum(copy_log(self.folder, name, records, writing=self.log.name) for name, records in logs.items())
 
     def transcript_path(self, pair: Pair, tag: str | None = None) -> Path:
-        """`transcripts/<condition>/<dataset>__<qid>[__r<n>]-<hash>[.<tag>].json`, one file per pair.
-
-        Readers never recompute this: every row stores its transcript's path, so runs written with
-        an older naming open unchanged. `tag` names a replacement written beside the file it replaces.
-        """
-        condition, dataset, qid, repeat = pair
-        readable = f"{dataset}__{qid}" + (f"__r{repeat}" if repeat else "")
-        name = safe_stem(readable, condition, dataset, qid, repeat) + (f".{tag}" if tag else "")
-        return self.run_dir / "transcripts" / safe_dir(condition) / f"{name}.json"
+        """`file_per_pair`'s path under this run directory."""
+        return self.run_dir / file_per_pair(pair, tag)
 
     def resource_failure(self, exc: BaseException) -> str | None:
         """One line naming the path and the cause when `exc` is the run's own storage failing (disk
@@ -289,9 +292,9 @@ class Store:
 
     def stage(self, result: QuestionResult, question: Question, owner: str, cost_usd: float = 0.0, *,
               replace_error: bool = False, cache_saved_usd: float = 0.0) -> Staged:
-        """The first half of `commit`: the transcript file written, the row's values ready for `record`."""
+        """The first half of `commit`: the transcript appended to this worker's log, the row's values
+        (naming the record's bytes) ready for `record`."""
         pair = (result.condition, result.dataset, result.qid, result.repeat)
-        path = self.transcript_path(pair, tag=f"retry-{uuid.uuid4().hex[:8]}" if replace_error else None)
         record = TranscriptRecord.of(result, question, cost_usd, cached_tokens=result.cached_tokens,
                                      cache_saved_usd=cache_saved_usd)
         doc = record.model_dump(mode="json")
@@ -299,11 +302,9 @@ class Store:
         # long message histories of a panel debate. `medpanel show` and the viewer format it.
         # The one place a transcript is serialised: secrets an endpoint echoed are masked here.
         body = redact(json.dumps(doc, ensure_ascii=False, separators=(",", ":")))
-        try:  # not fsynced: neither is the row's commit (`Confined.write`)
-            self.folder.write(path.relative_to(self.run_dir), body, durable=False, replace=False)
-        except FileExistsError:  # another execution's file (killed before its row): kept; this one is named anew
-            path = self.transcript_path(pair, tag=f"x-{uuid.uuid4().hex[:8]}")
-            self.folder.write(path.relative_to(self.run_dir), body, durable=False, replace=False)
+        # Whole before the row commits; fsynced only on shared storage, as the row's commit is not
+        # on SQLite. A retry's record follows the error's, which stays until its row is replaced.
+        ref = self.log.append(body)
         values = dict(condition=pair[0], dataset=pair[1], qid=pair[2], repeat=pair[3],
                       answer=",".join(result.answer), gold=",".join(result.gold), correct=result.correct,
                       invalid=result.invalid, error=redact(result.error) if result.error else None,
@@ -311,8 +312,8 @@ class Store:
                       calls=result.calls, logical_calls=result.logical_calls, tokens=result.tokens,
                       latency_s=result.latency_s, cost_usd=cost_usd,
                       summary=redact(json.dumps(summary_record(result))),
-                      transcript=str(path.relative_to(self.run_dir)), worker=owner, finished_at=time.time())
-        return Staged(pair=pair, path=path, body=body, values=values, replace_error=replace_error,
+                      transcript=ref, worker=owner, finished_at=time.time())
+        return Staged(pair=pair, transcript=ref, body=body, values=values, replace_error=replace_error,
                       cached_tokens=result.cached_tokens, cache_saved_usd=cache_saved_usd)
 
     def record(self, staged: Staged) -> Row:
@@ -361,8 +362,8 @@ class Store:
                 conn.execute(sql.INSERT_TRANSCRIPT, {**key, "body": staged.body})
                 conn.execute(sql.DROP_CLAIM, key)
         for relative in replaced:
-            gone = own_path(relative)
-            if gone is not None and self.run_dir / gone != staged.path:
+            gone = None if parse_reference(relative) else own_path(relative)  # a log's record stays, unnamed
+            if gone is not None and relative != staged.transcript:
                 self.folder.unlink(gone)  # the error's transcript; its row is gone
         return row_of(values | {"cached_tokens": staged.cached_tokens, "saved_usd": staged.cache_saved_usd})
 
@@ -377,9 +378,12 @@ class Store:
 
     def iter_transcripts(self) -> Iterator[dict[str, Any]]:
         for row in self.rows():
-            yield json.loads(row_file(self.run_dir, row.transcript).read_text(encoding="utf-8"))
+            parsed = parse_reference(row.transcript)
+            row_file(self.run_dir, parsed[0] if parsed else row.transcript)  # refuses a path out of the run
+            yield json.loads(record_path(self.run_dir, row.transcript).read_bytes())
 
     def close(self) -> None:
+        self.log.close()
         with self._lock:
             own, self._own = self._own, []
         for db in own:
