@@ -9,6 +9,7 @@ be printed literally where markup is off).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.panel import Panel
@@ -76,14 +77,18 @@ def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
     return report_tables(run_dir, write=write)[0]
 
 
-def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | None, RunTables | None]:
-    """`summarise`, also handing back what the tables were built from, for the HTML site to share."""
+def report_tables(run_dir: Path, *, write: bool = True,
+                  build: Callable[[list[Row], RunRecord], RunTables] | None = None
+                  ) -> tuple[list[Path] | None, RunTables | None]:
+    """`summarise`, also handing back what the tables were built from. `build`: what reads the
+    transcripts and builds the tables from the rows (default `read_run_tables`; `report --html`
+    gives the HTML site's builder, whose one pass over the transcripts also writes the pages)."""
     record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return None, None
     print_header(record, rows)
-    read = read_run_tables(run_dir, rows, record)
+    read = build(rows, record) if build is not None else read_run_tables(run_dir, rows, record)
     return _print_and_write(run_dir, rows, read.tables, write), read
 
 
