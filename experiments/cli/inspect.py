@@ -12,26 +12,18 @@ import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-from medpanel.experiments.analysis.compare import align, compare_tables
-from medpanel.experiments.analysis.digest import RowDigest
-from medpanel.experiments.analysis.export import FORMATS, write_export
-from medpanel.experiments.analysis.inspect_export import write_inspect_logs
-from medpanel.experiments.analysis.report import RunTables, read_run_tables, write_tables
-from medpanel.experiments.cli.output import console, print_table, print_transcript, report_tables
+from medpanel.experiments.cli.output import console, print_table, print_transcript
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import inside
 from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
 from medpanel.experiments.run.ownership import check_run_paths
-from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.rundir import (
     load_record,
     load_run,
@@ -42,11 +34,18 @@ from medpanel.experiments.run.rundir import (
     transcript_paths,
 )
 from medpanel.experiments.run.runlock import lock_holder
-from medpanel.experiments.run.store import Row
-from medpanel.experiments.view.live import LiveSite
-from medpanel.experiments.view.viewer import build_report_site, build_site, make_server
 from medpanel.inputs import one_line
-from medpanel.retrieval.leakage import Thresholds
+
+if TYPE_CHECKING:
+    from medpanel.agents.tables import Table
+    from medpanel.experiments.analysis.digest import RowDigest
+    from medpanel.experiments.analysis.report import RunTables
+    from medpanel.experiments.run.records import RunRecord
+    from medpanel.experiments.run.store import Row
+
+# Each command imports what it alone runs (the analysis and its statistics, the viewer and its
+# templates, the exports, the audit's detectors) in its own body: the commands of this module share
+# one entry in `cli/lazy.py`, and `show` or `runs` should not pay for `report --html`'s imports.
 
 DEFAULT_PORT = 8765
 
@@ -54,6 +53,8 @@ DEFAULT_PORT = 8765
 def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last",
                       shared: RunTables | None = None) -> list[Path]:
     """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
+    from medpanel.experiments.view.viewer import build_site
+
     # load_run checks the directory
     return build_site(Path(run_dir), provenance=provenance, messages=messages, shared=shared)
 
@@ -122,6 +123,9 @@ def view(
 ) -> None:
     """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing). On a run that
     is still running, a live page updates as pairs finish and turns into the report when it stops."""
+    from medpanel.experiments.view.live import LiveSite
+    from medpanel.experiments.view.viewer import make_server
+
     record = load_record(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
     check_run_paths(run_dir)
@@ -162,6 +166,9 @@ def compare(
         "--out", help="Also write each table as CSV, and compare.md, into this directory.")] = None,
 ) -> None:
     """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
+    from medpanel.experiments.analysis.compare import align, compare_tables
+    from medpanel.experiments.analysis.report import write_tables
+
     if out is not None:
         _check_out_dir(out)  # before the (slow) alignment and bootstrap
     pairs = None
@@ -192,6 +199,9 @@ def export(
 ) -> None:
     """One record per (condition, question, repeat) with every row, summary and question field; or
     (--format inspect) one Inspect AI eval log per condition and repeat, for `inspect view`."""
+    from medpanel.experiments.analysis.export import FORMATS, write_export
+    from medpanel.experiments.analysis.inspect_export import write_inspect_logs
+
     if fmt == "inspect":
         load_record(run_dir)
         if out is None:
@@ -239,6 +249,9 @@ def audit(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
 ) -> None:
     """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
+    from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+    from medpanel.retrieval.leakage import Thresholds
+
     data = load_run(run_dir)
     th = None
     if stem_chars is not None or ngram_containment is not None:
@@ -262,12 +275,17 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
                                                             "audit.")] = False) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
+    from medpanel.experiments.analysis.report import read_run_tables
+    from medpanel.experiments.cli.output import report_tables
+
     if html:
         _refuse_without_transcripts(run_dir)  # before anything is printed or written
     site: list[Path] | None = None
 
     def with_site(rows: list[Row], record: RunRecord) -> RunTables:
         # The site's one pass over the transcripts builds the tables too (viewer.build_report_site).
+        from medpanel.experiments.view.viewer import build_report_site
+
         nonlocal site
         site, tables = build_report_site(run_dir)
         if tables is None or not tables.matches(rows):  # the store changed since: the rows printed
