@@ -135,3 +135,18 @@ def test_the_entry_point_skips_the_teardown_but_not_the_exit_functions(tmp_path:
     assert proc.returncode == 2, proc.stderr
     assert "ATEXIT" in proc.stdout
     assert "TEARDOWN" not in proc.stdout
+
+
+def test_the_reading_commands_module_imports_no_command_s_own_analysis(tmp_path: Path) -> None:
+    # report, show, runs, view, compare, export and audit share one module (cli/lazy.py): resolving
+    # any of them imports that module, so each command's own analysis waits for the command.
+    code = textwrap.dedent("""
+        import sys
+        from medpanel.experiments.cli import inspect
+        print("LOADED", sorted(m for m in ("openai", "jinja2", "matplotlib", "medpanel.experiments.view.viewer",
+                                           "medpanel.experiments.analysis.compare", "medpanel.retrieval.leakage",
+                                           "medpanel.experiments.analysis.inspect_export") if m in sys.modules))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "LOADED []"
