@@ -40,8 +40,8 @@ from medpanel.agents.clear.roles import medrjudge, responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
 from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
 from medpanel.agents.clear.tables import CLEAR_TABLES
-from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Condition, Question, TranscriptEvent
@@ -71,6 +71,10 @@ async def side_session(session: QuestionSession, spec: ModelSpec | None) -> Asyn
     if spec is None:
         yield session
         return
+    # The backends (aiohttp's client) are imported by a run that calls a second model, not by every
+    # reader of the pipeline registry (`medpanel report` lists each pipeline's tables).
+    from medpanel.agents.model.backends import build_client
+
     own = not (spec.backend == "scripted" and session.spec.backend == "scripted")
     url = session.base_url if spec.backend == "local" else None
     inner = build_client(spec, base_url=url) if own else session.inner
