@@ -190,6 +190,13 @@ def test_live_figures_match_the_rows_and_write_nothing(finished: Path) -> None:
     finally:
         live.close()
     after = {p.name: _digest(p) for p in finished.iterdir() if p.is_file()}
+    # SQLite's read-only connection creates the WAL and shared-memory files beside a database
+    # whose writers have all closed (the run's did: it leaves no WAL behind) and cannot remove
+    # them; an empty WAL holds nothing written.
+    for name in ("study.db-wal", "study.db-shm"):
+        if name in after and name not in before:
+            assert name.endswith("-shm") or (finished / name).stat().st_size == 0, name
+            del after[name]
     assert after == before and not (finished / "report").exists()
 
 

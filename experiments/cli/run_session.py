@@ -33,6 +33,10 @@ from medpanel.experiments.run.storage import is_shared
 from medpanel.inputs import one_line
 
 REPORT_MODULE = "medpanel.experiments.cli.output"
+SUMMARY_MODULES = ("medpanel.experiments.analysis.run_summary", "medpanel.experiments.analysis.study",
+                   "medpanel.experiments.analysis.report")
+"""What `output.print_summary` and the tracker's report import when they run (the analysis and its
+statistics, seconds): imported meanwhile with `REPORT_MODULE`, not after the run's last question."""
 
 
 def validate(scenario: Path, limit: int | None, set_: list[str] | None) -> None:
@@ -99,7 +103,7 @@ def run(scenario: Path | None, resume: Path | None, limit: int | None, workers: 
                   f"{_processes(runner.plan.scenario.run.processes)}{runner.plan.scenario.run.workers} workers x "
                   f"{runner.plan.scenario.run.questions_per_worker} questions in flight, "
                   f"model {runner.plan.scenario.model.backend}")
-    report = _Meanwhile(REPORT_MODULE)
+    report = _Meanwhile(REPORT_MODULE, SUMMARY_MODULES)
     with runner.tracking() as tracker:  # run.tracker: it logs the full report written below
         with make_progress(console, quiet=quiet) as progress:
             # The tokens-per-minute limit, once the run has one.
@@ -131,8 +135,10 @@ class _Meanwhile:
     """A module imported in a thread while the run works: from its first committed question (by then
     the runner has started, and every process has its part), so the import delays none of it."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, also: tuple[str, ...] = ()) -> None:
         self.name = name
+        self.also = also
+        """Modules imported after it in the same thread (what its functions import when called)."""
         self.thread: threading.Thread | None = None
         self.loaded: Any = None
         self.error: BaseException | None = None
@@ -140,6 +146,8 @@ class _Meanwhile:
     def _load(self) -> None:
         try:
             self.loaded = importlib.import_module(self.name)
+            for name in self.also:
+                importlib.import_module(name)
         except BaseException as exc:  # raised where the module is wanted
             self.error = exc
 
