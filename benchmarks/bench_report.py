@@ -7,9 +7,13 @@ seconds and peak memory (each in a fresh process, so the peak is its own), with 
 Without `--run-dir` it first runs the c x r panel 2x2 with the scripted model on the hard set
 (every subset's test_hard.jsonl, 862 questions x 4 conditions unless `--subsets` names fewer) at
 `--rounds` x `--turns` (the papers' protocol is 3 x 3) into `--keep` or a temporary folder.
-Targets, for the 862 x 4 run at 3 x 3 (67,451 calls, 536 MB of transcripts): `report` <= 5 s and
-<= 500 MB, `report --html` <= 20 s. To compare two checkouts, run each one's interpreter on the same
-`--run-dir`, back to back, and read the load printed beside each figure.
+The floor is one decoding of every transcript (its bytes read and parsed as JSON, nothing
+else), in a fresh process like the others; each figure is also printed as a multiple of it (CPU
+over the floor's CPU, which the load average moves less than wall time). The whole process is
+`python -m medpanel report RUN_DIR` from exec to exit, imports included.
+Targets, for the 862 x 4 run at 3 x 3: `report` <= 2x the floor and <= 300 MB, `report --html` <= 6x
+the floor, the whole `medpanel report` process <= 4 s. To compare two checkouts, run each one's
+interpreter on the same `--run-dir`, back to back, and read the load printed beside each figure.
 """
 
 from __future__ import annotations
@@ -38,13 +42,40 @@ SCENARIO = {
     "model": {"backend": "scripted"},
     "run": {"workers": 2, "prices": {"scripted": {"input": 0.15, "output": 0.6}}},
 }
-TARGETS = {"report": "<= 5 s, <= 500 MB", "html": "<= 20 s"}
+TARGETS = {"report": "<= 2x the floor, <= 300 MB", "html": "<= 6x the floor", "process": "<= 4 s"}
 
 
 def make_run(data: Path, root: Path, subsets: list[str], rounds: int, turns: int) -> Path:
     sc = {**SCENARIO, "settings": {"rounds": rounds, "turns_per_round": turns},
           "dataset": {"source": "medagentsbench", "path": str(data.resolve()), "subsets": subsets}}
     return Path(medpanel.run(sc, run_dir=root / "run").run_dir)
+
+
+def floor(run_dir: Path) -> None:
+    """Every row's transcript read and decoded once, nothing kept; prints `wall cpu peak_mb`."""
+    import pydantic_core
+
+    from medpanel.experiments.run.rundir import transcript_paths
+
+    rows = load_run(run_dir).rows
+    path_of = transcript_paths(run_dir)
+    w, c = time.perf_counter(), time.process_time()
+    for row in rows:
+        path = path_of(row)
+        if path.is_file():
+            pydantic_core.from_json(path.read_bytes())
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{time.perf_counter() - w:.2f} {time.process_time() - c:.2f} {peak:.0f}")
+
+
+def whole_process(run_dir: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of `python -m medpanel report RUN_DIR`, exec to exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    w = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "medpanel", "report", str(run_dir)], check=True, capture_output=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return time.perf_counter() - w, cpu
 
 
 def phase(run_dir: Path, html: bool) -> None:
@@ -56,8 +87,8 @@ def phase(run_dir: Path, html: bool) -> None:
     print(f"{time.perf_counter() - w:.2f} {time.process_time() - c:.2f} {peak:.0f}")
 
 
-def measure(run_dir: Path, html: bool) -> tuple[float, float, float]:
-    cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", "html" if html else "report", str(run_dir)]
+def measure(run_dir: Path, name: str) -> tuple[float, float, float]:
+    cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", name, str(run_dir)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
     wall, cpu, peak = (float(x) for x in out[-3:])
     return wall, cpu, peak
@@ -75,9 +106,12 @@ def main() -> None:
     ap.add_argument("--subsets", default=",".join(SUBSETS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("--phase", choices=["report", "html"], help=argparse.SUPPRESS)
+    ap.add_argument("--phase", choices=["floor", "report", "html"], help=argparse.SUPPRESS)
     ap.add_argument("phase_run", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.phase == "floor":
+        floor(args.phase_run)
+        return
     if args.phase:
         phase(args.phase_run, args.phase == "html")
         return
@@ -88,12 +122,20 @@ def main() -> None:
         calls = sum(r.calls for r in data.rows)
         print(f"{len({r.key for r in data.rows})} questions x {len(data.conditions)} conditions = {len(data.rows)} "
               f"rows, {calls} calls, {size_mb(run_dir / 'transcripts'):.0f} MB of transcripts ({run_dir})")
-        for name, html in (("report", False), ("html", True)):
+        load = os.getloadavg()[0]
+        f_wall, f_cpu, _ = measure(run_dir, "floor")
+        print(f"  floor (decode every transcript once) wall {f_wall:6.2f} s  cpu {f_cpu:6.2f} s  load {load:.2f}")
+        for name in ("report", "html"):
             load = os.getloadavg()[0]
-            wall, cpu, peak = measure(run_dir, html)
-            cmd = "report --html" if html else "report"
+            wall, cpu, peak = measure(run_dir, name)
+            cmd = "report --html" if name == "html" else "report"
             print(f"  medpanel {cmd:14s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:6.0f} MB  "
-                  f"load {load:.2f}   target {TARGETS[name]}")
+                  f"= {wall / f_wall:5.1f}x the floor's wall, {cpu / f_cpu:5.1f}x its cpu  load {load:.2f}   "
+                  f"target {TARGETS[name]}")
+        load = os.getloadavg()[0]
+        wall, cpu = whole_process(run_dir)
+        print(f"  whole `python -m medpanel report` process wall {wall:6.2f} s  cpu {cpu:6.2f} s  load {load:.2f}   "
+              f"target {TARGETS['process']}")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,3 @@
-from medpanel.experiments.cli.main import main
+from medpanel.experiments.cli.main import entry
 
-main()
+entry()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 MEDAGENTSBENCH = SHARED / "data" / "medagentsbench"
 CORPUS = SHARED / "data" / "corpus"
+
+# A real PostgreSQL server's URL: CI starts a throwaway one with .ci/start_postgres.sh.
+PG_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
+needs_postgres = pytest.mark.skipif(not PG_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with "
+                                                       ".ci/start_postgres.sh)")
+
+
+@pytest.fixture()
+def pg_url() -> Iterator[str]:
+    """A fresh database on the test server, dropped after the test."""
+    import psycopg
+
+    assert PG_URL is not None
+    name = f"mp_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(autouse=True)

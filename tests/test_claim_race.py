@@ -12,19 +12,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.run.store import Store
 
-from . import test_postgres
+from .conftest import needs_postgres
 
-BASE_URL = test_postgres.BASE_URL
-pg_url = test_postgres.pg_url  # the fixture: a fresh database per test
-
-pytestmark = pytest.mark.skipif(not BASE_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with "
-                                                     ".ci/start_postgres.sh)")
+pytestmark = needs_postgres
 PAIR = ("c0", "medqa", "q1", 0)
 
 

@@ -26,59 +26,16 @@ from medpanel.agents.model.backends import build_client
 from medpanel.agents.model.cores import EmbeddedPool, Layout, layout
 from medpanel.agents.model.embedded import embedded_server, served_by
 from medpanel.agents.model.lean_chat import LeanChatClient
-from medpanel.agents.model.llama_server import BINARY_ENV, LlamaServer
+from medpanel.agents.model.llama_server import LlamaServer
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.spread import POOL_SEP, Spread, spread_for
 
-# A stand-in for llama-server: answers /health, appends its arguments to FAKE_ARGS (one JSON line).
-FAKE = r'''#!{python}
-import http.server, json, os, sys
-if "--version" in sys.argv:
-    print("version: 4242 (fakecommit)")
-    sys.exit(0)
-with open(os.environ["FAKE_ARGS"], "a") as fh:
-    fh.write(json.dumps(sys.argv[1:]) + "\n")
-port = int(sys.argv[sys.argv.index("--port") + 1])
-
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200)
-        self.send_header("content-length", "2")
-        self.end_headers()
-        self.wfile.write(b"{{}}")
-    def log_message(self, *a):
-        pass
-
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _wait_dead(pids: list[int], within_s: float) -> list[int]:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+from .proc_helpers import alive, install_fake_llama_server, still_alive_after
 
 
 @pytest.fixture
 def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    program = tmp_path / "llama-server"
-    program.write_text(FAKE.format(python=sys.executable))
-    program.chmod(0o755)
-    monkeypatch.setenv(BINARY_ENV, str(program))
-    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args.jsonl"))
-    return program
+    return install_fake_llama_server(tmp_path, monkeypatch)
 
 
 def _options(line: str) -> dict[str, str]:
@@ -250,14 +207,14 @@ def test_the_pool_starts_every_server_on_its_own_port_and_stops_them_all(fake_se
     with pool:
         urls = pool.base_url.split(POOL_SEP)
         pids = pool.pids()
-        assert len(urls) == 4 and len(set(urls)) == 4 and all(_alive(p) for p in pids)
+        assert len(urls) == 4 and len(set(urls)) == 4 and all(alive(p) for p in pids)
     lines = (tmp_path / "args.jsonl").read_text().splitlines()
     assert len(lines) == 4
     for line in lines:
         opt = _options(line)
         assert (opt["--threads"], opt["--threads-batch"], opt["--parallel"]) == ("1", "1", "1")
         assert opt["--ctx-size"] == "1024" and int(opt["--cache-ram"]) == 128
-    assert _wait_dead(pids, 3) == [], "stop() left servers running"
+    assert still_alive_after(pids, 3) == [], "stop() left servers running"
 
 
 def test_a_server_that_fails_to_start_stops_the_others(fake_server: Path, tmp_path: Path) -> None:
@@ -269,7 +226,7 @@ def test_a_server_that_fails_to_start_stops_the_others(fake_server: Path, tmp_pa
     with pytest.raises(LocalModelError, match="exited with code 1"):
         pool.start()
     started = [s.proc.pid for s in pool.servers if s.proc is not None]
-    assert len(started) == 3 and _wait_dead(started, 3) == []
+    assert len(started) == 3 and still_alive_after(started, 3) == []
 
 
 RUNNER = textwrap.dedent("""
@@ -286,7 +243,7 @@ def test_no_server_outlives_a_sigkilled_runner(fake_server: Path) -> None:
     runner = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert runner.stdout is not None
     pids = [int(p) for p in runner.stdout.readline().split()]
-    assert len(pids) == 4 and all(_alive(p) for p in pids)
+    assert len(pids) == 4 and all(alive(p) for p in pids)
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()
-    assert _wait_dead(pids, 5) == [], "servers outlived their SIGKILLed runner"
+    assert still_alive_after(pids, 5) == [], "servers outlived their SIGKILLed runner"

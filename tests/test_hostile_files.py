@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError, read_text
 from medpanel.inputs import InputFileError, check_input, open_input, read_input, read_input_text
 
+from .cli_helpers import run_main
 from .conftest import write
 
 pytestmark = pytest.mark.timeout(120)
@@ -175,17 +175,6 @@ def test_the_experiments_reader_is_the_same_reader_as_a_user_error(tmp_path: Pat
 # -- every command that opens a user's file ---------------------------------------------------------
 
 
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    """The real CLI in this process: (exit code, stdout, stderr)."""
-    code: object = 0
-    try:
-        main(list(args))
-    except SystemExit as done:
-        code = done.code
-    out, err = capsys.readouterr()
-    return (code if isinstance(code, int) else 1) if code is not None else 0, out, err
-
-
 @pytest.mark.parametrize("command", ["validate", "run", "plan"])
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_a_scenario_that_is_not_a_file_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -193,7 +182,7 @@ def test_a_scenario_that_is_not_a_file_is_one_line_exit_2(tmp_path: Path, capsys
                                                           kind: str) -> None:
     monkeypatch.chdir(tmp_path)
     p, words = _make(tmp_path, kind)
-    code, out, err = _cli(capsys, command, str(p))
+    code, out, err = run_main(capsys, command, str(p))
     assert code == 2, (out, err)
     assert err.count("\n") == 1 and words in err and str(p) in err and "Traceback" not in err, err
 
@@ -204,7 +193,7 @@ def test_a_dataset_file_that_is_not_a_file_is_one_line(tmp_path: Path, capsys: p
     data, words = _make(tmp_path, kind, "data.jsonl")
     sc = write(tmp_path / "s.yaml", SCENARIO.replace("{source: sample, limit: 1}",
                                                      f"{{source: jsonl, path: {data.name}}}"))
-    code, _, err = _cli(capsys, "validate", str(sc))
+    code, _, err = run_main(capsys, "validate", str(sc))
     assert code == 2 and words in err and "data.jsonl" in err, err
 
 
@@ -214,7 +203,7 @@ def test_a_hugging_face_file_that_is_not_a_file_is_one_line(tmp_path: Path, caps
     data, words = _make(tmp_path, kind, "data.parquet")
     sc = write(tmp_path / "s.yaml", SCENARIO.replace("{source: sample, limit: 1}",
                                                      f"{{source: hf, path: {data.name}, preset: medqa}}"))
-    code, _, err = _cli(capsys, "validate", str(sc))
+    code, _, err = run_main(capsys, "validate", str(sc))
     assert code == 2 and "data.parquet" in err, err
     if kind != "latin-1":  # the parquet reader names that one itself
         assert words in err, err
@@ -247,7 +236,7 @@ def test_an_exemplar_or_task_file_that_is_not_a_file_is_one_line(tmp_path: Path,
 def test_a_corpus_input_that_is_not_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        kind: str) -> None:
     p, words = _make(tmp_path, kind, "docs.jsonl")
-    code, _, err = _cli(capsys, "corpus", "ingest", str(p), "--name", "c1", "--no-progress")
+    code, _, err = run_main(capsys, "corpus", "ingest", str(p), "--name", "c1", "--no-progress")
     assert code == 2 and words in err and "docs.jsonl" in err, err
 
 
@@ -291,7 +280,7 @@ def test_scenarios_dir_lists_a_bad_file_as_one_row_and_the_rest(tmp_path: Path, 
         pytest.skip("a name that is not there is not listed")
     write(tmp_path / "a_good.yaml", SCENARIO)
     _make(tmp_path, kind, "b_bad.yaml")
-    code, out, err = _cli(capsys, "scenarios", "--dir", str(tmp_path), "--markdown")
+    code, out, err = run_main(capsys, "scenarios", "--dir", str(tmp_path), "--markdown")
     assert code == 0 and "Traceback" not in err, err
     rows = [line for line in out.splitlines() if line.startswith("| `")]
     assert len(rows) == 2, out
@@ -307,7 +296,7 @@ def words_of(kind: str) -> str:
 def test_scenarios_dir_that_is_not_a_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                        kind: str) -> None:
     p, _ = _make(tmp_path, kind, "dir")
-    code, _, err = _cli(capsys, "scenarios", "--dir", str(p))
+    code, _, err = run_main(capsys, "scenarios", "--dir", str(p))
     assert code == 2 and "is not a folder" in err, err
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from medpanel.experiments.cli.main import main
 
+from .cli_helpers import run_main
 from .conftest import write
 
 pytestmark = pytest.mark.timeout(120)
@@ -22,16 +23,6 @@ DOCS = "".join(json.dumps({"id": f"d{i}", "title": t, "content": c}) + "\n" for 
     ("DKA", "insulin fluids potassium in diabetic ketoacidosis"),
     ("MI", "aspirin for myocardial infarction"),
 ]))
-
-
-def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code: object = 0
-    try:
-        main(list(args))
-    except SystemExit as done:
-        code = done.code
-    out, err = capsys.readouterr()
-    return (code if isinstance(code, int) else 1) if code is not None else 0, out, err
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +94,7 @@ def test_a_damaged_corpus_is_one_line_naming_the_file_and_the_rebuild(
     docs = write(tmp_path / "in.jsonl", DOCS)
     args = {"list": ["corpus", "list"], "search": ["corpus", "search", "c1", "insulin"],
             "ingest": ["corpus", "ingest", str(docs), "--name", "c1", "--no-progress"]}[command]
-    code, out, err = _cli(capsys, *args)
+    code, out, err = run_main(capsys, *args)
     assert "Traceback" not in err
     unrecognised = damage in ("manifest fifo", "manifest dev-zero link") and command != "ingest"
     if unrecognised:  # no manifest file: not taken for a corpus at all (listed without it, or unknown)
@@ -120,7 +111,7 @@ def test_a_damaged_corpus_is_one_line_naming_the_file_and_the_rebuild(
 
 def test_a_corpus_with_nothing_to_index_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     docs = write(tmp_path / "d.jsonl", json.dumps({"id": "d1", "title": "a", "content": "the of"}) + "\n")
-    code, _, err = _cli(capsys, "corpus", "ingest", str(docs), "--name", "c1", "--no-progress")
+    code, _, err = run_main(capsys, "corpus", "ingest", str(docs), "--name", "c1", "--no-progress")
     assert code == 2 and "no document holds a word" in err and err.count("\n") == 1, err
 
 
@@ -143,7 +134,7 @@ def test_an_in_memory_sqlite_storage_is_refused_in_one_line(tmp_path: Path, caps
     run = f", storage: {json.dumps(url)}" if where == "scenario" else ""
     sc = write(tmp_path / "s.yaml", SCENARIO.format(pipeline="generalist", run=run))
     extra = ["--storage", url] if where == "--storage" else []
-    code, _, err = _cli(capsys, "run", str(sc), "--quiet", "--run-dir", str(tmp_path / "r"), *extra)
+    code, _, err = run_main(capsys, "run", str(sc), "--quiet", "--run-dir", str(tmp_path / "r"), *extra)
     assert code == 2 and "in-memory SQLite" in err and err.count("\n") == 1, err
     assert ("run.storage" if where == "scenario" else "--storage") in err
     assert not (tmp_path / "r").exists()  # refused before a run directory was made
@@ -152,7 +143,7 @@ def test_an_in_memory_sqlite_storage_is_refused_in_one_line(tmp_path: Path, caps
 def test_a_file_sqlite_storage_is_still_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sc = write(tmp_path / "s.yaml", SCENARIO.format(pipeline="generalist",
                                                     run=f", storage: 'sqlite:///{tmp_path}/memory.db'"))
-    code, _, err = _cli(capsys, "validate", str(sc))
+    code, _, err = run_main(capsys, "validate", str(sc))
     assert code == 0, err
 
 
@@ -161,7 +152,7 @@ def test_a_file_sqlite_storage_is_still_accepted(tmp_path: Path, capsys: pytest.
 def test_a_malformed_pipeline_path_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                pipeline: str) -> None:
     sc = write(tmp_path / "s.yaml", SCENARIO.format(pipeline=json.dumps(pipeline), run=""))
-    code, _, err = _cli(capsys, "validate", str(sc))
+    code, _, err = run_main(capsys, "validate", str(sc))
     assert code == 2 and "pipeline" in err and err.count("\n") == 1 and "Traceback" not in err, err
 
 
@@ -177,7 +168,7 @@ def test_a_pipeline_module_that_fails_as_it_is_imported_is_one_line(
     write(tmp_path / f"{name}.py", body + "\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     sc = write(tmp_path / "s.yaml", SCENARIO.format(pipeline=f"{name}:Pipe", run=""))
-    code, _, err = _cli(capsys, "validate", str(sc))
+    code, _, err = run_main(capsys, "validate", str(sc))
     assert code == 2 and words in err and err.count("\n") == 1, err
 
 

@@ -25,6 +25,7 @@ import pytest
 from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.view.live import LiveRun, alerts, condition_view
 
+from .conftest import needs_postgres
 from .inspect_fixtures import GRID_QUESTIONS, grid_run
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -253,22 +254,6 @@ def test_condition_view_counts_invalid_errors_recruits_and_retrievals(finished: 
 # -- while a run runs: --processes and PostgreSQL workers ---------------------------------------------
 
 
-PG_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    import psycopg
-
-    assert PG_URL is not None
-    name = f"mp_live_{os.getpid()}_{int(time.time())}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield PG_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 def _watch(run_dir: Path, procs: list[subprocess.Popen[str]]) -> list[dict[str, Any]]:
     """Snapshots of the live figures taken while `procs` run, then one after they end."""
     _wait("run.json", lambda: (run_dir / "run.json").is_file())
@@ -311,7 +296,7 @@ def test_live_figures_follow_a_run_with_processes(tmp_path: Path) -> None:
     _check_watched(_watch(run_dir, [run]))
 
 
-@pytest.mark.skipif(not PG_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with .ci/start_postgres.sh)")
+@needs_postgres
 def test_live_figures_follow_postgresql_workers(tmp_path: Path, pg_url: str) -> None:
     scenario = tmp_path / "live.yaml"
     scenario.write_text(SCENARIO.replace("LATENCY", "60"), encoding="utf-8")

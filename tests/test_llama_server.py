@@ -22,76 +22,18 @@ from medpanel.agents.model.llama_server import BINARY_ENV, EXTRA_ARGS_ENV, Llama
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
 from medpanel.agents.model.spec import ModelSpec
 
-# A stand-in for llama-server: answers /health with 503 twice (the model "loading"), then 200;
-# records its arguments; prints a version line for --version; exits with FAKE_EXIT if set.
-FAKE = r'''#!{python}
-import http.server, json, os, sys
-if "--version" in sys.argv:
-    print("version: 4242 (fakecommit)")
-    sys.exit(0)
-if os.environ.get("FAKE_EXIT"):
-    print("fake llama-server: failing on purpose", file=sys.stderr, flush=True)
-    sys.exit(int(os.environ["FAKE_EXIT"]))
-with open(os.environ["FAKE_ARGS"], "w") as fh:
-    json.dump(sys.argv[1:], fh)
-port = int(sys.argv[sys.argv.index("--port") + 1])
-polls = []
-
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        polls.append(self.path)
-        code = 503 if self.path == "/health" and polls.count("/health") <= 2 else 200
-        body = json.dumps({{"status": "ok" if code == 200 else "loading model", "polls": len(polls)}}).encode()
-        self.send_response(code)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *a):
-        print("fake llama-server:", self.path, file=sys.stderr, flush=True)
-
-print("fake llama-server: listening", file=sys.stderr, flush=True)
-http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
-'''
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _wait_dead(pid: int, within_s: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < within_s and _alive(pid):
-        time.sleep(0.05)
-    return time.monotonic() - start
+from .proc_helpers import alive, children, install_fake_llama_server, still_alive_after
 
 
 @pytest.fixture
 def fake_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    program = tmp_path / "llama-server"
-    program.write_text(FAKE.format(python=sys.executable))
-    program.chmod(0o755)
-    monkeypatch.setenv(BINARY_ENV, str(program))
-    monkeypatch.setenv("FAKE_ARGS", str(tmp_path / "args.json"))
-    return program
+    return install_fake_llama_server(tmp_path, monkeypatch)
+
+
+def _took_to_end(pid: int, within_s: float) -> float:
+    start = time.monotonic()
+    still_alive_after([pid], within_s)
+    return time.monotonic() - start
 
 
 def test_starts_once_healthy_passes_the_slots_and_stops(fake_server: Path, tmp_path: Path,
@@ -104,10 +46,10 @@ def test_starts_once_healthy_passes_the_slots_and_stops(fake_server: Path, tmp_p
         health = httpx.get(f"http://127.0.0.1:{server.port}/health", timeout=5).json()
         assert health["status"] == "ok" and health["polls"] >= 4
         assert server.base_url == f"http://127.0.0.1:{server.port}/v1"
-        args = json.loads((tmp_path / "args.json").read_text())
+        args = json.loads((tmp_path / "args.jsonl").read_text().splitlines()[-1])
         proc = server.proc
         assert proc is not None
-        watchdogs = _children(proc.pid)
+        watchdogs = children(proc.pid)
     opt = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
     assert opt["--host"] == "127.0.0.1" and opt["--port"] == str(server.port)
     # every slot gets the whole context the history bound assumes
@@ -117,7 +59,7 @@ def test_starts_once_healthy_passes_the_slots_and_stops(fake_server: Path, tmp_p
     assert opt["--model"].endswith(".gguf") and Path(opt["--model"]).is_file()
     assert proc.poll() is not None, "stop() left the server running"
     assert len(watchdogs) == 1, watchdogs
-    assert _wait_dead(watchdogs[0], 3) < 3, "the watchdog outlived the server it watched"
+    assert _took_to_end(watchdogs[0], 3) < 3, "the watchdog outlived the server it watched"
     assert "fake llama-server: listening" in log.read_text()
 
 
@@ -188,13 +130,13 @@ def test_the_watchdog_kills_the_program_within_a_second_of_a_sigkilled_runner() 
     pid = int(runner.stdout.readline())
     # the pid the runner holds is the program itself, not a wrapper around it
     assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == b"/bin/sleep"
-    watchdog = _children(pid)
+    watchdog = children(pid)
     assert len(watchdog) == 1
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()
-    took = _wait_dead(pid, 5)
-    assert not _alive(pid), f"the program outlived its SIGKILLed runner ({took:.1f} s)"
-    assert _wait_dead(watchdog[0], 3) < 3
+    took = _took_to_end(pid, 5)
+    assert not alive(pid), f"the program outlived its SIGKILLed runner ({took:.1f} s)"
+    assert _took_to_end(watchdog[0], 3) < 3
 
 
 def test_the_watchdog_refuses_a_program_it_cannot_run(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from medpanel.agents.model.local_server import LocalModelError, LocalServer
 from medpanel.experiments.run.transcript_log import documents
 
 from .conftest import ROOT
+from .proc_helpers import alive
 
 pytestmark = pytest.mark.e2e
 PYTHON_SERVER = pytest.mark.skipif(
@@ -37,18 +38,6 @@ servers = getattr(s, "servers", [s])  # llama-server's default: a pool of single
 print(" ".join(f"{x.port}:{x.proc.pid}" for x in servers), flush=True)
 time.sleep(600)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0); check its state
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_missing_model_names_the_setup_command(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,9 +79,9 @@ def test_server_dies_with_a_sigkilled_parent(server: str) -> None:
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
     killed = time.time()
-    while time.time() < killed + 15 and any(_alive(pid) for _, pid in servers):
+    while time.time() < killed + 15 and any(alive(pid) for _, pid in servers):
         time.sleep(0.1)
-    assert not any(_alive(pid) for _, pid in servers), "a model server outlived its killed parent"
+    assert not any(alive(pid) for _, pid in servers), "a model server outlived its killed parent"
     assert time.time() - killed < 3, "the model servers took more than 3 s to follow their killed parent"
 
 

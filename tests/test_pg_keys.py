@@ -10,7 +10,9 @@ from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Store
 
-from .test_postgres import pg_url, pytestmark  # noqa: F401  (the fixture and the skip without a server)
+from .conftest import needs_postgres
+
+pytestmark = needs_postgres
 
 LONG_QID = "q" + "x" * 299
 
@@ -35,11 +37,11 @@ def _finished(runner: Runner) -> list[str]:
     return qids
 
 
-def test_a_300_character_question_id_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def test_a_300_character_question_id_runs_on_postgresql(tmp_path: Path, pg_url: str) -> None:
     assert _finished(_runner(tmp_path, pg_url)) == [LONG_QID]
 
 
-def test_a_study_made_with_varchar_keys_is_widened(tmp_path: Path, pg_url: str) -> None:  # noqa: F811
+def test_a_study_made_with_varchar_keys_is_widened(tmp_path: Path, pg_url: str) -> None:
     import psycopg
 
     with psycopg.connect(pg_url, autocommit=True) as conn:  # the schema before the keys became TEXT

@@ -5,37 +5,17 @@ CI starts a throwaway server with .ci/start_postgres.sh and sets MEDPANEL_TEST_P
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from medpanel.experiments.run.transcript_log import count_records
 
-from .conftest import write
+from .conftest import needs_postgres, write
 
-BASE_URL = os.environ.get("MEDPANEL_TEST_PG_URL")
-pytestmark = pytest.mark.skipif(not BASE_URL, reason="set MEDPANEL_TEST_PG_URL (CI starts a server with "
-                                                     ".ci/start_postgres.sh)")
-
-
-@pytest.fixture()
-def pg_url() -> Iterator[str]:
-    import psycopg
-
-    assert BASE_URL is not None
-    name = f"mp_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(BASE_URL, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    yield BASE_URL.rsplit("/", 1)[0] + f"/{name}"
-    with psycopg.connect(BASE_URL, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+pytestmark = needs_postgres
 
 
 def _rows(url: str) -> list[tuple]:

@@ -85,12 +85,45 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     monkeypatch.setattr(viewer, "read_document", counting)
     monkeypatch.setattr(viewer, "build_tables", no_second_build)
     monkeypatch.setattr(report_mod, "build_tables", no_second_build)
-    monkeypatch.setattr(viewer, "read_digests", no_second_build)
     monkeypatch.setattr(digest_mod, "read_digest", no_second_build)
+    monkeypatch.setattr(digest_mod, "read_with_document", no_second_build)
     viewer.build_site(run_dir, plots=False, n_boot=10000, shared=shared)
     # no read for the tables, the figures or the audit; each page reads its own transcripts whole, once
     expected = [record_path(run_dir, r.transcript) for r in data.rows]
     assert sorted(reads) == sorted(f"{p.name}@{getattr(p, 'offset', '')}" for p in expected)
+
+
+def test_report_html_decodes_each_transcript_once_for_the_pages_the_tables_and_the_audit(
+        run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # One streamed pass: each transcript is decoded once, and that decoding makes its row's digest
+    # (the tables, figures, audit) and its question's page; the tables are built once.
+    from medpanel.experiments.cli.inspect import report
+
+    data = load_run(run_dir)
+    reads: list[str] = []
+    builds: list[int] = []
+    real_read, real_build = digest_mod.read_document, report_mod.build_tables
+
+    def counting(path: Path) -> Any:
+        reads.append(Path(path).name)
+        return real_read(path)
+
+    def building(*a: Any, **k: Any) -> Any:
+        builds.append(1)
+        return real_build(*a, **k)
+
+    def second_read(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a transcript was read a second time")
+
+    monkeypatch.setattr(digest_mod, "read_document", counting)
+    monkeypatch.setattr(digest_mod, "read_digest", second_read)
+    monkeypatch.setattr(viewer, "read_document", second_read)
+    monkeypatch.setattr(viewer, "build_tables", building)
+    monkeypatch.setattr(report_mod, "build_tables", building)
+    report(run_dir, html=True)
+    assert sorted(reads) == sorted(Path(r.transcript).name for r in data.rows)
+    assert builds == [1]
+    assert (run_dir / "report" / "index.html").is_file() and (run_dir / "report" / "report.md").is_file()
 
 
 BEFORE = Path(__file__).parent / "fixtures" / "page_macros_before_render.html.j2"

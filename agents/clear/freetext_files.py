@@ -81,7 +81,12 @@ def _index(path: str, stamp: tuple[tuple[str, float], ...]) -> dict[str, Task]:
     return {t.key: t for t in read_all(path)}
 
 
-def find_task(rubric_file: str, question: Question) -> Task | None:
-    """The grading key of `question` under `rubric_file` (file or folder), None when it has none."""
-    path = task_path(rubric_file)
-    return _index(str(path), _stamp(path)).get(question.key)
+def find_task(rubric_file: str | list[str], question: Question) -> Task | None:
+    """The grading key of `question` under `rubric_file` (a file or folder, or several: the free-text
+    parts of a benchmark suite, each holding its own benchmark), None when none holds it."""
+    for value in [rubric_file] if isinstance(rubric_file, str) else rubric_file:
+        path = task_path(value)
+        task = _index(str(path), _stamp(path)).get(question.key)
+        if task is not None:
+            return task
+    return None

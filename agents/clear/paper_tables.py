@@ -81,22 +81,27 @@ def _method(cond: str) -> str:
 
 
 def _grid(rows: Sequence[ResultRow], conditions: list[str], benchmarks: Sequence[str], title: str,
-          note: str) -> Table | None:
-    """Accuracy per method (rows) and benchmark (columns), with n and the mean over the benchmarks present."""
+          note: str, any_of_beside: Sequence[str] = ()) -> Table | None:
+    """Accuracy per method (rows) and benchmark (columns), with n and the mean over the benchmarks present.
+    A benchmark of `any_of_beside` gets a `<benchmark>_any_of` column after its exact-set one (not in the mean)."""
     rows = _mcq(rows)
     present = [b for b in benchmarks if any(benchmark_of(r.dataset)[0] == b for r in rows)]
     if not present or not _has_clear(rows):
         return None
+    columns = [c for b in present for c in ([b, f"{b}_any_of"] if b in any_of_beside else [b])]
     out = []
     for cond in conditions:
         mine = [r for r in rows if r.condition == cond]
         if not mine:
             continue
-        cells = [_acc([r for r in mine if benchmark_of(r.dataset)[0] == b]) for b in present]
-        numbers = [c for c in cells if isinstance(c, float)]
-        out.append([_method(cond), *cells, round(sum(numbers) / len(numbers), 1) if numbers else "-",
+        cells = {b: _acc([r for r in mine if benchmark_of(r.dataset)[0] == b]) for b in present}
+        cells |= {f"{b}_any_of": _acc([r for r in mine if benchmark_of(r.dataset)[0] == b], any_of)
+                  for b in present if b in any_of_beside}
+        numbers = [c for b in present if isinstance(c := cells[b], float)]
+        out.append([_method(cond), *(cells[c] for c in columns),
+                    round(sum(numbers) / len(numbers), 1) if numbers else "-",
                     len([r for r in mine if benchmark_of(r.dataset)[0] in present])])
-    return Table(title, ["method", *present, "mean", "n"], out, note=note) if out else None
+    return Table(title, ["method", *columns, "mean", "n"], out, note=note) if out else None
 
 
 def table1(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
@@ -107,7 +112,10 @@ def table1(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
 def table8(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
     return _grid(rows, conditions, TABLE8, "CLEAR Table 8: additional benchmarks (accuracy %)",
                  "MMLU: its six medical subjects pooled; MMLU-Pro: its health category (ten options, A-J); "
-                 "MedExQA: its five specialties pooled; AfriMed-QA: its multiple-choice items.")
+                 "MedExQA: its five specialties pooled; AfriMed-QA: its multiple-choice items, each asked "
+                 "select-all and counted only as its exact set of correct options (the publisher marks no item as "
+                 "several-answer); afrimedqa_any_of credits any correct option, for comparison (not in the mean).",
+                 any_of_beside=("afrimedqa",))
 
 
 def table4(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
@@ -116,7 +124,7 @@ def table4(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
         return None
     return _grid(rows, ablation, MCQ_BENCHMARKS, "CLEAR Table 4: knowledge-source ablation (accuracy %)",
                  "Direct = parametric knowledge only; MedRAG (BM25) = the local corpus; Online = the web source "
-                 "alone; CLEAR = all three pathways adjudicated. NEJM-QA scored as exact sets.")
+                 "alone; CLEAR = all three pathways adjudicated. NEJM-QA and AfriMed-QA scored as exact sets.")
 
 
 def table2(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:

@@ -97,16 +97,19 @@ class ClearSettings(PipelineSettings):
     grader_model: ModelSpec | None = None
     """Free text: the grader (LLM judge of rubric items and MedRBench answers), a role with its own
     calls in the cost ledger. The backbone when unset."""
-    rubric_file: str | None = None
+    rubric_file: str | list[str] | None = None
     """Free text: the tasks' grading keys, the same file or folder as `dataset.path`: JSONL of rubric
-    tasks (HealthBench's layout; `sample` = the packaged set) and MedRBench JSON files. No grading when unset."""
+    tasks (HealthBench's layout; `sample` = the packaged set) and MedRBench JSON files. No grading when unset.
+    A run with free-text `dataset.parts` sets it to their files (a list), each part graded by its own."""
 
     @field_validator("rubric_file")
     @classmethod
-    def _rubrics_exist(cls, v: str | None) -> str | None:
-        if v is not None and v != SAMPLE_RUBRICS and not Path(v).expanduser().exists():
-            raise ValueError(f"rubric file {v!r} not found. Give the free-text file or folder (relative to the "
-                             f"current directory) or `{SAMPLE_RUBRICS}`. Nothing is downloaded: {WHERE_PUBLISHED}")
+    def _rubrics_exist(cls, v: str | list[str] | None) -> str | list[str] | None:
+        for path in [v] if isinstance(v, str) else v or []:
+            if path != SAMPLE_RUBRICS and not Path(path).expanduser().exists():
+                raise ValueError(f"rubric file {path!r} not found. Give the free-text file or folder (relative to "
+                                 f"the current directory) or `{SAMPLE_RUBRICS}`. Nothing is downloaded: "
+                                 f"{WHERE_PUBLISHED}")
         return v
 
     def for_backend(self, spec: ModelSpec) -> ClearSettings:

@@ -44,6 +44,9 @@ class ClearSummary(Summary):
     points, unclipped; MedRBench (`grade_kind: medrbench`): 1 correct, 0 wrong."""
     grade_valid: bool | None = None
     grade_kind: str | None = None
+    judge_support: str | None = None
+    """MedRBench treatment: what the judge's supporting information was, `web:<source>` (results of
+    the run's live web backend) or `published_analysis` (no live backend: the case's own analysis)."""
     tag_scores: dict[str, float] | None = None
     """HealthBench: the example's score per example tag and per rubric tag (theme:..., axis:...)."""
 

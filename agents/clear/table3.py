@@ -19,6 +19,7 @@ from typing import Any
 from medpanel.agents.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
 from medpanel.agents.clear.medrbench import DATASETS
 from medpanel.agents.clear.roles.grader import HEALTHBENCH
+from medpanel.agents.clear.roles.medrjudge import PUBLISHED_ANALYSIS
 from medpanel.agents.clear.summary import ClearSummary
 from medpanel.agents.tables import ResultRow, Table
 
@@ -47,6 +48,31 @@ def _ci(a: Aggregate) -> str:
     return f"[{a.ci_low:.4f}, {a.ci_high:.4f}]"
 
 
+def judge_protocol(rows: Sequence[ResultRow]) -> str:
+    """The line saying what MedRBench's treatment judge read: the run's live web search results, as
+    the benchmark's protocol does (it searches Bing), or, with none set, each case's published analysis."""
+    supports: dict[str, int] = {}
+    for r in rows:
+        if r.dataset == DATASETS["treatment"] and not r.gold:
+            s = ClearSummary.view(r.summary).judge_support
+            if s is not None:
+                supports[s] = supports.get(s, 0) + 1
+    if not supports:
+        return ""
+    web = sorted(s.removeprefix("web:") for s in supports if s.startswith("web:"))
+    lines = []
+    if web:
+        n = sum(v for k, v in supports.items() if k.startswith("web:"))
+        lines.append(f"MedRBench treatment judge: three web search results per case from {', '.join(web)} "
+                     f"({n} grades), keywords written from the case, as the benchmark's protocol (Bing).")
+    if PUBLISHED_ANALYSIS in supports:
+        lines.append(f"No live web search backend is set: MedRBench's treatment judge read each case's published "
+                     f"treatment-planning analysis ({supports[PUBLISHED_ANALYSIS]} grades) instead of the web search "
+                     "results the benchmark's protocol gives it (set settings.dynamic_source: tavily or a "
+                     "module:Class web source).")
+    return " " + " ".join(lines)
+
+
 def table3(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
     present = {r.dataset for r in rows if not r.gold}
     if not present & set(FREE_TEXT_COLUMNS):
@@ -73,7 +99,8 @@ def table3(rows: Sequence[ResultRow], conditions: list[str]) -> Table | None:
                       "or treatment plan (the benchmark's outcome evaluator); overall pools both stages' cases. "
                       "HealthBench: mean example score (rubric points met / positive points, negative criteria "
                       "subtracting) clipped to [0, 1]; CI = 2.5-97.5 percentiles and std of 1,000 bootstrap means "
-                      "(seed 0). A case with no response, no valid grade or an error scores 0 (n_missing).",
+                      "(seed 0). A case with no response, no valid grade or an error scores 0 (n_missing)."
+                      + judge_protocol(rows),
                  keep=("method", "MedRBench_overall", "HealthBench_score", "MedRBench_diagnosis",
                        "MedRBench_treatment"))
 

@@ -8,29 +8,35 @@ not thread-safe (DESIGN.md, known traps).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
-import openai
 from autogen_core.models import ChatCompletionClient, ModelInfo
-from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
-from openai.types.chat import ChatCompletion
 
-from medpanel.agents.model.batch_client import BatchChatClient
-from medpanel.agents.model.client import unsent
 from medpanel.agents.model.errors import BackendError as BackendError  # re-exported where it always was
-from medpanel.agents.model.lean_chat import LeanChatClient, sent
-from medpanel.agents.model.probe import note_cached
-from medpanel.agents.model.reply_bounds import BadReply, completion_choices, parse_json, usage_of
+from medpanel.agents.model.lean_chat import LeanChatClient
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-from medpanel.agents.model.sdk_http import sdk_http_client, ssl_context
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec, credential_problem, key_env
+from medpanel.agents.model.tls import ssl_context
 from medpanel.agents.redact import register_secret
 
-__all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client", "preload"]
+__all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "build_client",  # noqa: F822
+           "preload"]
+
+
+def __getattr__(name: str) -> Any:
+    # `PostedChat` was defined here; it lives with the SDK it needs (posted_chat.py), imported when asked for.
+    if name == "PostedChat":
+        from medpanel.agents.model.posted_chat import PostedChat
+
+        return PostedChat
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def _http_client(spec: ModelSpec) -> Any:
     # No redirect followed, the body bounded, every answer's headers to the rate limits (sdk_http.py).
+    # Imported here: the SDK's transport is Azure's alone (module docstring of posted_chat.py).
+    from medpanel.agents.model.sdk_http import sdk_http_client
+
     return sdk_http_client(spec.timeout_s, spec.max_reply_bytes)
 
 
@@ -84,6 +90,8 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         # per call than all of medpanel's own work. The SDK's default URL and its variable apply.
         base = url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         if spec.batch.enabled:  # each call a line of the next batch (agents/model/batching.py)
+            from medpanel.agents.model.batch_client import BatchChatClient  # its API is the SDK's: only here
+
             return BatchChatClient(batch=spec.batch, base_url=base, api_key=key, timeout_s=spec.timeout_s,
                                    create_args=create_args, model_info=_model_info(spec),
                                    ssl=ssl_context() if base.startswith("https") else None,
@@ -92,61 +100,15 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
                               model_info=_model_info(spec), ssl=ssl_context() if base.startswith("https") else None,
                               max_reply_bytes=spec.max_reply_bytes)
     assert url is not None  # credential_problem refused Azure without one
+    # The SDK and AutoGen's OpenAI client are Azure's alone: imported for it only (posted_chat.py).
+    import openai
+    from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
+
+    from medpanel.agents.model.posted_chat import PostedChat
+
     sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
                                   api_version=spec.api_version or "2024-10-21", api_key=key, timeout=spec.timeout_s,
                                   http_client=_http_client(spec),
                                   max_retries=0)  # medpanel retries with its own backoff, recording each try
     return BaseOpenAIChatCompletionClient(client=PostedChat(sdk), create_args=create_args,  # type: ignore[arg-type]
                                           model_info=_model_info(spec))
-
-
-class PostedChat:
-    """`client.chat.completions.create` for AutoGen's OpenAI client, sent with the SDK's `post`.
-
-    The SDK's own `create` first walks every request through its TypedDict transform: about 2 ms
-    of CPU for a two-message request and 0.4 ms more per message (9 ms at 20 messages; measure
-    with `python -m benchmarks.bench_perf --sdk`). Worker threads share one
-    interpreter lock, so in a long panel debate that walk, not the model, bounds throughput.
-    AutoGen already hands over JSON-ready dicts, so the body is posted as it is; the SDK still does
-    the URL (Azure deployments included), auth, timeout and error types. The reply is parsed here,
-    under the bounds `LeanChatClient` reads with (`reply_bounds.py`).
-    """
-
-    def __init__(self, sdk: openai.AsyncOpenAI) -> None:
-        self.sdk = sdk
-        self.chat = self  # AutoGen calls client.chat.completions.create(...)
-        self.completions = self
-
-    async def create(self, *, stream: bool = False, timeout: Any = openai.NOT_GIVEN,
-                     extra_headers: Mapping[str, str] | None = None, extra_body: Mapping[str, Any] | None = None,
-                     **params: Any) -> ChatCompletion:
-        if stream:
-            raise ValueError("medpanel roles do not stream")
-        # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
-        body = unsent({k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {}))
-        options: dict[str, Any] = {}
-        if not isinstance(timeout, openai.NotGiven):
-            options["timeout"] = timeout
-        if extra_headers:
-            options["headers"] = dict(extra_headers)
-        # `options` holds keys of the SDK's RequestOptions TypedDict (timeout, headers) only. The body
-        # comes back as bytes (read under model.max_reply_bytes, sdk_http.py) and is parsed here: the
-        # SDK would build a model for every choice listed, and its parser does not bound the depth.
-        raw: Any = await self.sdk.post("/chat/completions", body=body, cast_to=bytes, options=cast(Any, options))
-        payload = parse_json(raw)
-        choices = completion_choices(payload)
-        if choices is None:
-            # Named here: AutoGen would fail on it with its own internal text ("'str' object has no
-            # attribute 'usage'", "list index out of range"). A ValueError is a retried bad_response.
-            shown = payload if isinstance(payload, dict) else bytes(raw).decode("utf-8", errors="replace")
-            raise ValueError(f"the endpoint answered 200 with {sent(shown)}, not a chat completion's choices")
-        assert isinstance(payload, dict)
-        if not isinstance(choices[0].get("message") or {}, dict):
-            raise BadReply("the endpoint's choices[0].message is not an object")
-        prompt, completion, cached = usage_of(payload)
-        note_cached(cached)  # cached prompt tokens, which AutoGen's CreateResult drops
-        usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-        return ChatCompletion.construct(**{**payload, "choices": choices[:1], "usage": usage})
-
-    async def close(self) -> None:
-        await self.sdk.close()

@@ -9,10 +9,10 @@ question (its prompt is too long for this model) rather than of the call, so it 
 
 from __future__ import annotations
 
+import sys
 import urllib.parse
+from types import ModuleType
 from typing import Any
-
-import openai
 
 CONTEXT_MARKERS = (
     "maximum context length",  # vLLM, OpenAI: "This model's maximum context length is N tokens"
@@ -20,6 +20,13 @@ CONTEXT_MARKERS = (
     "exceed_context_size_error",  # llama-server's error type
     "exceeds the available context size",  # llama-server's message
 )
+
+
+def loaded(name: str) -> ModuleType | None:
+    """The module `name` if this process has imported it, else None (then none of its exceptions
+    exists): how errors are classified without importing the openai SDK (half a second) on a run
+    whose calls never raised one of its errors."""
+    return sys.modules.get(name)
 
 
 def _body(exc: BaseException) -> dict[str, Any] | None:
@@ -44,7 +51,8 @@ def where(location: str) -> str:
 def endpoint_message(exc: BaseException) -> str | None:
     """`HTTP 400 BadRequestError: <the endpoint's message>`, or None when the body has no message;
     for a redirect, where it pointed (it is never followed: the request carries the prompts)."""
-    if not isinstance(exc, openai.APIStatusError):
+    openai = loaded("openai")
+    if openai is None or not isinstance(exc, openai.APIStatusError):
         return None
     if 300 <= exc.status_code < 400:
         target = where(exc.response.headers.get("location", ""))
@@ -60,7 +68,8 @@ def endpoint_message(exc: BaseException) -> str | None:
 
 def is_context_overflow(exc: BaseException) -> bool:
     """A 400 that says the prompt (plus `max_tokens`) is over the model's context length."""
-    if not isinstance(exc, openai.BadRequestError):
+    openai = loaded("openai")
+    if openai is None or not isinstance(exc, openai.BadRequestError):
         return False
     body = _body(exc) or {}
     said = " ".join(str(body.get(k) or "") for k in ("message", "type", "code")) + " " + str(exc)

@@ -30,15 +30,15 @@ Azure (its deployment routes and `api-key` header) keeps the SDK path (`backends
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import nullcontext
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
-import openai
-import openai._base_client as sdk_base
 from aiohttp.helpers import get_env_proxy_for_url
 from autogen_core import CancellationToken
 from autogen_core.models import (
@@ -52,10 +52,10 @@ from autogen_core.models import (
 )
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models._utils.parse_r1_content import parse_r1_content
-from openai.types.chat import ChatCompletion
 from yarl import URL
 
 from medpanel.agents.model.client import to_openai, unsent
+from medpanel.agents.model.endpoint_errors import loaded
 from medpanel.agents.model.probe import note_cached, observe
 from medpanel.agents.model.reply_bounds import (
     DEFAULT_MAX_REPLY_BYTES,
@@ -67,8 +67,28 @@ from medpanel.agents.model.reply_bounds import (
 )
 from medpanel.agents.model.spread import spread_for
 
-SDK_HTTPX: Any = getattr(sdk_base, "httpx2", None) or getattr(sdk_base, "httpx")  # noqa: B009
-"""The httpx the installed SDK builds its exceptions from (openai 3 ships a fork, httpx2)."""
+if TYPE_CHECKING:
+    import openai
+
+
+def sdk() -> ModuleType:
+    """The openai SDK, imported on the first error reply (half a second): a call that succeeds
+    never needs it, only its exceptions for a refusal, a timeout or a lost connection do."""
+    return importlib.import_module("openai")
+
+
+def sdk_httpx() -> Any:
+    """The httpx the installed SDK builds its exceptions from (openai 3 ships a fork, httpx2)."""
+    base = importlib.import_module("openai._base_client")
+    return getattr(base, "httpx2", None) or getattr(base, "httpx")  # noqa: B009
+
+
+def __getattr__(name: str) -> Any:
+    # `SDK_HTTPX`, as it always was a name of this module, for the code that builds the SDK's
+    # requests and responses (the SDK path, the batch API, tests); imported when first asked for.
+    if name == "SDK_HTTPX":
+        return sdk_httpx()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FinishReason = Literal["stop", "length", "function_calls", "content_filter", "unknown"]
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "content_filter": "content_filter",
@@ -102,7 +122,9 @@ def merged_system(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
 def sent(reply: Any) -> str:
     """What an endpoint sent instead of a usable chat completion, briefly: a parsed completion (an
     SDK `ChatCompletion` or a dict with `choices`) that has none, an HTML page, or other text."""
-    if isinstance(reply, ChatCompletion) or (isinstance(reply, dict) and "choices" in reply):
+    chat = loaded("openai.types.chat")  # an SDK `ChatCompletion` exists only where the SDK is loaded
+    if (chat is not None and isinstance(reply, chat.ChatCompletion)) or (isinstance(reply, dict)
+                                                                         and "choices" in reply):
         return "a chat completion with no choices"
     text = " ".join(str(reply).split())
     kind = "an HTML page" if text[:100].lower().lstrip().startswith(("<!doctype html", "<html", "<")) else "text"
@@ -141,13 +163,13 @@ class LeanChatClient(ChatCompletionClient):
         """The SDK's client, built at the first error reply and only to build the SDK's own exception
         for it (`_make_status_error_from_response`): building one costs milliseconds (TLS, httpx)."""
         if self._sdk is None:
-            self._sdk = openai.AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, max_retries=0)
+            self._sdk = sdk().AsyncOpenAI(api_key=self._api_key, base_url=self._base_url, max_retries=0)
         return self._sdk
 
     def _request(self, url: str | None = None) -> Any:
         # What the SDK's exceptions name (never sent); built on the error path only, since an httpx
         # Request costs more CPU than the whole aiohttp POST.
-        return SDK_HTTPX.Request("POST", url or self.url)
+        return sdk_httpx().Request("POST", url or self.url)
 
     def _open(self) -> aiohttp.ClientSession:
         # Built on first use, on the loop that uses it: an aiohttp session belongs to one event loop.
@@ -194,10 +216,10 @@ class LeanChatClient(ChatCompletionClient):
                     status, headers = reply.status, reply.headers
             except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
                 # The session's total timeout covers the body too: a reply that never ends stops here.
-                raise openai.APITimeoutError(request=self._request(url)) from TimeoutError(
+                raise sdk().APITimeoutError(request=self._request(url)) from TimeoutError(
                     f"no whole reply within model.timeout_s ({self.timeout_s:g} s)")
             except aiohttp.ClientError as exc:
-                raise openai.APIConnectionError(request=self._request(url)) from exc
+                raise sdk().APIConnectionError(request=self._request(url)) from exc
         observe(status, headers)
         return self.result(status, headers, raw, url)
 
@@ -205,8 +227,8 @@ class LeanChatClient(ChatCompletionClient):
         """A reply's status and body as the call's result, or the SDK's exception for it (a batch
         line's reply is read here too: `batch_client.py`)."""
         if not 200 <= status < 300:
-            response = SDK_HTTPX.Response(status, headers=list(headers.items()), content=raw,
-                                          request=self._request(url))
+            response = sdk_httpx().Response(status, headers=list(headers.items()), content=raw,
+                                            request=self._request(url))
             raise self._errors()._make_status_error_from_response(response)
         payload = parse_json(raw)
         choices = completion_choices(payload)

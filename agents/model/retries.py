@@ -14,11 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import httpx
-import openai
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow
+from medpanel.agents.model.endpoint_errors import endpoint_message, is_context_overflow, loaded
 from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.limits import RequestOverLimit, retry_after
 
@@ -28,21 +26,26 @@ T = TypeVar("T")
 def error_kind(exc: BaseException) -> str:
     if isinstance(exc, BatchUnanswered):
         return exc.kind
-    if isinstance(exc, openai.RateLimitError):
+    # The SDK's classes and httpx's are read only where those modules are loaded: an exception of
+    # theirs cannot exist otherwise, and a run that never needs them never imports them.
+    openai, httpx = loaded("openai"), loaded("httpx")
+    if openai is not None and isinstance(exc, openai.RateLimitError):
         return "rate_limit"
-    if isinstance(exc, openai.APITimeoutError | httpx.TimeoutException | asyncio.TimeoutError):
+    if isinstance(exc, asyncio.TimeoutError) or (openai is not None and isinstance(exc, openai.APITimeoutError)) \
+            or (httpx is not None and isinstance(exc, httpx.TimeoutException)):
         return "timeout"
-    if isinstance(exc, openai.APIConnectionError | httpx.TransportError):
+    if (openai is not None and isinstance(exc, openai.APIConnectionError)) \
+            or (httpx is not None and isinstance(exc, httpx.TransportError)):
         return "connection"
-    if isinstance(exc, openai.InternalServerError):
+    if openai is not None and isinstance(exc, openai.InternalServerError):
         return "server_error"
     if isinstance(exc, RequestOverLimit):
         return "over_limit"  # not retryable: the same request is as large the next time
-    if isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
+    if openai is not None and isinstance(exc, openai.APIStatusError) and 300 <= exc.status_code < 400:
         return "redirect"  # never followed, nor retried: the next answer redirects the same way
     if is_context_overflow(exc):
         return "context_length"  # not retryable: the same prompt is as long the next time
-    if isinstance(exc, openai.APIStatusError):
+    if openai is not None and isinstance(exc, openai.APIStatusError):
         return "server_error" if exc.status_code >= 500 else f"http_{exc.status_code}"
     if isinstance(exc, ValueError | IndexError | KeyError | TypeError | AttributeError):
         return "bad_response"  # truncated JSON, empty choices: the client cannot build a result

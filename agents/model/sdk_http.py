@@ -10,8 +10,6 @@ A reply that drips for ever is ended by `RecordingClient`'s deadline on the whol
 
 from __future__ import annotations
 
-import functools
-import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -21,6 +19,7 @@ import openai
 from medpanel.agents.model.lean_chat import SDK_HTTPX
 from medpanel.agents.model.probe import observe
 from medpanel.agents.model.reply_bounds import BadReply, ReplyMeter
+from medpanel.agents.model.tls import ssl_context as ssl_context  # re-exported where it always was
 
 _STEP = 2**20
 """Bytes inflated at a time: a gzip bomb never becomes more than this at once."""
@@ -29,11 +28,6 @@ ENCODINGS = "gzip, deflate"
 """What is asked for (`Accept-Encoding`) and read: zlib, whose output can be bounded step by step."""
 
 
-@functools.cache
-def ssl_context() -> ssl.SSLContext:
-    """One TLS context for the process: loading the CA bundle costs ~70 ms, and clients are built per
-    question. A context (unlike an httpx client) is safe to share across threads and event loops."""
-    return ssl.create_default_context()
 
 
 class CappedStream(SDK_HTTPX.AsyncByteStream):  # type: ignore[misc]  # the SDK's httpx, whichever it ships

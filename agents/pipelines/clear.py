@@ -40,8 +40,8 @@ from medpanel.agents.clear.roles import medrjudge, responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
 from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
 from medpanel.agents.clear.tables import CLEAR_TABLES
-from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Condition, Question, TranscriptEvent
@@ -71,6 +71,10 @@ async def side_session(session: QuestionSession, spec: ModelSpec | None) -> Asyn
     if spec is None:
         yield session
         return
+    # The backends (aiohttp's client) are imported by a run that calls a second model, not by every
+    # reader of the pipeline registry (`medpanel report` lists each pipeline's tables).
+    from medpanel.agents.model.backends import build_client
+
     own = not (spec.backend == "scripted" and session.spec.backend == "scripted")
     url = session.base_url if spec.backend == "local" else None
     inner = build_client(spec, base_url=url) if own else session.inner
@@ -142,6 +146,11 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                              "(e.g. {backend: openai, name: ..., base_url: ...})")
         rubric = freetext_files.find_task(s.rubric_file, question) if s.rubric_file and not question.options else None
         searches_web = mode.kind in ("online", "clear")
+        # MedRBench's treatment judge searches the web as the benchmark's does, when the run's web
+        # backend is a live one; the same backend for every condition (the judge's, not the condition's).
+        judge_kind = (medrjudge.live_web(s.dynamic_source)
+                      if isinstance(rubric, MedRCase) and rubric.stage == "treatment" else None)
+        judge_web = (judge_kind, self.dynamic_factory(s, s.dynamic_source)) if judge_kind else None
         async with side_session(session, s.assessor_model if mode.dual else None) as assessor, \
                 side_session(session, s.grader_model if rubric is not None else None) as grader:
             ctx = Context(session=session, question=question, settings=s, mode=mode,
@@ -154,12 +163,12 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                                    web_source=s.dynamic_source if searches_web else None)
             if mode.kind == "clear":
                 decision = await self._clear(ctx)
-                return await self._finish(ctx, decision.answer, decision, summary, rubric, grader)
+                return await self._finish(ctx, decision.answer, decision, summary, rubric, grader, judge_web)
             candidate = await self._baseline(ctx, mode)
             summary.pathway = candidate.pathway
             if candidate.pathway == "dynamic":
                 summary.add(tier_facts(candidate.evidence))
-            return await self._finish(ctx, candidate.answer, candidate, summary, rubric, grader)
+            return await self._finish(ctx, candidate.answer, candidate, summary, rubric, grader, judge_web)
 
     async def _baseline(self, ctx: Context, mode: Mode) -> Candidate:
         if mode.kind == "direct":
@@ -174,7 +183,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
 
     async def _finish(self, ctx: Context, answer: tuple[str, ...] | None, basis: Decision | Candidate,
                       summary: ClearSummary, rubric: freetext_files.Task | None,
-                      grader: QuestionSession) -> Outcome:
+                      grader: QuestionSession, judge_web: tuple[str, Any] | None = None) -> Outcome:
         q, s = ctx.question, ctx.settings
         data: dict[str, Any] = {}
         if isinstance(basis, Decision):
@@ -210,11 +219,15 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             if rubric is not None and response is not None:
                 # The grader is shown the conversation (or case), the response and its rubric item or
                 # reference: never the condition, the pipeline or the route that produced the response.
-                graded = await (medrjudge.grade_case(grader, rubric, response) if isinstance(rubric, MedRCase)
-                                else grading.grade(grader, rubric, response))
+                graded = await (medrjudge.grade_case(grader, rubric, response, web=judge_web[1] if judge_web else None,
+                                                     web_kind=judge_web[0] if judge_web else None)
+                                if isinstance(rubric, MedRCase) else grading.grade(grader, rubric, response))
                 data["grade"] = graded
                 summary.rubric_score, summary.grade_valid = graded["score"], graded["valid"]
                 summary.grade_kind = graded["kind"]
+                if "support" in graded:  # MedRBench's treatment judge: web results, or the published analysis
+                    summary.judge_support = (f"web:{graded['web_source']}" if graded["support"] == "web"
+                                             else graded["support"])
                 # The report's tags (theme, axis) only: the export flattens the summary into columns,
                 # and HealthBench's cluster tags number in the dozens. All of them stay in data["grade"].
                 tags = graded.get("tags") if graded["valid"] else None

@@ -28,8 +28,8 @@ from medpanel.experiments.run.rundir import read_questions
 from medpanel.experiments.run.store import Row
 from medpanel.retrieval.leakage import DIRECT, UPSTREAM, LeakHit, QuestionProbe, Thresholds
 
-__all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "audit_run", "evidence_items", "leakage_table", "load_provenance",
-           "read_leakage", "refresh_leakage", "write_leakage"]
+__all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_items", "finish_audit", "leakage_table",
+           "load_provenance", "read_leakage", "refresh_leakage", "reopen_audit", "write_leakage"]
 LEAKAGE_FILE = "leakage.json"
 
 
@@ -91,56 +91,86 @@ def _audit_row(d: RowDigest, probes: dict[tuple[Any, ...], QuestionProbe],
     return out
 
 
+class Audit:
+    """The audit of one run, fed one digest at a time (`check`), so a reader that streams the
+    transcripts (the HTML report's one pass) has each row's hits as it reads the row, then the
+    whole document (`document`) once every row is checked."""
+
+    def __init__(self, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+                 thresholds: Thresholds | None = None) -> None:
+        self.th = thresholds or Thresholds()
+        self.provenance = provenance or {}
+        self.probes: dict[tuple[Any, ...], QuestionProbe] = {}
+        self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, _RowAudit]] = {}
+
+    def check(self, d: RowDigest) -> list[dict[str, Any]]:
+        """Check one row's passages; its hits, as the document lists them."""
+        checked = _audit_row(d, self.probes, self.provenance, self.th)
+        self.audited[_key(d.row)] = (d, checked)
+        return [] if d.missing else _hits(d.row, checked)
+
+    def document(self, rows: list[Row]) -> dict[str, Any]:
+        """The leakage.json document of `rows` (each checked before), counted and listed in
+        (dataset, qid, condition, repeat) order."""
+        hits: list[dict[str, Any]] = []
+        cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
+            lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0,
+                     "upstream_passages": 0, "direct_questions": 0, "upstream_questions": 0,
+                     "by_detector": defaultdict(int)})
+        for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
+            cell = cells[(row.dataset, row.condition)]
+            cell["questions"] += 1
+            d, checked = self.audited[_key(row)]
+            if d.missing:
+                continue
+            kinds: set[str] = set()
+            for _p, found in checked.found:
+                passage_kinds = {h.kind for h in found}
+                kinds |= passage_kinds
+                cell["direct_passages"] += "direct" in passage_kinds
+                cell["upstream_passages"] += "upstream" in passage_kinds
+                for h in found:
+                    cell["by_detector"][h.detector] += 1
+            hits += _hits(row, checked)
+            cell["passages"] += checked.passages
+            cell["with_evidence"] += checked.passages > 0
+            cell["direct_questions"] += "direct" in kinds
+            cell["upstream_questions"] += "upstream" in kinds
+        summary = []
+        for (ds, cond), c in sorted(cells.items()):
+            n = c["questions"]
+            summary.append({"dataset": ds, "condition": cond, **{k: v for k, v in c.items() if k != "by_detector"},
+                            "direct_rate": round(c["direct_questions"] / n, 4) if n else 0.0,
+                            "upstream_rate": round(c["upstream_questions"] / n, 4) if n else 0.0,
+                            "by_detector": dict(c["by_detector"])})
+        return {"thresholds": asdict(self.th), "detectors": {"direct": list(DIRECT), "upstream": list(UPSTREAM)},
+                "provenance_items": len(self.provenance),
+                "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
+
+
+def _hits(row: Row, checked: _RowAudit) -> list[dict[str, Any]]:
+    out = []
+    for p, found in checked.found:
+        item = p.item
+        out.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
+                    "repeat": row.repeat, "event": p.event, "role": p.role, "step": p.step, "key": p.key,
+                    "index": p.index, "doc_id": str(item.get("doc_id") or item.get("id") or ""),
+                    "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
+                    "hits": [h.as_dict() for h in found]})
+    return out
+
+
 def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
               thresholds: Thresholds | None = None,
               digests: Sequence[RowDigest] | None = None) -> dict[str, Any]:
     """Check every passage of every transcript; returns the leakage.json document. `digests` (one
     per row, as `digest.read_digests` reads them) spares a second read of every transcript; without
     them the transcripts are read here, one at a time."""
-    th = thresholds or Thresholds()
-    provenance = provenance or {}
-    probes: dict[tuple[Any, ...], QuestionProbe] = {}
+    audit = Audit(provenance, thresholds)
     stream: Iterable[RowDigest] = digests if digests is not None else read_digests(run_dir, rows)
-    # Checked in the order they are read; counted and listed in (dataset, qid, condition, repeat) order.
-    audited = {_key(d.row): (d, _audit_row(d, probes, provenance, th)) for d in stream}
-    hits: list[dict[str, Any]] = []
-    cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
-        lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0, "upstream_passages": 0,
-                 "direct_questions": 0, "upstream_questions": 0, "by_detector": defaultdict(int)})
-    for row in sorted(rows, key=lambda r: (r.dataset, r.qid, r.condition, r.repeat)):
-        cell = cells[(row.dataset, row.condition)]
-        cell["questions"] += 1
-        d, checked = audited[_key(row)]
-        if d.missing:
-            continue
-        kinds: set[str] = set()
-        for p, found in checked.found:
-            passage_kinds = {h.kind for h in found}
-            kinds |= passage_kinds
-            cell["direct_passages"] += "direct" in passage_kinds
-            cell["upstream_passages"] += "upstream" in passage_kinds
-            for h in found:
-                cell["by_detector"][h.detector] += 1
-            item = p.item
-            hits.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
-                         "repeat": row.repeat, "event": p.event, "role": p.role, "step": p.step, "key": p.key,
-                         "index": p.index, "doc_id": str(item.get("doc_id") or item.get("id") or ""),
-                         "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
-                         "hits": [h.as_dict() for h in found]})
-        cell["passages"] += checked.passages
-        cell["with_evidence"] += checked.passages > 0
-        cell["direct_questions"] += "direct" in kinds
-        cell["upstream_questions"] += "upstream" in kinds
-    summary = []
-    for (ds, cond), c in sorted(cells.items()):
-        n = c["questions"]
-        summary.append({"dataset": ds, "condition": cond, **{k: v for k, v in c.items() if k != "by_detector"},
-                        "direct_rate": round(c["direct_questions"] / n, 4) if n else 0.0,
-                        "upstream_rate": round(c["upstream_questions"] / n, 4) if n else 0.0,
-                        "by_detector": dict(c["by_detector"])})
-    return {"thresholds": asdict(th), "detectors": {"direct": list(DIRECT), "upstream": list(UPSTREAM)},
-            "provenance_items": len(provenance),
-            "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
+    for d in stream:  # checked in the order they are read
+        audit.check(d)
+    return audit.document(rows)
 
 
 def leakage_table(doc: dict[str, Any]) -> Table:
@@ -178,14 +208,29 @@ def refresh_leakage(run_dir: Path, rows: list[Row], *, provenance_file: Path | N
     Without arguments the previous audit's provenance file and thresholds are reused, so
     rebuilding the HTML report after `medpanel audit --provenance FILE` keeps its upstream checks.
     """
+    audit, provenance_file = reopen_audit(run_dir, provenance_file=provenance_file, thresholds=thresholds)
+    stream: Iterable[RowDigest] = digests if digests is not None else read_digests(run_dir, rows)
+    for d in stream:
+        audit.check(d)
+    return finish_audit(run_dir, audit, rows, provenance_file)
+
+
+def reopen_audit(run_dir: Path, *, provenance_file: Path | None = None,
+                 thresholds: Thresholds | None = None) -> tuple[Audit, Path | None]:
+    """An audit with the previous one's provenance file and thresholds where none are given (see
+    `refresh_leakage`), and the provenance file it reads."""
     prev = read_leakage(run_dir) or {}
     if provenance_file is None and prev.get("provenance_file") and Path(prev["provenance_file"]).is_file():
         provenance_file = Path(prev["provenance_file"])
     if thresholds is None and isinstance(prev.get("thresholds"), dict):
         known = set(Thresholds.__dataclass_fields__)
         thresholds = Thresholds(**{k: v for k, v in prev["thresholds"].items() if k in known})
-    doc = audit_run(run_dir, rows, provenance=load_provenance(run_dir, provenance_file), thresholds=thresholds,
-                    digests=digests)
+    return Audit(load_provenance(run_dir, provenance_file), thresholds), provenance_file
+
+
+def finish_audit(run_dir: Path, audit: Audit, rows: list[Row], provenance_file: Path | None) -> dict[str, Any]:
+    """The document of an audit whose rows are all checked, written to report/leakage.json."""
+    doc = audit.document(rows)
     doc["provenance_file"] = str(provenance_file.resolve()) if provenance_file is not None else None
     write_leakage(run_dir, doc)
     return doc

@@ -186,6 +186,25 @@ def read_digest(path: Path | None, row: Row, *, scoring: str = "exact_set") -> R
     return _digest(row, fields, facts_of(fields.get("events") or [], version), False, scoring)
 
 
+def read_with_document(path: Path | None, row: Row, *, scoring: str = "exact_set"
+                       ) -> tuple[dict[str, Any] | None, RowDigest]:
+    """One row's transcript document, decoded (None: missing), with its digest made from that same
+    decoding: what the HTML report's one pass reads, where each question page shows the documents
+    whole and the tables keep only their digests. The digest is `read_digest`'s (the fields checked
+    by `TRANSCRIPT_FIELDS` in pydantic's core, from the decoded document instead of its bytes); a
+    damaged file is the same one-line error."""
+    if path is None or not path.is_file():
+        return None, _digest(row, stand_in(row), [], True, scoring)
+    doc = read_document(path)  # a newer format is refused here, naming it
+    try:
+        fields = TRANSCRIPT_FIELDS.validate_python(doc)
+    except ValidationError:
+        read_digest(path, row, scoring=scoring)  # the record's own reading names the file and the field
+        raise UserError("not a medpanel transcript. Restore it from a backup", file=str(path)) from None
+    return doc, _digest(row, fields, facts_of(fields.get("events") or [], fields.get("format_version", 0)), False,
+                        scoring)
+
+
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """The cycle collector off while a run's digests are made: each document is freed by its

@@ -10,20 +10,15 @@ import dataclasses
 import errno
 import io
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-from medpanel.experiments.analysis.compare import align, compare_tables
-from medpanel.experiments.analysis.export import FORMATS, write_export
-from medpanel.experiments.analysis.inspect_export import write_inspect_logs
-from medpanel.experiments.analysis.report import RunTables, write_tables
-from medpanel.experiments.cli.output import console, print_table, print_transcript, report_tables
+from medpanel.experiments.cli.output import console, print_table, print_transcript
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
@@ -35,13 +30,21 @@ from medpanel.experiments.run.rundir import (
     open_store,
     progress_note,
     read_status,
-    transcript_path,
+    transcript_paths,
 )
 from medpanel.experiments.run.runlock import lock_holder
-from medpanel.experiments.view.live import LiveSite
-from medpanel.experiments.view.viewer import build_site, make_server
 from medpanel.inputs import one_line
-from medpanel.retrieval.leakage import Thresholds
+
+if TYPE_CHECKING:
+    from medpanel.agents.tables import Table
+    from medpanel.experiments.analysis.digest import RowDigest
+    from medpanel.experiments.analysis.report import RunTables
+    from medpanel.experiments.run.records import RunRecord
+    from medpanel.experiments.run.store import Row
+
+# Each command imports what it alone runs (the analysis and its statistics, the viewer and its
+# templates, the exports, the audit's detectors) in its own body: the commands of this module share
+# one entry in `cli/lazy.py`, and `show` or `runs` should not pay for `report --html`'s imports.
 
 DEFAULT_PORT = 8765
 
@@ -49,6 +52,8 @@ DEFAULT_PORT = 8765
 def write_html_report(run_dir: Path, *, provenance: Path | None = None, messages: str = "last",
                       shared: RunTables | None = None) -> list[Path]:
     """Build report/index.html, report/questions/*.html, report/plots/*.{png,svg}, report/leakage.json."""
+    from medpanel.experiments.view.viewer import build_site
+
     # load_run checks the directory
     return build_site(Path(run_dir), provenance=provenance, messages=messages, shared=shared)
 
@@ -65,11 +70,12 @@ def _echo(text: str) -> None:
 def _missing_transcripts(run_dir: Path) -> tuple[dict[str, list[int]], int]:
     """Per condition, [transcripts missing, rows]; and the run's row count."""
     data = load_run(run_dir)
+    path_of = transcript_paths(run_dir)  # the run's folder resolved once; a row out of it refused
     missing: dict[str, list[int]] = {}
     for row in data.rows:
         counts = missing.setdefault(row.condition, [0, 0])
         counts[1] += 1
-        counts[0] += not transcript_path(run_dir, row).is_file()
+        counts[0] += not path_of(row).is_file()
     return missing, len(data.rows)
 
 
@@ -82,9 +88,18 @@ def _refuse_without_transcripts(run_dir: Path) -> None:
                         f"report {run_dir} without --html for the tables", file=str(run_dir / "transcripts"))
 
 
-def _warn_missing_transcripts(run_dir: Path, what: str) -> None:
-    """Say which conditions' transcripts are missing (deleted, or a copy made without them)."""
-    for condition, (gone, total) in _missing_transcripts(run_dir)[0].items():
+def _warn_missing_transcripts(run_dir: Path, what: str, digests: Sequence[RowDigest] | None = None) -> None:
+    """Say which conditions' transcripts are missing (deleted, or a copy made without them); from
+    the digests of the rows when the report read them (each knows whether its file was there)."""
+    missing: dict[str, list[int]] = {}
+    if digests is not None:
+        for d in digests:
+            counts = missing.setdefault(d.row.condition, [0, 0])
+            counts[0] += d.missing
+            counts[1] += 1
+    else:
+        missing = _missing_transcripts(run_dir)[0]
+    for condition, (gone, total) in missing.items():
         if gone:
             sys.stderr.write(f"warning: condition {condition}: {gone} of {total} transcripts are missing from "
                              f"{run_dir / 'transcripts'}; {what}\n")
@@ -107,6 +122,9 @@ def view(
 ) -> None:
     """Serve the run's HTML report read-only on 127.0.0.1 (builds it first if missing). On a run that
     is still running, a live page updates as pairs finish and turns into the report when it stops."""
+    from medpanel.experiments.view.live import LiveSite
+    from medpanel.experiments.view.viewer import make_server
+
     record = load_record(run_dir)  # a damaged run is refused even when an old report is there to serve
     report = run_dir / "report"
     check_run_paths(run_dir)
@@ -147,6 +165,9 @@ def compare(
         "--out", help="Also write each table as CSV, and compare.md, into this directory.")] = None,
 ) -> None:
     """Align questions by (dataset, qid) across runs and print accuracy, cost and paired tables."""
+    from medpanel.experiments.analysis.compare import align, compare_tables
+    from medpanel.experiments.analysis.report import write_tables
+
     if out is not None:
         _check_out_dir(out)  # before the (slow) alignment and bootstrap
     pairs = None
@@ -177,6 +198,9 @@ def export(
 ) -> None:
     """One record per (condition, question, repeat) with every row, summary and question field; or
     (--format inspect) one Inspect AI eval log per condition and repeat, for `inspect view`."""
+    from medpanel.experiments.analysis.export import FORMATS, write_export
+    from medpanel.experiments.analysis.inspect_export import write_inspect_logs
+
     if fmt == "inspect":
         load_record(run_dir)
         if out is None:
@@ -224,6 +248,9 @@ def audit(
     strict: Annotated[bool, typer.Option(help="Exit 1 when any direct benchmark-item leak is found.")] = False,
 ) -> None:
     """Check every retrieved passage for benchmark-item leakage and upstream-source retrieval."""
+    from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
+    from medpanel.retrieval.leakage import Thresholds
+
     data = load_run(run_dir)
     th = None
     if stem_chars is not None or ngram_containment is not None:
@@ -247,14 +274,30 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
                                                             "audit.")] = False) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
+    from medpanel.experiments.analysis.report import read_run_tables
+    from medpanel.experiments.cli.output import report_tables
+
     if html:
         _refuse_without_transcripts(run_dir)  # before anything is printed or written
-    _written, shared = report_tables(run_dir)
+    site: list[Path] | None = None
+
+    def with_site(rows: list[Row], record: RunRecord) -> RunTables:
+        # The site's one pass over the transcripts builds the tables too (viewer.build_report_site).
+        from medpanel.experiments.view.viewer import build_report_site
+
+        nonlocal site
+        site, tables = build_report_site(run_dir)
+        if tables is None or not tables.matches(rows):  # the store changed since: the rows printed
+            return read_run_tables(run_dir, rows, record)
+        return tables
+
+    _written, read = report_tables(run_dir, build=with_site if html else None)
     if html:
-        paths = write_html_report(run_dir, shared=shared)
+        paths = site if site is not None else write_html_report(run_dir)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
     _warn_missing_transcripts(run_dir, "its question pages, transition tables and figures lack them" if html
-                              else "its transition and cost tables count them from their rows alone")
+                              else "its transition and cost tables count them from their rows alone",
+                              read.digests if read is not None else None)
     _note_progress(run_dir)
 
 

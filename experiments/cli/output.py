@@ -9,7 +9,9 @@ be printed literally where markup is off).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.panel import Panel
 from rich.text import Text
@@ -17,9 +19,6 @@ from rich.text import Text
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.header import header_lines
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.report import RunTables, csv_name, read_run_tables, run_tables, write_report
-from medpanel.experiments.analysis.run_summary import batch_line, batched, priced, run_summary
-from medpanel.experiments.analysis.study import ledger_lines, prices_of, transcript_events
 from medpanel.experiments.cli.console import console as console  # re-exported: the commands print with it
 from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
@@ -28,6 +27,12 @@ from medpanel.experiments.run.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.rundir import load_record, open_store
 from medpanel.experiments.run.store import Row
 from medpanel.inputs import printable as printable  # re-exported: what a command prints from a file
+
+if TYPE_CHECKING:
+    from medpanel.experiments.analysis.report import RunTables
+
+# The tables' modules (the analysis, its statistics: seconds of imports) are imported by the
+# functions that build tables, so `medpanel show` prints a transcript without them.
 
 
 def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel report writes",
@@ -76,18 +81,26 @@ def summarise(run_dir: Path, *, write: bool = True) -> list[Path] | None:
     return report_tables(run_dir, write=write)[0]
 
 
-def report_tables(run_dir: Path, *, write: bool = True) -> tuple[list[Path] | None, RunTables | None]:
-    """`summarise`, also handing back what the tables were built from, for the HTML site to share."""
+def report_tables(run_dir: Path, *, write: bool = True,
+                  build: Callable[[list[Row], RunRecord], RunTables] | None = None
+                  ) -> tuple[list[Path] | None, RunTables | None]:
+    """`summarise`, also handing back what the tables were built from. `build`: what reads the
+    transcripts and builds the tables from the rows (default `read_run_tables`; `report --html`
+    gives the HTML site's builder, whose one pass over the transcripts also writes the pages)."""
+    from medpanel.experiments.analysis.report import read_run_tables
+
     record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return None, None
     print_header(record, rows)
-    read = read_run_tables(run_dir, rows, record)
+    read = build(rows, record) if build is not None else read_run_tables(run_dir, rows, record)
     return _print_and_write(run_dir, rows, read.tables, write), read
 
 
 def _print_and_write(run_dir: Path, rows: list[Row], tables: list[Table], write: bool) -> list[Path] | None:
+    from medpanel.experiments.analysis.report import csv_name, write_report
+
     report = run_dir / "report"
     for t in tables:
         print_table(t, where=f"{report / csv_name(t)} (and report.md beside it)" if write else
@@ -106,6 +119,8 @@ def _print_and_write(run_dir: Path, rows: list[Row], tables: list[Table], write:
 
 def write_full_report(run_dir: Path) -> list[Path] | None:
     """`medpanel report`'s files, written without printing (what a tracker logs after a run)."""
+    from medpanel.experiments.analysis.report import run_tables, write_report
+
     record, rows = _read(run_dir)
     if not rows:
         return None
@@ -119,6 +134,9 @@ def write_full_report(run_dir: Path) -> list[Path] | None:
 def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     """The end of `medpanel run`: accuracy with its CI, invalid and errors, and the cost per
     condition; the paired verdicts; and the commands that print every table and open the viewer."""
+    from medpanel.experiments.analysis.run_summary import batch_line, batched, priced, run_summary
+    from medpanel.experiments.analysis.study import ledger_lines, prices_of, transcript_events
+
     record, rows = _read(run_dir)
     if not rows:
         console.print("No finished questions yet.")

@@ -14,7 +14,6 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from medpanel.agents.model import batch_client
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.plan import Plan
 
@@ -54,6 +53,9 @@ def session(run_dir: Path, plan: Plan) -> Iterator[None]:
     if not any(m.batch.enabled for m in [plan.scenario.model, *plan.axes.models.values()]):
         yield
         return
+    # Imported for a batched run only: its API client is the openai SDK's (half a second).
+    from medpanel.agents.model import batch_client
+
     batch_client.open_session(RunJournal(run_dir))
     try:
         yield

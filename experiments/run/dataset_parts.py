@@ -5,6 +5,13 @@ one plan, one store and one report. Each part is loaded as a scenario's `dataset
 and its questions' datasets are prefixed with the part's name so tables can tell the benchmarks
 apart (`nejm-qa.internal_medicine`, `mmlu.anatomy`; `medqa` stays `medqa`). `limit`, `seed` and
 `scoring` stay run-wide: `--limit` caps every part.
+
+A free-text part (`source: freetext`: HealthBench Hard, MedRBench) sits beside the multiple-choice
+ones. Its questions keep the dataset names their files give them (`healthbench`,
+`medrbench-diagnosis`, `medrbench-treatment`): those name the benchmark and its stage already, and
+they are the keys the grader finds each task's rubric or reference under. Its file is also its
+grading key: `grading_files` hands the free-text parts' paths to the run's grader
+(`settings.rubric_file`, `experiments/run/plan.py`), so each part is graded by its own files.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.freetext import resolve_path
 
 PresetName = Literal["medqa", "medmcqa", "pubmedqa", "mmlu", "mmlu-pro", "nejm-qa", "medbullets", "medexqa",
                      "afrimedqa"]
@@ -34,8 +42,9 @@ class DatasetPart(BaseModel):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
     """The benchmark's name in tables; it prefixes each question's dataset (`nejm-qa.internal_medicine`)
     unless the dataset is the name itself."""
-    source: Literal["medagentsbench", "jsonl", "sample", "hf"] = "hf"
-    """Where this benchmark's questions come from, as `dataset.source` (default `hf`: a local file)."""
+    source: Literal["medagentsbench", "jsonl", "sample", "freetext", "hf"] = "hf"
+    """Where this benchmark's questions come from, as `dataset.source` (default `hf`: a local file);
+    `freetext`: HealthBench's JSONL or MedRBench's JSON files, graded by the pipeline's grader."""
     path: str | None = None
     """Its file or folder, relative to the scenario's folder (a preset's missing file names its publisher)."""
     subsets: list[str] | None = None
@@ -65,13 +74,21 @@ def check_parts(spec: Any, file: str) -> None:
                         field="dataset.parts")
 
 
+def grading_files(parts: list[Any], base_dir: Path | None) -> list[str]:
+    """The free-text parts' files, resolved as the loader resolves them: the grader's keys. Absolute,
+    since run.json records them and a resume may start from another folder."""
+    return [str(resolve_path(p.path, base_dir).absolute()) for p in parts if p.source == "freetext"]
+
+
 def load_parts(parts: list[Any], limit: int | None, seed: int, *, base_dir: Path | None) -> list[Question]:
     """The questions of several named benchmarks (`dataset.parts`), in part order.
 
     Each part is loaded as a dataset block of its own; the run's `limit` caps a part's when smaller.
     A question's dataset becomes `<part>.<dataset>` (`nejm-qa.internal_medicine`, `mmlu.anatomy`),
-    or the part's name where the two are one (`medqa`), so tables can tell each benchmark's rows."""
+    or the part's name where the two are one (`medqa`), so tables can tell each benchmark's rows.
+    A free-text part's questions keep their own dataset names (the grader's keys, Table 3's columns)."""
     out: list[Question] = []
+    owner: dict[str, str] = {}
     for part in parts:
         caps = [n for n in (part.limit, limit) if n is not None]
         try:
@@ -83,6 +100,15 @@ def load_parts(parts: list[Any], limit: int | None, seed: int, *, base_dir: Path
                 f"{exc.field}: " if exc.field else "")
             field = (exc.field or "dataset").replace("dataset", f"dataset.parts[{part.name}]", 1)
             raise UserError(message, file=exc.file, field=field) from None
-        out.extend(q.model_copy(update={"dataset": part.name if q.dataset == part.name else
-                                        f"{part.name}.{q.dataset}"}) for q in questions)
+        if part.source != "freetext":
+            questions = [q.model_copy(update={"dataset": part.name if q.dataset == part.name else
+                                              f"{part.name}.{q.dataset}"}) for q in questions]
+        for q in questions:
+            # Two parts holding one task would make one pair of the run twice (a free-text file
+            # named by two parts, or a free-text dataset named like an MCQ part's).
+            if owner.setdefault(q.key, part.name) != part.name:
+                raise UserError(f"question {q.qid!r} of dataset {q.dataset!r} is in parts {owner[q.key]} and "
+                                f"{part.name}. Name each benchmark's file in one part only",
+                                field=f"dataset.parts[{part.name}]")
+        out.extend(questions)
     return out

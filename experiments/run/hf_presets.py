@@ -166,10 +166,14 @@ PRESETS: dict[str, tuple[Layout, ...]] = {
     "afrimedqa": (
         # intronhealth/afrimedqa_v2 CSV: `answer_options` JSON text {"option1": ..., "option5": ...}, `correct_answer`
         # the key (`option3`, several joined by commas); only `question_type: mcq` rows (the others are short
-        # answers and consumer queries); `answer_rationale` is not read.
+        # answers and consumer queries); `answer_rationale` is not read. The publisher marks no item as
+        # several-answer (they are `mcq` rows like the rest), and telling only those items apart would tell
+        # the agents something of the answer: so every item is asked select-all and scored as an exact set,
+        # as NEJM-QA's are (any-of beside it in Table 8).
         Layout("intronhealth/afrimedqa_v2",
                HFFields(question="question", options="answer_options", options_json=True, answer="correct_answer",
-                        answer_form="key", answer_separator=",", id="sample_id", keep={"question_type": "mcq"}),
+                        answer_form="key", answer_separator=",", id="sample_id", keep={"question_type": "mcq"},
+                        multi_answer=True),
                needs=("sample_id", "question", "answer_options", "correct_answer", "question_type")),
     ),
 }

@@ -242,9 +242,11 @@ def json_options(value: Any, column: str, where: str) -> Any:
 
 def keyed(value: dict[str, Any], where: str) -> tuple[dict[str, str], dict[str, str]]:
     """Options keyed other than by letter, lettered A, B ... in their order; trailing empty ones
-    (a four-option item of a five-slot layout) dropped. Returns (letter -> text, key -> letter)."""
+    (a four-option item of a five-slot layout, empty or `N/A` as AfriMed-QA's writers filled the slot,
+    which its publisher's own loader drops too) dropped. Returns (letter -> text, key -> letter)."""
     pairs = list(value.items())
-    while pairs and (pairs[-1][1] is None or (isinstance(pairs[-1][1], str) and not pairs[-1][1].strip())):
+    while pairs and (pairs[-1][1] is None or (isinstance(pairs[-1][1], str)
+                                              and pairs[-1][1].strip().upper() in ("", "N/A"))):
         pairs.pop()
     if len(pairs) > len(LETTERS):
         raise UserError(f"has {len(pairs)} options, more than letters", file=where, field="dataset.fields.options")

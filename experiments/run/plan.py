@@ -26,7 +26,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run import axes
 from medpanel.experiments.run.axes import RunAxes
 from medpanel.experiments.run.budget_match import BudgetReference, load_reference
-from medpanel.experiments.run.dataset_parts import check_parts, load_parts
+from medpanel.experiments.run.dataset_parts import check_parts, grading_files, load_parts
 from medpanel.experiments.run.datasets import load_dataset
 from medpanel.experiments.run.records import PLAN_FORMAT, PlanRecord
 from medpanel.experiments.run.references import resolve as resolve_references
@@ -214,6 +214,7 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     run = scenario.run
     axes.check(scenario, file)
     scenario = axes.resolve_prompts(scenario, base=base_dir or Path.cwd(), file=file)
+    scenario = _grade_free_text_parts(scenario, base_dir, file)
     conditions = scenario.conditions()
     resolved = resolve_run(scenario.pipeline, scenario.settings, conditions, file=file)
     ds = scenario.dataset
@@ -237,6 +238,26 @@ def make_plan(scenario: Scenario, *, base_dir: Path | None, limit: int | None = 
     shard = run.shard_size or auto_shard_size(n_pairs, run.workers)
     return Plan(scenario=scenario, conditions=conditions, questions=questions, repeats=run.repeats,
                 shard_size=shard, budget=budget, stored=resolved)
+
+
+def _grade_free_text_parts(scenario: Scenario, base_dir: Path | None, file: str) -> Scenario:
+    """A suite with free-text parts grades each against its own files: their paths (resolved from the
+    scenario's folder, as the parts are read) become the grader's `settings.rubric_file`, which
+    run.json then records. Only CLEAR's pipeline has a grader; a rubric_file of one's own beside
+    free-text parts would grade them against other keys, so both are refused in one line."""
+    parts = scenario.dataset.parts
+    files = grading_files(parts, base_dir) if parts else []
+    if not files:
+        return scenario
+    if scenario.pipeline != "clear":
+        raise UserError(f"free-text parts are graded by the clear pipeline's grader; pipeline {scenario.pipeline!r} "
+                        "has none. Use pipeline: clear, or drop the source: freetext parts", file=file,
+                        field="dataset.parts")
+    given = scenario.settings.get("rubric_file")
+    if given is not None and given != files:  # equal: a plan made again from its own record
+        raise UserError("settings.rubric_file is set by the free-text parts (each graded by its own file): "
+                        "remove settings.rubric_file", file=file, field="settings.rubric_file")
+    return scenario.model_copy(update={"settings": {**scenario.settings, "rubric_file": files}})
 
 
 def _budget_match(scenario: Scenario, resolved: ResolvedRun, questions: list[Question],

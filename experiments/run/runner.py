@@ -318,6 +318,7 @@ class Runner:
         shared.taken = set(done)
         shared.pending = [p for p in self.plan.pairs if p not in done]
         server: EmbeddedServer | None = None
+        storage: optuna.storages.RDBStorage | None = None
         group = processes.Group(self.run_dir, self.stop, store, grace_s=run.interrupt_grace_s,
                                 backstop_s=signals.BACKSTOP_S) if self.n_processes > 1 and member is None else None
         restore = signals.install(self.stop, run.interrupt_grace_s, forward=group.forward if group else None,
@@ -342,7 +343,8 @@ class Runner:
             self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
             grid = member.grid if member else list(range(len(self.plan.shards()))) if self.shared else pending
-            study = open_study(self._optuna_storage(), grid, shared=self.shared, member=member)
+            storage = self._optuna_storage()
+            study = open_study(storage, grid, shared=self.shared, member=member)
             if group is not None:
                 group.send(processes.member_specs(self.n_processes, self.owner, study.study_name, grid, shared.base_url,
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
@@ -362,6 +364,10 @@ class Runner:
                 server.stop()
             if shared.cache is not None:
                 shared.cache.close()
+            if storage is not None:
+                # Its connections closed now, not by the interpreter's teardown (which the CLI
+                # skips): the last one to close folds SQLite's WAL back and removes it.
+                storage.engine.dispose()
             if restore is not None:
                 restore()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import benchmark_table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
-from medpanel.experiments.analysis.digest import gc_paused, read_digests
+from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
+from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
@@ -37,7 +38,7 @@ from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.rundir import RunData, load_run, read_document, transcript_path
+from medpanel.experiments.run.rundir import RunData, load_run, read_document, transcript_path, transcript_paths
 from medpanel.experiments.run.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
 from medpanel.experiments.view.render import num as _num
@@ -79,13 +80,6 @@ def page_name(dataset: str, qid: str) -> str:
 
 
 
-def _leak_index(leak_doc: dict[str, Any] | None) -> dict[tuple[str, str, str, int], list[dict[str, Any]]]:
-    out: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
-    for h in (leak_doc or {}).get("hits", []):
-        out[(h["condition"], h["dataset"], h["qid"], int(h["repeat"]))].append(h)
-    return out
-
-
 def _table_view(t: Table) -> dict[str, Any]:
     return {"title": t.title, "columns": t.columns, "rows": [[_num(v) for v in r] for r in t.rows], "note": t.note}
 
@@ -119,8 +113,27 @@ def run_header(data: RunData) -> dict[str, Any]:
 def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messages: str = "last",
                provenance: Path | None = None, shared: RunTables | None = None) -> list[Path]:
     """Write report/index.html, report/questions/*.html, report/plots/* and report/leakage.json.
-    `shared`: the tables and documents `medpanel report` already built from these rows (at
-    `n_boot` resamples), so `report --html` builds and reads them once."""
+    `shared`: the tables and digests `medpanel report` already built from these rows (at `n_boot`
+    resamples), so they are not built again."""
+    return build_report_site(run_dir, plots=plots, n_boot=n_boot, messages=messages, provenance=provenance,
+                             shared=shared)[0]
+
+
+def _key(row: Row) -> tuple[str, str, str, int]:
+    return (row.condition, row.dataset, row.qid, row.repeat)
+
+
+def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messages: str = "last",
+                      provenance: Path | None = None, shared: RunTables | None = None
+                      ) -> tuple[list[Path], RunTables | None]:
+    """`build_site`, also handing back the run's tables with the rows and digests they were built
+    from (None for a run without rows), for `medpanel report --html` to print and write.
+
+    Every transcript is read once: one streamed pass, question by question, decodes each of a
+    question's transcripts, makes its row's digest and audits its passages from that decoding,
+    writes the question's page, and drops the documents; the tables, the figures and the index
+    are built from the digests after it. (With `shared`, its digests stand for the pass's, and each
+    page reads its own transcripts.)"""
     if messages not in MESSAGE_MODES:
         raise ValueError(f"messages must be one of {MESSAGE_MODES}, got {messages!r}")
     data = load_run(Path(run_dir))
@@ -130,26 +143,46 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
     own.folder("report/plots")
     for old in qdir.glob("*.html"):
         own.unlink(f"report/questions/{old.name}")
-    written: list[Path] = []
     shared = shared if shared is not None and shared.matches(data.rows) else None
-    # Every transcript is read once, streamed, into its row's digest (or the tables' digests are
-    # used): the tables, the figures and the audit share them; each question page then reads its
-    # own few transcripts whole, one page at a time (never the whole run at once).
+    audit, provenance_file = reopen_audit(data.run_dir, provenance_file=provenance) if data.rows else (None, None)
+    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    digest_of: dict[tuple[str, str, str, int], RowDigest] = {}
     if shared is not None:
-        digests = shared.digests
-    else:
-        with gc_paused():
-            digests = list(read_digests(data.run_dir, data.rows, scoring=data.record.scoring))
-    leak_doc = None
-    if data.rows:
-        leak_doc = refresh_leakage(data.run_dir, data.rows, provenance_file=provenance, digests=digests)
-        written.append(data.run_dir / "report" / LEAKAGE_FILE)
-    leaks = _leak_index(leak_doc)
+        for d in shared.digests:
+            digest_of[_key(d.row)] = d
+            leaks[_key(d.row)] = audit.check(d) if audit is not None else []
     conditions = data.conditions
-    digest_of = {(d.row.condition, d.row.dataset, d.row.qid, d.row.repeat): d for d in digests}
-    ts = [d.trajectory for d in digests]  # for the transition figures and every page's flip
+    ctx = PageContext.of(data, leaks, messages)
+    by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in data.rows:
+        by_q[r.key].append(r)
+    path_of = transcript_paths(data.run_dir)
+    table_rows: list[dict[str, Any]] = []
+    pages: list[Path] = []
+    scoring = data.record.scoring
+    with gc_paused():
+        for key in sorted(by_q):
+            docs: dict[tuple[str, str, str, int], dict[str, Any] | None] | None = None
+            if shared is None:
+                docs = {}
+                for row in by_q[key]:
+                    doc, d = read_with_document(path_of(row) if row.transcript else None, row, scoring=scoring)
+                    docs[_key(row)], digest_of[_key(row)] = doc, d
+                    leaks[_key(row)] = audit.check(d) if audit is not None else []
+            html, rows_here = question_page(data, key, by_q[key], digest_of, ctx, docs=docs)
+            del docs  # this question's documents: never more than one page's at a time
+            table_rows += rows_here
+            pages.append(own.write(f"report/questions/{page_name(*key)}", html, durable=False))
+    digests = [digest_of[_key(r)] for r in data.rows]
+    written: list[Path] = []
+    leak_doc = None
+    if audit is not None:
+        leak_doc = finish_audit(data.run_dir, audit, data.rows, provenance_file)
+        written.append(data.run_dir / "report" / LEAKAGE_FILE)
+    ts = [d.trajectory for d in digests]  # for the transition figures
     tables = (list(shared.tables) if shared is not None else
               build_tables(data.rows, data.record, n_boot=n_boot, digests=digests) if data.rows else [])
+    run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
     if leak_doc and data.rows:
         tables.append(leakage_table(leak_doc))
     plot_files: list[Path] = []
@@ -164,22 +197,14 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
         written += plot_files
         transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files
-    ctx = PageContext.of(data, leaks, messages)
-    by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
-    for r in data.rows:
-        by_q[r.key].append(r)
-    table_rows: list[dict[str, Any]] = []
-    for key in sorted(by_q):
-        html, rows_here = question_page(data, key, by_q[key], digest_of, ctx)
-        table_rows += rows_here
-        written.append(own.write(f"report/questions/{page_name(*key)}", html, durable=False))
+    written += pages
     filters = {
         "condition": conditions, "dataset": sorted({r.dataset for r in data.rows}),
         "status": ["correct", "wrong", "invalid", "error"],
         "route": sorted({t["route"] for t in table_rows if t["route"]}),
     }
     index = own.write("report/index.html", ctx.env.get_template("index.html.j2").render(
-        nonce=ctx.nonce, run=run_header(data), tables=[_table_view(t) for t in tables], rows=table_rows,
+        nonce=ctx.nonce, run=ctx.header, tables=[_table_view(t) for t in tables], rows=table_rows,
         filters=filters,
         plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                for p in plot_files if p.suffix == ".png"],
@@ -187,7 +212,7 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                           for p in transition_files if p.suffix == ".png"],
         leak_hits=len((leak_doc or {}).get("hits", []))), durable=False)
     written.append(index)
-    return written
+    return written, run_tables
 
 
 @dataclass
@@ -202,6 +227,8 @@ class PageContext:
     order: dict[str, int]
     leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]]
     messages: str
+    header: dict[str, Any]
+    """`run_header(data)`: the same on every page of a build, made once (it counts the whole run's rows)."""
 
     @classmethod
     def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]],
@@ -210,14 +237,17 @@ class PageContext:
         repeats = max([r.repeat for r in data.rows], default=0) + 1
         return cls(env=environment(), nonce=secrets.token_urlsafe(16),
                    pairs=comparison_pairs(data.record, conditions), repeats=repeats,
-                   order={c: i for i, c in enumerate(conditions)}, leaks=leaks, messages=messages)
+                   order={c: i for i, c in enumerate(conditions)}, leaks=leaks, messages=messages,
+                   header=run_header(data))
 
 
 def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
-                  digest_of: dict[tuple[str, str, str, int], Any], ctx: PageContext
+                  digest_of: dict[tuple[str, str, str, int], Any], ctx: PageContext,
+                  docs: Mapping[tuple[str, str, str, int], dict[str, Any] | None] | None = None
                   ) -> tuple[str, list[dict[str, Any]]]:
     """One question's page (every condition's debate on it side by side) and its rows of the index's
-    question table. The finished report and the live view build their pages here."""
+    question table. The finished report and the live view build their pages here. `docs`: the
+    rows' transcript documents already decoded (None: missing); without them each is read here."""
     nonce, pairs, repeats, order = ctx.nonce, ctx.pairs, ctx.repeats, ctx.order
     leaks, messages = ctx.leaks, ctx.messages
     table_rows: list[dict[str, Any]] = []
@@ -229,7 +259,10 @@ def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
     events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for n, row in enumerate(rows):
         dg = digest_of[(row.condition, row.dataset, row.qid, row.repeat)]
-        doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
+        if docs is not None:
+            doc = docs[(row.condition, row.dataset, row.qid, row.repeat)]
+        else:
+            doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
         if doc and not question:
             question = doc.get("question", {})
         col = f"c{n}"
@@ -264,7 +297,7 @@ def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
     diffs = _diffs(pairs, repeats, columns, events_by)
     for c in columns:  # after the diffs and flips have marked their events
         c["events_html"] = render_events(c["events"])
-    return qtemplate.render(nonce=nonce, run=run_header(data), question=_question_view(question, key), columns=columns,
+    return qtemplate.render(nonce=nonce, run=ctx.header, question=_question_view(question, key), columns=columns,
                             diffs=diffs, messages=messages), table_rows
 
 
