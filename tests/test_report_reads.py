@@ -105,7 +105,7 @@ def test_report_html_decodes_each_transcript_once_for_the_pages_the_tables_and_t
     real_read, real_build = digest_mod.read_document, report_mod.build_tables
 
     def counting(path: Path) -> Any:
-        reads.append(Path(path).name)
+        reads.append(f"{Path(path).name}@{getattr(path, 'offset', '')}")
         return real_read(path)
 
     def building(*a: Any, **k: Any) -> Any:
@@ -121,7 +121,8 @@ def test_report_html_decodes_each_transcript_once_for_the_pages_the_tables_and_t
     monkeypatch.setattr(viewer, "build_tables", building)
     monkeypatch.setattr(report_mod, "build_tables", building)
     report(run_dir, html=True)
-    assert sorted(reads) == sorted(Path(r.transcript).name for r in data.rows)
+    expected = [record_path(run_dir, r.transcript) for r in data.rows]
+    assert sorted(reads) == sorted(f"{p.name}@{getattr(p, 'offset', '')}" for p in expected)
     assert builds == [1]
     assert (run_dir / "report" / "index.html").is_file() and (run_dir / "report" / "report.md").is_file()
 

@@ -288,7 +288,7 @@ def test_report_html_without_any_transcript_fails_before_writing(bases: dict[str
 
 def test_report_says_when_transcripts_are_missing(bases: dict[str, Path], tmp_path: Path) -> None:
     run = copy_run(bases["finished"], tmp_path / "run")
-    _transcript_of(run, "c1").unlink()
+    remove(_transcript_of(run, "c1"))
     outcome = run_cli(["report", str(run)])
     assert outcome.res.rc == 0, outcome.res.err + outcome.res.tb
     assert "warning: condition c1: 1 of" in outcome.res.err

@@ -12,9 +12,10 @@ from medpanel.experiments.run.transcript_log import RecordPath, log_files, recor
 
 
 def first_transcript(run: Path) -> Path:
-    """The transcript of the run's first row, by its reference."""
+    """The transcript of the study's first row by its key (what `select qid ... limit 1` finds)."""
     with sqlite3.connect(run / "study.db") as conn:
-        (ref,) = conn.execute("select transcript from mp_results order by transcript limit 1").fetchone()
+        query = 'select transcript from mp_results order by condition, dataset, qid, "repeat" limit 1'
+        (ref,) = conn.execute(query).fetchone()
     return record_path(run, ref)
 
 

@@ -26,9 +26,9 @@ from medpanel.experiments.analysis.inference.ledger import (
 )
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
-from medpanel.experiments.errors import UserError, read_json
+from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.budget import Price
-from medpanel.experiments.run.rundir import transcript_path
+from medpanel.experiments.run.rundir import read_document, transcript_path
 from medpanel.experiments.run.store import Row
 
 Events = Callable[[Row], Iterable[Any]]
@@ -233,9 +233,10 @@ def transcript_events(run_dir: Path) -> Events:
         path = transcript_path(run_dir, row)
         if not row.transcript or not path.is_file():
             return []
-        # read_json: a damaged file is one UserError naming it; events are read raw (no model
-        # validation) because the ledger needs five fields of each and a report reads thousands.
-        doc = read_json(path, what="transcript", fix="The file is damaged: restore it, or delete its row and resume")
+        # read_document: a damaged file or log record is one UserError naming it; events are read
+        # raw (no model validation) because the ledger needs five fields of each and a report reads
+        # thousands.
+        doc = read_document(path)
         events = doc.get("events") if isinstance(doc, dict) else None
         if not isinstance(events, list):
             raise UserError("not a medpanel transcript (no events list). Restore it from a backup", file=str(path))

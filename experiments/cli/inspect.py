@@ -30,6 +30,7 @@ from medpanel.experiments.run.rundir import (
     open_store,
     progress_note,
     read_status,
+    transcript_path,
     transcript_paths,
 )
 from medpanel.experiments.run.runlock import lock_holder
