@@ -208,3 +208,21 @@ def test_dependencies_point_one_way_and_the_benchmarks_stay_off_the_hot_path() -
             if name.startswith(room):
                 wrong = [m for m in imported if m.startswith(refused)]
                 assert not wrong, f"{name} (in {room}) imports {wrong}"
+
+
+def _private_imports(path: Path) -> list[str]:
+    """`from X import _name` where X is another medpanel module: a helper two modules share is public
+    in the module it belongs to (the alias an importer gives it does not matter)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
+                node.module.startswith("medpanel") or node.module.startswith("benchmarks")):
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
+                      for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = [line for path in MODULES.values() for line in _private_imports(path)]
+    assert not found, "\n".join(found)

@@ -161,7 +161,7 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
     out_dir.mkdir(parents=True, exist_ok=True)
     ref = reference_of(conditions)
     paired = {p["method"]: p["cmp"] for p in paired_rows(rows, conditions, n_boot=n_boot) if p["repeat"] == 0}
-    fig = plots._figure(6.0, 4.2)
+    fig = plots.new_figure(6.0, 4.2)
     ax = fig.add_subplot()
     points: list[tuple[str, float, float]] = []
     for c in conditions:
@@ -185,4 +185,4 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
         ax.set_xlim(left=0)
     ax.set_title("Accuracy vs cost" + (f" (bars: paired 95% CI vs {ref})" if ref else " (95% bootstrap CI)"))
     ax.legend(fontsize=6)
-    return plots._save(fig, out_dir, "accuracy_vs_cost")
+    return plots.save_figure(fig, out_dir, "accuracy_vs_cost")

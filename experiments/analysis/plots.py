@@ -25,7 +25,7 @@ PLOTS = ("accuracy_by_condition", "accuracy_by_dataset", "cost_by_condition", "a
 FORMATS = ("png", "svg")
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -34,7 +34,7 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
+def save_figure(fig: Any, out_dir: Path, name: str) -> list[Path]:
     import matplotlib as mpl
 
     out = []
@@ -84,7 +84,7 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     x = list(range(len(conditions)))
     width = max(4.5, 0.9 * len(conditions) + 2)
 
-    fig = _figure(width, 3.4)
+    fig = new_figure(width, 3.4)
     ax = fig.add_subplot()
     accs = [stats[c][0] for c in conditions]
     ax.bar(x, accs, yerr=_yerr(accs, [stats[c][1] for c in conditions], [stats[c][2] for c in conditions]),
@@ -95,9 +95,9 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax.set_ylim(0, 105)
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy per condition (95% bootstrap CI)")
-    written += _save(fig, out_dir, "accuracy_by_condition")
+    written += save_figure(fig, out_dir, "accuracy_by_condition")
 
-    fig = _figure(max(5.0, 1.2 * len(datasets) * max(1, len(conditions)) * 0.45 + 2), 3.6)
+    fig = new_figure(max(5.0, 1.2 * len(datasets) * max(1, len(conditions)) * 0.45 + 2), 3.6)
     ax = fig.add_subplot()
     bw = 0.8 / len(conditions)
     for j, c in enumerate(conditions):
@@ -117,9 +117,9 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy per dataset x condition")
     ax.legend(fontsize=7, ncols=min(4, len(conditions)))
-    written += _save(fig, out_dir, "accuracy_by_dataset")
+    written += save_figure(fig, out_dir, "accuracy_by_dataset")
 
-    fig = _figure(width * 1.6, 3.2)
+    fig = new_figure(width * 1.6, 3.2)
     ax1, ax2 = fig.subplots(1, 2)
     sent = [sum(r.calls for r in by_cond[c]) / len(by_cond[c]) for c in conditions]
     asked = [sum(r.logical_calls for r in by_cond[c]) / len(by_cond[c]) for c in conditions]
@@ -134,9 +134,9 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax2.set_xticks(x, conditions)
     ax2.set_ylabel("tokens per question")
     ax2.set_title("Tokens sent to the model")
-    written += _save(fig, out_dir, "cost_by_condition")
+    written += save_figure(fig, out_dir, "cost_by_condition")
 
-    fig = _figure(5.2, 3.8)
+    fig = new_figure(5.2, 3.8)
     ax = fig.add_subplot()
     points = [(c, s, stats[c][0]) for c, s in zip(conditions, sent, strict=True)]
     for c, s, a in points:
@@ -152,5 +152,5 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax.set_xlim(left=0)
     ax.set_title("Accuracy vs cost")
     ax.legend(fontsize=7)
-    written += _save(fig, out_dir, "accuracy_vs_calls")
+    written += save_figure(fig, out_dir, "accuracy_vs_calls")
     return written

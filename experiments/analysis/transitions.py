@@ -39,7 +39,7 @@ import numpy as np
 from medpanel.agents.tables import OVERALL, Table
 from medpanel.experiments.analysis.digest import RowDigest
 from medpanel.experiments.analysis.inference.ledger import CallCost
-from medpanel.experiments.analysis.stats import _percentile_bootstrap
+from medpanel.experiments.analysis.stats import percentile_bootstrap
 from medpanel.experiments.analysis.trajectory import (
     INTERVENTIONS,
     Stage,
@@ -97,7 +97,7 @@ def net_gain(ts: Sequence[Trajectory], *, n_boot: int = 10000, seed: int = 0) ->
     # Repeats of a question are one resampling unit; their mean keeps each row's weight equal
     # when every question has the same number of repeats (a run's repeats always do).
     means = np.array([np.mean(v) for _k, v in sorted(per_q.items())], dtype=float)
-    low, high = _percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
+    low, high = percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
     return NetGain(n, gain, 100.0 * gain / n, 100.0 * low, 100.0 * high)
 
 
