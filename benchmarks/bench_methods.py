@@ -23,7 +23,7 @@ from pathlib import Path
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.pipelines.benchmark import METHODS, ORIGINALS, SEED_CONDITIONS
-from medpanel.experiments.analysis.benchmark_table import GPT4O_ANCHOR, requested_tokens
+from medpanel.methods.benchmark.tables import GPT4O_ANCHOR, requested_tokens
 from medpanel.experiments.run.datasets import load_dataset
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.runner import Runner

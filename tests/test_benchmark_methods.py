@@ -14,7 +14,7 @@ from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.scripted import ScriptedRequest, synthesize
 from medpanel.agents.pipelines.benchmark import permutation
 from medpanel.agents.types import Condition, Question
-from medpanel.experiments.analysis.benchmark_table import benchmark_tables, context_table, write_pareto
+from medpanel.methods.benchmark.tables import benchmark_tables, context_table, write_pareto
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.plan import make_plan
 from medpanel.experiments.run.scenario import load_scenario

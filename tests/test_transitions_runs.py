@@ -24,7 +24,7 @@ from medpanel.experiments.analysis.transitions import (
     transition_table,
     transition_tables,
 )
-from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
+from medpanel.methods.clear.transitions import pathway_table, ruling_table
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.rundir import load_run
 from medpanel.experiments.run.runner import Runner

@@ -37,7 +37,7 @@ from typing import Any
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.registry import get_pipeline
-from medpanel.experiments.analysis import benchmark_protocol
+from medpanel.methods.benchmark import protocol as benchmark_protocol
 from medpanel.experiments.run.scenario import Scenario
 from medpanel.experiments.run.store import Row
 

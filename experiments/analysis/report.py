@@ -17,11 +17,11 @@ from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_p
 from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
-from medpanel.experiments.analysis.benchmark_table import benchmark_tables
+from medpanel.methods.benchmark.tables import benchmark_tables
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
 from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
 from medpanel.experiments.analysis.inference.contrasts import holm
-from medpanel.experiments.analysis.references import reference_tables
+from medpanel.methods.benchmark.references import reference_tables
 from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables

@@ -47,7 +47,7 @@ from medpanel.experiments.analysis.trajectory import (
     direction,
     transition_of,
 )
-from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
+from medpanel.methods.clear.transitions import pathway_table, ruling_table
 from medpanel.experiments.run.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",

@@ -24,13 +24,13 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis import benchmark_table
+from medpanel.methods.benchmark import tables as benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, leakage_table, refresh_leakage
 from medpanel.experiments.analysis.digest import gc_paused, read_digests
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.references import write_reference_forest
+from medpanel.methods.benchmark.references import write_reference_forest
 from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory_types import Trajectory

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.benchmark_table import context_table
+from medpanel.methods.benchmark.tables import context_table
 from medpanel.experiments.analysis.inference.contrasts import Adjusted, adjust, compute_contrasts
 from medpanel.experiments.analysis.inference.paired_data import align
 from medpanel.experiments.analysis.study_plots import forest_plot

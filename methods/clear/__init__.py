@@ -1,0 +1,1 @@
+"""CLEAR as a method: its transition tables and its protocol."""
