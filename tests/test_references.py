@@ -17,7 +17,6 @@ import pytest
 from medpanel import api
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Question
-from medpanel.methods.benchmark.references import load, pairings, reference_tables, write_reference_forest
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError
@@ -26,6 +25,7 @@ from medpanel.experiments.run.references import References, read_file, resolve
 from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row
+from medpanel.methods.benchmark.references import load, pairings, reference_tables, write_reference_forest
 from tests.run_records import run_record
 
 from .conftest import MEDAGENTSBENCH as DATA

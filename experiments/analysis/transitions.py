@@ -39,6 +39,7 @@ import numpy as np
 from medpanel.agents.tables import OVERALL, Table
 from medpanel.experiments.analysis.digest import RowDigest
 from medpanel.experiments.analysis.inference.ledger import CallCost
+from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.stats import percentile_bootstrap
 from medpanel.experiments.analysis.trajectory import (
     INTERVENTIONS,
@@ -47,7 +48,6 @@ from medpanel.experiments.analysis.trajectory import (
     direction,
     transition_of,
 )
-from medpanel.methods.clear.transitions import pathway_table, ruling_table
 from medpanel.experiments.run.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
@@ -201,11 +201,11 @@ def attribution_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None
 
 def transition_tables(digests: Sequence[RowDigest], conditions: Sequence[str] | None = None, *,
                       scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
-    """Every answer-transition table the rows' digests support: transitions, attribution, and CLEAR's two."""
+    """Every answer-transition table the rows' digests support: transitions, attribution, and each
+    method's own (`MethodReport.transition_tables`)."""
     ts = [d.trajectory for d in digests]
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
-    out += [t for t in (pathway_table(digests, conditions, scoring=scoring),
-                        ruling_table(digests, conditions, scoring=scoring)) if t is not None]
+    out += [t for m in reports() for t in m.transition_tables(digests, conditions, scoring=scoring)]
     return [t for t in out if t.rows]
 
 

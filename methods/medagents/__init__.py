@@ -1,0 +1,1 @@
+"""medagents as a method: how medpanel's medagents still differs from its published code."""
