@@ -12,13 +12,13 @@ decides that from the run itself (its pipeline, its conditions, the facts in its
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from medpanel.agents.tables import Table
+from medpanel.experiments.analysis import method_plugins
 
 if TYPE_CHECKING:
     from medpanel.experiments.analysis.digest import RowDigest
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from medpanel.experiments.analysis.trajectory_types import Intervention, Stage
     from medpanel.experiments.run.records import RunRecord
     from medpanel.experiments.run.store import Row
-
-ENTRY_POINTS = "medpanel.reports"
-
 
 @dataclass(frozen=True)
 class Deviation:
@@ -140,31 +137,16 @@ def code_differences(method: str, differences: Sequence[str]) -> str:
     return f"{method} differs from its code in: {', '.join(differences)} (docs/methods/{method}.md)"
 
 
-_REGISTERED: dict[str, MethodReport] = {}
-"""Reports added by `register_report`, after the installed ones."""
+def reports() -> list[MethodReport]:
+    """Every method's report, installed (read once per process) or registered, by `place` then name."""
+    found = method_plugins.registered()
+    wrong = [f"{name} ({type(r).__name__})" for name, r in found if not isinstance(r, MethodReport)]
+    if wrong:
+        raise TypeError(f"{method_plugins.ENTRY_POINTS} entries that are not a MethodReport: {', '.join(wrong)}")
+    return [r for _name, r in found if isinstance(r, MethodReport)]
 
 
 def register_report(name: str, report: MethodReport) -> MethodReport:
-    _REGISTERED[name] = report
+    """Adds a method's report for this process (a script's own method, a test's)."""
+    method_plugins.register(name, report)
     return report
-
-
-def _installed() -> Iterator[tuple[str, MethodReport]]:
-    for entry in metadata.entry_points(group=ENTRY_POINTS):
-        loaded = entry.load()
-        if not isinstance(loaded, MethodReport):
-            raise TypeError(f"the entry point {entry.name} = {entry.value} of {ENTRY_POINTS} is "
-                            f"{type(loaded).__name__}, not a MethodReport")
-        yield entry.name, loaded
-
-
-_CACHE: list[tuple[str, MethodReport]] = []
-
-
-def reports() -> list[MethodReport]:
-    """Every method's report, installed (read once per process) or registered, by `place` then name."""
-    if not _CACHE:
-        _CACHE.extend(_installed())
-    found = dict(_CACHE)
-    found.update(_REGISTERED)
-    return [report for _name, report in sorted(found.items(), key=lambda item: (item[1].place, item[0]))]

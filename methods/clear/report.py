@@ -13,7 +13,10 @@ from collections.abc import Sequence
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import RowDigest
+from medpanel.experiments.analysis.event_facts import EventFacts
 from medpanel.experiments.analysis.methods import Deviation, MethodReport, ScenarioFacts
+from medpanel.experiments.analysis.trajectory_types import Intervention, Stage
+from medpanel.methods.clear import trajectory
 from medpanel.methods.clear.transitions import pathway_table, ruling_table
 
 LOCAL_MODES = {"rag-bm25", "rag-dense", "clear-default", "clear-dual", "clear-qpis", "clear-no-followup"}
@@ -27,6 +30,12 @@ class ClearReport(MethodReport):
                           scoring: str) -> list[Table]:
         return [t for t in (pathway_table(digests, conditions, scoring=scoring),
                             ruling_table(digests, conditions, scoring=scoring)) if t is not None]
+
+    def stages(self, events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
+               scored: bool) -> tuple[str, list[Stage], list[Intervention]] | None:
+        if not trajectory.is_clear(events):
+            return None
+        return (trajectory.KIND, *trajectory.clear_stages(events, gold, scoring, scored))
 
     def deviations(self, scenario: ScenarioFacts) -> list[Deviation]:
         if scenario.pipeline != "clear":
