@@ -43,7 +43,7 @@ def registered() -> list[tuple[str, StageReader]]:
         _INSTALLED.extend((entry.name, entry.load()) for entry in metadata.entry_points(group=ENTRY_POINTS))
     found = dict(_INSTALLED)
     found.update(_REGISTERED)
-    return sorted(found.items(), key=lambda item: (item[1].place, item[0]))
+    return sorted(found.items(), key=lambda item: (getattr(item[1], "place", 0), item[0]))
 
 
 def stage_readers() -> list[StageReader]:
