@@ -167,10 +167,10 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
     for c in conditions:
         sel = [r for r in rows if r.condition == c]
         tokens = sum(requested_tokens(r) for r in sel) / len(sel)
-        acc, lo, hi = plots._ci(sel, n_boot) if c == ref or c not in paired else (
+        acc, lo, hi = plots.accuracy_interval(sel, n_boot) if c == ref or c not in paired else (
             100 * paired[c].acc_b, 100 * paired[c].acc_a + paired[c].ci_low, 100 * paired[c].acc_a + paired[c].ci_high)
         points.append((c, tokens, acc))
-        ax.errorbar([tokens], [acc], yerr=plots._yerr([acc], [lo], [hi]), fmt="s" if c == ref else "o", capsize=3,
+        ax.errorbar([tokens], [acc], yerr=plots.error_bars([acc], [lo], [hi]), fmt="s" if c == ref else "o", capsize=3,
                     label=c)
         ax.annotate(c, (tokens, acc), textcoords="offset points", xytext=(5, 4), fontsize=7)
     front = plots.pareto_front(points)
