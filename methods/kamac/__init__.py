@@ -1,1 +1,5 @@
-"""kamac as a method: how medpanel's kamac still differs from its published code."""
+"""KAMAC as a method: how medpanel's kamac still differs from its published code.
+
+Its part of the report is `report.py` (`REPORT`, a `MethodReport` in pyproject's `medpanel.reports`
+entry points); its page is docs/methods/kamac.md.
+"""
