@@ -77,3 +77,12 @@ def test_an_entry_that_is_not_a_method_report_is_named() -> None:
             reports()
     finally:
         method_plugins._REGISTERED.pop("broken")
+
+
+def test_metadata_without_medpanels_own_methods_is_an_error_naming_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from importlib import metadata
+
+    monkeypatch.setattr(method_plugins, "_INSTALLED", [])
+    monkeypatch.setattr(metadata, "entry_points", lambda **_kw: [])
+    with pytest.raises(RuntimeError, match="reinstall it, make setup or pip install -e"):
+        reports()

@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     from medpanel.experiments.analysis.trajectory_types import Intervention, Stage
 
 ENTRY_POINTS = "medpanel.reports"
+OWN = "medpanel.methods."
+"""Where medpanel's own methods' reports live (`methods/<method>/report.py`)."""
 
 
 class StageReader(Protocol):
@@ -40,7 +42,13 @@ def registered() -> list[tuple[str, StageReader]]:
     """(name, report) of every installed method (the entry points read once per process) and every
     registered one (a name registered again replaces it), by `place`, then name."""
     if not _INSTALLED:
-        _INSTALLED.extend((entry.name, entry.load()) for entry in metadata.entry_points(group=ENTRY_POINTS))
+        entries = list(metadata.entry_points(group=ENTRY_POINTS))
+        if not any(entry.value.startswith(OWN) for entry in entries):
+            # Package metadata written before the methods had rooms: without this, their tables would
+            # silently be missing from every report.
+            raise RuntimeError(f"medpanel's own methods are not registered in {ENTRY_POINTS} (its installed "
+                               "metadata is older than its code): reinstall it, make setup or pip install -e .")
+        _INSTALLED.extend((entry.name, entry.load()) for entry in entries)
     found = dict(_INSTALLED)
     found.update(_REGISTERED)
     return sorted(found.items(), key=lambda item: (getattr(item[1], "place", 0), item[0]))
