@@ -68,6 +68,10 @@ class Critique(BaseModel):
     type: Literal["critique"] = "critique"
 
 
+ADJUDICATION = "clear"
+"""A `Brief.source`: the brief is an adjudication's verdict (its route and guard given), not a curator's."""
+
+
 class Brief(BaseModel):
     """An evidence brief added to the prompts of `received_by` (empty: it reached nobody)."""
 
@@ -78,7 +82,8 @@ class Brief(BaseModel):
     trigger: str = ""
     """What asked for it (`upfront`, `gate`, `challenger` ...)."""
     source: str = "knowledge"
-    """`knowledge` (the evidence curator) or `clear` (a CLEAR adjudication given to the panel)."""
+    """`knowledge` (the evidence curator) or `clear` (a CLEAR adjudication given to the panel:
+    `ADJUDICATION`)."""
     route: str | None = None
     """`clear` only: the adjudication's route."""
     guard: str = "not_triggered"

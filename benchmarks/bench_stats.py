@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from medpanel.agents.types import TranscriptEvent, Usage
-from medpanel.experiments.analysis.inference.contrasts import channel_addition, pair_family
+from medpanel.experiments.analysis.inference.contrasts import pair_family
 from medpanel.experiments.analysis.inference.factorial import factorial_2x2, find_grids
 from medpanel.experiments.analysis.inference.ledger import condition_totals, ledger
 from medpanel.experiments.analysis.inference.paired_data import align, correctness_from_rows
@@ -27,6 +27,7 @@ from medpanel.experiments.analysis.inference.plan import CostProfile, cost_proje
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
 from medpanel.experiments.analysis.inference.simulate import Design, logits_for, simulate
 from medpanel.experiments.run.budget import Price
+from medpanel.methods.panel.contrast import channel_addition
 
 CONDITIONS = ("c0r0", "c0r1", "c1r0", "c1r1")
 FLAGS = {"c0r0": {"c": 0, "r": 0}, "c0r1": {"c": 0, "r": 1}, "c1r0": {"c": 1, "r": 0}, "c1r1": {"c": 1, "r": 1}}

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from benchmarks.fake_server import Reply, _WideServer, valid_reply
+from benchmarks.fake_server import Reply, WideServer, valid_reply
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
@@ -130,7 +130,7 @@ class FakeBatch:
                 else:
                     self._send(404, _error(f"no route {self.path}"))
 
-        self.server = _WideServer(("127.0.0.1", 0), H)
+        self.server = WideServer(("127.0.0.1", 0), H)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

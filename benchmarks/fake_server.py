@@ -38,7 +38,7 @@ def _encode(payload: Any) -> bytes:
     return payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
 
 
-class _WideServer(ThreadingHTTPServer):
+class WideServer(ThreadingHTTPServer):
     # socketserver's listen backlog is 5: hundreds of clients connecting at once would see dropped
     # connections and retry, which would measure this server, not the client.
     request_queue_size = 1024
@@ -111,7 +111,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = _WideServer(("127.0.0.1", 0), H)
+        self.server = WideServer(("127.0.0.1", 0), H)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -49,6 +49,8 @@ DIRECT = ("stem_match", "ngram_overlap", "option_recovery", "gold_text")
 """Detectors whose hits count as direct benchmark-item leakage."""
 UPSTREAM = ("upstream_source",)
 """Detectors whose hits count as upstream-source retrieval."""
+DIRECT_KIND, UPSTREAM_KIND = "direct", "upstream"
+"""A hit's kind: found in the passage itself, or only in the source document it came from."""
 
 _NON_ALNUM = re.compile(r"[^0-9a-z]+")
 
@@ -103,7 +105,7 @@ class LeakHit:
 
     def __post_init__(self) -> None:
         if not self.kind:
-            object.__setattr__(self, "kind", "upstream" if self.detector in UPSTREAM else "direct")
+            object.__setattr__(self, "kind", UPSTREAM_KIND if self.detector in UPSTREAM else DIRECT_KIND)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -381,8 +383,8 @@ def audit_passage(probe: QuestionProbe, evidence: Mapping[str, Any]) -> list[Lea
     found = [h for h in hits if h is not None]
     names = {h.detector for h in found}
     if "upstream_source" in names and not names & {"option_recovery", "gold_text"}:
-        found = [h if h.kind == "upstream" else
-                 replace(h, kind="upstream", detail=f"{h.detail} (in the source document)") for h in found]
+        found = [h if h.kind == UPSTREAM_KIND else
+                 replace(h, kind=UPSTREAM_KIND, detail=f"{h.detail} (in the source document)") for h in found]
     return found
 
 

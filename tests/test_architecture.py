@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FOLDERS = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "experiments": "medpanel.experiments"}
+FOLDERS = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "experiments": "medpanel.experiments",
+           "methods": "medpanel.methods"}
 MAX_LINES = 400
 MAX_LATE_IMPORTS = 5
 MODEL_LIBRARIES = ("autogen_core", "autogen_agentchat", "autogen_ext", "openai")
@@ -129,6 +130,8 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("experiments",),  # errors.py: the one-line user error
     ("experiments/run",),
     ("experiments/analysis",),
+    ("methods", "methods/panel", "methods/clear", "methods/baselines", "methods/benchmark", "methods/medagents",
+     "methods/mdagents", "methods/kamac"),  # one room per method: none imports another
     ("experiments/view",),
     ("experiments/cli",),
     ("medpanel",),
@@ -208,3 +211,86 @@ def test_dependencies_point_one_way_and_the_benchmarks_stay_off_the_hot_path() -
             if name.startswith(room):
                 wrong = [m for m in imported if m.startswith(refused)]
                 assert not wrong, f"{name} (in {room}) imports {wrong}"
+
+
+def _private_imports(path: Path) -> list[str]:
+    """`from X import _name` where X is another medpanel module: a helper two modules share is public
+    in the module it belongs to (the alias an importer gives it does not matter)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and (
+                node.module.startswith("medpanel") or node.module.startswith("benchmarks")):
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: from {node.module} import {a.name}"
+                      for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    found = [line for path in MODULES.values() for line in _private_imports(path)]
+    assert not found, "\n".join(found)
+
+
+ANALYSIS = ROOT / "experiments" / "analysis"
+
+
+def _method_names() -> set[str]:
+    """Every built-in pipeline's name and every method room's (`methods/<name>/`)."""
+    from medpanel.agents.pipelines.registry import PIPELINES
+
+    return {*PIPELINES, *(p.name for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file())}
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant, f-strings' literal parts included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+def test_the_analysis_room_names_no_method() -> None:
+    """What one method knows sits in its room (methods/<method>/) and reaches the report through
+    `MethodReport`; the analysis reads every run the same way."""
+    names = _method_names()
+    found = [f"{path.relative_to(ROOT)}:{line}: {text!r}" for path in sorted(ANALYSIS.rglob("*.py"))
+             for line, text in _strings(path) if text in names]
+    assert not found, "\n".join(found)
+
+
+def _step_names() -> set[str]:
+    """Every literal `step=` a pipeline, role or channel gives an event (`speak(..., step="turn")`)."""
+    out: set[str] = set()
+    for path in [*(ROOT / "agents").rglob("*.py"), *(ROOT / "methods").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.keyword) and node.arg == "step" and isinstance(node.value, ast.Constant) \
+                    and isinstance(node.value.value, str):
+                out.add(node.value.value.partition(":")[0])
+    return out
+
+
+def _reads_step(node: ast.expr) -> bool:
+    """`e.step`, `e.base` (the step before a colon), `e["step"]`, `e.get("step")`."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("step", "base")
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == "step"
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+        return bool(node.args) and isinstance(node.args[0], ast.Constant) and node.args[0].value == "step"
+    return False
+
+
+def test_the_analysis_room_reads_no_step_name() -> None:
+    """The analysis reads what an event is from its typed act, never from the pipeline's name for the
+    step: no step compared with a literal, and no literal that is a step's name compared with anything."""
+    steps = _step_names()
+    assert {"turn", "verify", "answer"} <= steps  # the collection itself works
+    found: list[str] = []
+    for path in sorted(ANALYSIS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            literals = [s.value for side in sides for s in ast.walk(side)
+                        if isinstance(s, ast.Constant) and isinstance(s.value, str)]
+            if any(_reads_step(side) for side in sides) and literals:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a step compared with {literals}")
+    assert not found, "\n".join(found)

@@ -132,9 +132,9 @@ def test_a_batch_that_ends_unanswered_is_retried_per_item_in_the_next_batch(endi
 def test_an_unanswered_line_is_a_retryable_kind_named_for_how_its_batch_ended() -> None:
     exc = BatchUnanswered("batch_expired: batch b1 ended expired without answering this request")
     assert error_kind(exc) == "batch_expired"
-    from medpanel.agents.model.retries import _is_retryable
+    from medpanel.agents.model.retries import is_retryable
 
-    assert _is_retryable(exc)
+    assert is_retryable(exc)
 
 
 def test_the_per_minute_limits_and_the_call_deadline_do_not_apply_to_batch_calls() -> None:

@@ -15,10 +15,11 @@ import pytest
 from autogen_core.models import SystemMessage, UserMessage
 
 from medpanel.agents.model.backends import ModelSpec, build_client
-from medpanel.agents.model.client import _retry_after, describe_error, error_kind
+from medpanel.agents.model.client import describe_error, error_kind
 from medpanel.agents.model.lean_chat import LeanChatClient
 from medpanel.agents.model.limits import RateLimits
 from medpanel.agents.model.probe import probing
+from medpanel.agents.model.retries import retry_after_of
 
 from .fake_openai import FakeOpenAI, completion
 
@@ -81,7 +82,7 @@ def test_an_error_reply_is_the_sdks_exception_for_it(status: int, body: dict[str
         exc, _ = _call(srv.base_url, limits=limits)
     assert isinstance(exc, cls), exc
     assert error_kind(exc) == kind
-    assert _retry_after(exc) == 3.0
+    assert retry_after_of(exc) == 3.0
     assert body["error"]["message"] in describe_error(exc)
     assert limits.stats.rate_limited == (status == 429), "the reply's headers reach the rate limits"
 

@@ -91,11 +91,14 @@ def test_the_multiagent_pipeline_names_each_original_as_a_variant() -> None:
 
 
 def test_the_protocol_line_declares_how_each_method_in_the_run_differs_from_its_code() -> None:
-    from medpanel.experiments.analysis.protocol import METHOD_DIFFERENCES, protocol_line
+    from medpanel.experiments.analysis.protocol import protocol_line
     from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.methods.kamac.report import DIFFERENCES as KAMAC
+    from medpanel.methods.mdagents.report import DIFFERENCES as MDAGENTS
+    from medpanel.methods.medagents.report import DIFFERENCES as MEDAGENTS
 
     line = protocol_line(load_scenario(REPO / "scenarios/multiagent_methods.yaml").model_dump())
-    for m, differences in METHOD_DIFFERENCES.items():
+    for m, differences in {"medagents": MEDAGENTS, "mdagents": MDAGENTS, "kamac": KAMAC}.items():
         assert f"{m} differs from its code in: " in line and f"docs/methods/{m}.md" in line
         assert all(d in line for d in differences)
         assert (REPO / "docs" / "methods" / f"{m}.md").is_file()

@@ -17,6 +17,7 @@ tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "experiments": "medpanel.experiments",
+        "methods": "medpanel.methods",
         "medpanel": "medpanel"}
 
 

@@ -13,13 +13,13 @@ from medpanel.experiments.analysis.inference import resample
 from medpanel.experiments.analysis.inference.contrasts import (
     Contrast,
     adjust,
-    channel_addition,
     compute_contrasts,
     holm,
     pair_family,
 )
 from medpanel.experiments.analysis.inference.paired_data import Aligned, align, correctness_from_rows
 from medpanel.experiments.analysis.inference.resample import mcnemar_pvalue, resample_cell_means, sign_flip_pvalue
+from medpanel.methods.panel.contrast import channel_addition
 
 
 def _brute_sign_flip(d: list[float]) -> float:

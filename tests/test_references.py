@@ -17,7 +17,6 @@ import pytest
 from medpanel import api
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.types import Question
-from medpanel.experiments.analysis.references import load, pairings, reference_tables, write_reference_forest
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError
@@ -26,6 +25,7 @@ from medpanel.experiments.run.references import References, read_file, resolve
 from medpanel.experiments.run.rundir import load_record
 from medpanel.experiments.run.scenario import load_scenario
 from medpanel.experiments.run.store import Row
+from medpanel.methods.benchmark.references import load, pairings, reference_tables, write_reference_forest
 from tests.run_records import run_record
 
 from .conftest import MEDAGENTSBENCH as DATA
@@ -152,7 +152,7 @@ def test_pairing_is_per_repeat_and_holm_counts_every_comparison() -> None:
 
     rows = [row(c, q, rep, (q in "123") == (c == "a")) for c in "ab" for q in "123456" for rep in (0, 1)]
     ref_rows = [row("ref", q, 0, q in "12") for q in "123456"]
-    from medpanel.experiments.analysis.references import Reference
+    from medpanel.methods.benchmark.references import Reference
 
     ref = Reference("ref", "m", "x", ref_rows, missing=0, tokens_logged=False, usd="")
     found = pairings(rows, ["a", "b"], [ref], n_boot=200)

@@ -10,6 +10,7 @@ import pytest
 from medpanel.experiments.analysis import study
 from medpanel.experiments.analysis.report import build_tables, paired_table
 from medpanel.experiments.run.store import Row
+from medpanel.methods.panel.contrast import table3_contrast
 from tests.run_records import run_record
 
 FLAGS = {"c0r0": {"c": 0, "r": 0}, "c0r1": {"c": 0, "r": 1}, "c1r0": {"c": 1, "r": 0}, "c1r1": {"c": 1, "r": 1}}
@@ -89,12 +90,12 @@ def test_repeat_tables_flip_rate_and_pass_k() -> None:
 
 def test_table3_contrast_is_tested() -> None:
     rows = [row("c1r0k1", str(i), i < 6) for i in range(10)] + [row("c1r1k1", str(i), i < 3) for i in range(10)]
-    t = study.table3_contrast(rows, ["c1r0k1", "c1r1k1"], n_boot=500)
+    t = table3_contrast(rows, ["c1r0k1", "c1r1k1"], n_boot=500)
     assert t is not None
     (r,) = t.rows
     # 3 questions only the base got right: diff -30 points, exact McNemar p = 0.25.
     assert (r[0], r[3], r[6], r[7], r[9]) == ("c1r1k1 - c1r0k1", -30.0, 0, 3, 0.25)
-    assert study.table3_contrast(rows, ["c1r0k1"], n_boot=10) is None
+    assert table3_contrast(rows, ["c1r0k1"], n_boot=10) is None
 
 
 def call(role: str, step: str, pt: int, ct: int, *, hit: bool = False, attempts: int = 1) -> dict[str, Any]:

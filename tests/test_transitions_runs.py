@@ -24,11 +24,11 @@ from medpanel.experiments.analysis.transitions import (
     transition_table,
     transition_tables,
 )
-from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
 from medpanel.experiments.run.plan import Plan
 from medpanel.experiments.run.rundir import load_run
 from medpanel.experiments.run.runner import Runner
 from medpanel.experiments.run.scenario import Scenario
+from medpanel.methods.clear.transitions import pathway_table, ruling_table
 
 from .test_clear import Q3, Script, docs, installer, judgement, run_clear, verdict
 from .test_transitions import pick, rows_of

@@ -169,10 +169,11 @@ def test_context_overflow_is_told_apart_from_other_400s(body: dict[str, Any], co
     import httpx
     import openai
 
-    from medpanel.agents.model.client import _is_retryable, describe_error, error_kind
+    from medpanel.agents.model.client import describe_error, error_kind
+    from medpanel.agents.model.retries import is_retryable
 
     response = httpx.Response(400, request=httpx.Request("POST", "http://127.0.0.1/v1/chat/completions"))
     exc = openai.BadRequestError(f"Error code: 400 - {body}", response=response, body=body)
     assert error_kind(exc) == ("context_length" if context else "http_400")
-    assert not _is_retryable(exc)
+    assert not is_retryable(exc)
     assert describe_error(exc) == f"HTTP 400 {body['type']}: {body['message']}"

@@ -35,8 +35,6 @@ from medpanel.agents.model.probe import probing
 from medpanel.agents.model.replay import Replay, replayed
 from medpanel.agents.model.reply_bounds import checked_usage, stored_usage_ok
 from medpanel.agents.model.retries import BackoffWait as BackoffWait  # re-exported where they always were
-from medpanel.agents.model.retries import _is_retryable as _is_retryable
-from medpanel.agents.model.retries import _retry_after as _retry_after
 from medpanel.agents.model.retries import describe_error as describe_error
 from medpanel.agents.model.retries import error_kind as error_kind
 from medpanel.agents.model.retries import with_retries

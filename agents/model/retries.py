@@ -81,11 +81,11 @@ _RETRYABLE = {"rate_limit", "timeout", "connection", "server_error", "bad_respon
               "batch_expired", "batch_failed", "batch_cancelled"}
 
 
-def _is_retryable(exc: BaseException) -> bool:
+def is_retryable(exc: BaseException) -> bool:
     return error_kind(exc) in _RETRYABLE
 
 
-def _retry_after(exc: BaseException) -> float | None:
+def retry_after_of(exc: BaseException) -> float | None:
     """Seconds the server asked us to wait (429/503 `Retry-After`, `retry-after-ms`), if it said."""
     response = getattr(exc, "response", None)
     return retry_after(response.headers) if response is not None else None
@@ -102,7 +102,7 @@ class BackoffWait:
 
     def delay(self, exc: BaseException | None, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based, over the whole call)."""
-        asked = _retry_after(exc) if exc else None
+        asked = retry_after_of(exc) if exc else None
         if asked is not None:
             return min(asked, self.cap)
         return min(self.initial * 2.0 ** (attempt - 1), self.cap)
@@ -121,7 +121,7 @@ async def with_retries(once: Callable[[], Awaitable[T]], retries: int) -> T:
     try:
         return await once()
     except Exception as first:
-        if retries < 1 or not _is_retryable(first):
+        if retries < 1 or not is_retryable(first):
             raise
         wait = BackoffWait(before=1)
         await asyncio.sleep(wait.delay(first, 1))
@@ -130,7 +130,7 @@ async def with_retries(once: Callable[[], Awaitable[T]], retries: int) -> T:
 
 async def retried(once: Callable[[], Awaitable[T]], retries: int, wait: BackoffWait) -> T:
     """`once` again, up to `retries` times, while it fails with a retryable error (the last raised)."""
-    retrying = AsyncRetrying(stop=stop_after_attempt(retries), wait=wait, retry=retry_if_exception(_is_retryable),
+    retrying = AsyncRetrying(stop=stop_after_attempt(retries), wait=wait, retry=retry_if_exception(is_retryable),
                              reraise=True)
     async for attempt in retrying:
         with attempt:

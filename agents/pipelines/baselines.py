@@ -75,7 +75,7 @@ class BaselineSettings(PipelineSettings):
     """`sc` only: spend this much per question instead of `n_samples`; budget_match sets it."""
 
 
-def _spent(session: QuestionSession) -> tuple[int, int]:
+def session_spent(session: QuestionSession) -> tuple[int, int]:
     """(calls, tokens) this question has asked for so far, cache hits and re-asks included."""
     calls = [e for e in session.events if e.kind == "call"]
     return sum(e.attempts for e in calls), sum(e.usage.total for e in calls)
@@ -189,7 +189,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             nonlocal capped
             if budget is None:
                 return len(samples) < settings.n_samples
-            calls, tokens = _spent(session)
+            calls, tokens = session_spent(session)
             if (calls if budget.by == "calls" else tokens) >= budget.target:
                 return False
             capped = len(samples) >= settings.max_samples
@@ -198,10 +198,10 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         while more():
             i = len(samples)
             seed = base + i * SEED_STRIDE
-            before = _spent(session)
+            before = session_spent(session)
             parsed = await baseline.sample(session, question, i=i, seed=seed, temperature=settings.temperature,
                                            overrides=overrides)
-            after = _spent(session)
+            after = session_spent(session)
             answer = letters_of(parsed) if parsed is not None else None
             answers.append(answer)
             samples.append(Sample(i=i, seed=seed, temperature=settings.temperature,
@@ -225,7 +225,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
             samples=samples, vote=SampleVote(**result),
         )
         if budget is not None:
-            calls, tokens = _spent(session)
+            calls, tokens = session_spent(session)
             summary.budget = BudgetSpent(by=budget.by, target=budget.target, reference=budget.reference,
                                          spent_calls=calls, spent_tokens=tokens, capped=capped)
         return Outcome(answer=final, invalid=not final, summary=summary)

@@ -41,7 +41,7 @@ from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines import benchmark_flows as flows
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.pipelines.baselines import _spent
+from medpanel.agents.pipelines.baselines import session_spent
 from medpanel.agents.pipelines.benchmark_flows import BenchmarkSummary, permutation, shuffled
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
 from medpanel.agents.pipelines.generalist import GeneralistPipeline
@@ -179,7 +179,7 @@ class BenchmarkPipeline(Pipeline[BenchmarkSettings, BenchmarkPlan]):
         out = await self._answer(question, plan, session, settings)
         # What the method asks for, cache hits and re-asks included: its price run on its own. In a
         # shared-cache run the tokens sent understate a method whose requests another one also makes.
-        calls, tokens = _spent(session)
+        calls, tokens = session_spent(session)
         out.summary.requested_calls, out.summary.requested_tokens = calls, tokens
         return out
 

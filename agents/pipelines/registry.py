@@ -24,8 +24,8 @@ ENTRY_POINTS = "medpanel.pipelines"
 Factory = Callable[[], Pipeline[Any, Any]]
 
 PIPELINES: dict[str, Factory] = {
+    "panel": PanelPipeline,  # first: a report of a record that names no pipeline shows the panel's tables first
     "generalist": GeneralistPipeline,
-    "panel": PanelPipeline,
     "calibrated": CalibratedPipeline,
     "clear": ClearPipeline,
     "baseline": BaselinePipeline,

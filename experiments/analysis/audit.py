@@ -26,7 +26,7 @@ from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.jsonline import lines_of
 from medpanel.experiments.run.rundir import read_questions
 from medpanel.experiments.run.store import Row
-from medpanel.retrieval.leakage import DIRECT, UPSTREAM, LeakHit, QuestionProbe, Thresholds
+from medpanel.retrieval.leakage import DIRECT, DIRECT_KIND, UPSTREAM, UPSTREAM_KIND, LeakHit, QuestionProbe, Thresholds
 
 __all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_items", "finish_audit", "leakage_table",
            "load_provenance", "read_leakage", "refresh_leakage", "reopen_audit", "write_leakage"]
@@ -127,15 +127,15 @@ class Audit:
             for _p, found in checked.found:
                 passage_kinds = {h.kind for h in found}
                 kinds |= passage_kinds
-                cell["direct_passages"] += "direct" in passage_kinds
-                cell["upstream_passages"] += "upstream" in passage_kinds
+                cell["direct_passages"] += DIRECT_KIND in passage_kinds
+                cell["upstream_passages"] += UPSTREAM_KIND in passage_kinds
                 for h in found:
                     cell["by_detector"][h.detector] += 1
             hits += _hits(row, checked)
             cell["passages"] += checked.passages
             cell["with_evidence"] += checked.passages > 0
-            cell["direct_questions"] += "direct" in kinds
-            cell["upstream_questions"] += "upstream" in kinds
+            cell["direct_questions"] += DIRECT_KIND in kinds
+            cell["upstream_questions"] += UPSTREAM_KIND in kinds
         summary = []
         for (ds, cond), c in sorted(cells.items()):
             n = c["questions"]
@@ -143,7 +143,7 @@ class Audit:
                             "direct_rate": round(c["direct_questions"] / n, 4) if n else 0.0,
                             "upstream_rate": round(c["upstream_questions"] / n, 4) if n else 0.0,
                             "by_detector": dict(c["by_detector"])})
-        return {"thresholds": asdict(self.th), "detectors": {"direct": list(DIRECT), "upstream": list(UPSTREAM)},
+        return {"thresholds": asdict(self.th), "detectors": {DIRECT_KIND: list(DIRECT), UPSTREAM_KIND: list(UPSTREAM)},
                 "provenance_items": len(self.provenance),
                 "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.stats import _percentile_bootstrap, paired_comparison
+from medpanel.experiments.analysis.stats import paired_comparison, percentile_bootstrap
 from medpanel.experiments.run.axes import split_slug
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
@@ -48,7 +48,7 @@ def interaction(a1: dict[Any, bool], b1: dict[Any, bool], a2: dict[Any, bool], b
     if not keys:
         return 0, float("nan"), float("nan"), float("nan")
     d = np.array([(b2[k] - a2[k]) - (b1[k] - a1[k]) for k in keys], dtype=float)
-    low, high = _percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
+    low, high = percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
     return len(keys), 100.0 * float(d.mean()), 100.0 * low, 100.0 * high
 
 

@@ -15,26 +15,29 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from medpanel.experiments.analysis.stats import accuracy_ci
 from medpanel.experiments.run.confined import Confined
 from medpanel.experiments.run.store import Row
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 PLOTS = ("accuracy_by_condition", "accuracy_by_dataset", "cost_by_condition", "accuracy_vs_calls")
 FORMATS = ("png", "svg")
 
 
-def _figure(width: float, height: float) -> Any:
+def new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure as Drawn  # matplotlib imported when a figure is drawn, not before
 
-    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
+    fig = Drawn(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
 
 
-def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
+def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     import matplotlib as mpl
 
     out = []
@@ -51,13 +54,13 @@ def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
     return out
 
 
-def _ci(sel: list[Row], n_boot: int) -> tuple[float, float, float]:
+def accuracy_interval(sel: list[Row], n_boot: int) -> tuple[float, float, float]:
     """Accuracy and CI in percent; the CI is nan below two questions (no interval to draw)."""
     acc, lo, hi = accuracy_ci([r.correct for r in sel], n_boot=n_boot)
     return 100 * acc, 100 * lo, 100 * hi
 
 
-def _yerr(accs: list[float], los: list[float], his: list[float]) -> list[list[float]]:
+def error_bars(accs: list[float], los: list[float], his: list[float]) -> list[list[float]]:
     return [[0.0 if math.isnan(lo) else max(a - lo, 0.0) for a, lo in zip(accs, los, strict=True)],
             [0.0 if math.isnan(hi) else max(hi - a, 0.0) for a, hi in zip(accs, his, strict=True)]]
 
@@ -79,15 +82,15 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
         return []
     datasets = sorted({r.dataset for r in rows})
     by_cond = {c: [r for r in rows if r.condition == c] for c in conditions}
-    stats = {c: _ci(sel, n_boot) for c, sel in by_cond.items()}
+    stats = {c: accuracy_interval(sel, n_boot) for c, sel in by_cond.items()}
     written: list[Path] = []
     x = list(range(len(conditions)))
     width = max(4.5, 0.9 * len(conditions) + 2)
 
-    fig = _figure(width, 3.4)
+    fig = new_figure(width, 3.4)
     ax = fig.add_subplot()
     accs = [stats[c][0] for c in conditions]
-    ax.bar(x, accs, yerr=_yerr(accs, [stats[c][1] for c in conditions], [stats[c][2] for c in conditions]),
+    ax.bar(x, accs, yerr=error_bars(accs, [stats[c][1] for c in conditions], [stats[c][2] for c in conditions]),
            capsize=4, color="#4c78a8")
     for i, c in enumerate(conditions):
         ax.text(i, 1, f"n={len(by_cond[c])}", ha="center", va="bottom", fontsize=7, color="white")
@@ -95,9 +98,9 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax.set_ylim(0, 105)
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy per condition (95% bootstrap CI)")
-    written += _save(fig, out_dir, "accuracy_by_condition")
+    written += save_figure(fig, out_dir, "accuracy_by_condition")
 
-    fig = _figure(max(5.0, 1.2 * len(datasets) * max(1, len(conditions)) * 0.45 + 2), 3.6)
+    fig = new_figure(max(5.0, 1.2 * len(datasets) * max(1, len(conditions)) * 0.45 + 2), 3.6)
     ax = fig.add_subplot()
     bw = 0.8 / len(conditions)
     for j, c in enumerate(conditions):
@@ -106,20 +109,20 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
             sel = [r for r in by_cond[c] if r.dataset == ds]
             if not sel:
                 continue
-            a, lo, hi = _ci(sel, n_boot)
+            a, lo, hi = accuracy_interval(sel, n_boot)
             xs.append(i - 0.4 + bw * (j + 0.5))
             ys.append(a)
             los.append(lo)
             his.append(hi)
-        ax.bar(xs, ys, width=bw, yerr=_yerr(ys, los, his), capsize=2, label=c)
+        ax.bar(xs, ys, width=bw, yerr=error_bars(ys, los, his), capsize=2, label=c)
     ax.set_xticks(range(len(datasets)), datasets, rotation=30 if len(datasets) > 4 else 0)
     ax.set_ylim(0, 105)
     ax.set_ylabel("accuracy (%)")
     ax.set_title("Accuracy per dataset x condition")
     ax.legend(fontsize=7, ncols=min(4, len(conditions)))
-    written += _save(fig, out_dir, "accuracy_by_dataset")
+    written += save_figure(fig, out_dir, "accuracy_by_dataset")
 
-    fig = _figure(width * 1.6, 3.2)
+    fig = new_figure(width * 1.6, 3.2)
     ax1, ax2 = fig.subplots(1, 2)
     sent = [sum(r.calls for r in by_cond[c]) / len(by_cond[c]) for c in conditions]
     asked = [sum(r.logical_calls for r in by_cond[c]) / len(by_cond[c]) for c in conditions]
@@ -134,14 +137,14 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax2.set_xticks(x, conditions)
     ax2.set_ylabel("tokens per question")
     ax2.set_title("Tokens sent to the model")
-    written += _save(fig, out_dir, "cost_by_condition")
+    written += save_figure(fig, out_dir, "cost_by_condition")
 
-    fig = _figure(5.2, 3.8)
+    fig = new_figure(5.2, 3.8)
     ax = fig.add_subplot()
     points = [(c, s, stats[c][0]) for c, s in zip(conditions, sent, strict=True)]
     for c, s, a in points:
         _, lo, hi = stats[c]
-        ax.errorbar([s], [a], yerr=_yerr([a], [lo], [hi]), fmt="o", capsize=3, label=c)
+        ax.errorbar([s], [a], yerr=error_bars([a], [lo], [hi]), fmt="o", capsize=3, label=c)
         ax.annotate(c, (s, a), textcoords="offset points", xytext=(5, 4), fontsize=7)
     front = pareto_front(points)
     ax.step([p[1] for p in front], [p[2] for p in front], where="post", color="grey", linestyle="--", linewidth=1,
@@ -152,5 +155,5 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     ax.set_xlim(left=0)
     ax.set_title("Accuracy vs cost")
     ax.legend(fontsize=7)
-    written += _save(fig, out_dir, "accuracy_vs_calls")
+    written += save_figure(fig, out_dir, "accuracy_vs_calls")
     return written

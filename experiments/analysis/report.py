@@ -17,11 +17,10 @@ from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_p
 from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
-from medpanel.experiments.analysis.benchmark_table import benchmark_tables
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
 from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
 from medpanel.experiments.analysis.inference.contrasts import holm
-from medpanel.experiments.analysis.references import reference_tables
+from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables
@@ -203,7 +202,7 @@ def pipeline_tables(record: RunRecord) -> tuple[TableSpec, ...]:
     none; a record that names no pipeline (a hand-built one) gets every built-in pipeline's tables,
     each of which applies only to rows that carry its facts."""
     name = record.named_pipeline
-    names = list(dict.fromkeys(["panel", *PIPELINES])) if name is None else [name]  # the panel's first, as always
+    names = list(PIPELINES) if name is None else [name]  # in the registry's order: the panel's first, as always
     specs: list[TableSpec] = []
     for n in names:
         try:
@@ -227,8 +226,8 @@ def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
     extra = [spec.build(rows, conditions) for spec in specs if not spec.late]
     extra += [repeats_table(rows, conditions), errors_table(rows)]
     extra += [spec.build(rows, conditions) for spec in specs if spec.late]
-    extra += benchmark_tables(rows, conditions, record, n_boot=n_boot)  # Table 7 shape: benchmark runs only
-    extra += reference_tables(rows, conditions, record, n_boot=n_boot)  # published runs named in `references:`
+    methods = reports()
+    extra += [t for m in methods for t in m.tables(rows, conditions, record, n_boot=n_boot)]
     tables += [x for x in extra if x is not None]
     if digests is not None:
         tables += transition_tables(digests, conditions, scoring=record.scoring, n_boot=n_boot)
@@ -241,10 +240,10 @@ def build_tables(rows: list[Row], record: RunRecord, *, n_boot: int = 10000,
     tables += axes_tables.build(rows, record, conditions, pairs, n_boot=n_boot)
     tables += [study.factorial_table(f) for f in study.factorials(rows, record.flags, n_boot=n_boot)]
     tables += study.repeat_tables(rows, conditions, pairs, n_boot=n_boot)
-    t3 = study.table3_contrast(rows, conditions, n_boot=n_boot)
+    tables += [t for m in methods for t in m.study_tables(rows, conditions, n_boot=n_boot)]
     prices = record.prices
     lines = study.ledger_lines(rows, events, study.prices_of(prices)) if events is not None else []
-    tables += [t for t in (t3, study.ledger_table(lines, conditions, bool(prices)),
+    tables += [t for t in (study.ledger_table(lines, conditions, bool(prices)),
                            study.usd_per_extra_table(rows, pairs)) if t is not None]
     return tables
 

@@ -42,7 +42,7 @@ def _as_bool_array(values: Iterable[Any]) -> np.ndarray:
     return arr.astype(bool)
 
 
-def _percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float) -> tuple[float, float]:
+def percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float) -> tuple[float, float]:
     """Percentile bootstrap CI of mean(x); (nan, nan) below two observations, where it is meaningless."""
     if x.size < 2:
         return float("nan"), float("nan")
@@ -67,14 +67,14 @@ def accuracy_ci(
     x = _as_bool_array(correct).astype(float)
     if x.size == 0:
         raise ValueError("accuracy_ci needs at least one result")
-    low, high = _percentile_bootstrap(x, n_boot=n_boot, seed=seed, level=level)
+    low, high = percentile_bootstrap(x, n_boot=n_boot, seed=seed, level=level)
     return float(x.mean()), low, high
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = 10000, seed: int = 0,
             level: float = 0.95) -> tuple[float, float]:
     """Percentile bootstrap CI of the mean of `values` (e.g. per-question mean correctness over repeats)."""
-    return _percentile_bootstrap(np.asarray(values, dtype=float), n_boot=n_boot, seed=seed, level=level)
+    return percentile_bootstrap(np.asarray(values, dtype=float), n_boot=n_boot, seed=seed, level=level)
 
 
 def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -154,7 +154,7 @@ def paired_comparison(
     # Resampling per-question differences is resampling questions jointly for both conditions,
     # which keeps the pairing (and its variance reduction) intact.
     d = rb.astype(float) - ra.astype(float)
-    low, high = _percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
+    low, high = percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
     acc_a, acc_b = float(ra.mean()), float(rb.mean())
     return PairedComparison(
         a=a_name,

@@ -1,5 +1,6 @@
 """The report's study tables: the factorial of every two-flag grid with its odds ratios,
-Holm-adjusted comparisons, repeats over every run, Table 3's contrast, and the cost ledger.
+Holm-adjusted comparisons, repeats over every run, the cost ledger, and (between them) the methods' own
+contrasts (`MethodReport.study_tables`).
 
 Every table reads the result rows (and, for the ledger, the transcripts' call events) through
 `experiments/analysis/inference/`; docs/statistics.md says what each interval resamples and
@@ -15,7 +16,7 @@ from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.clustered_logit import GEE_MODEL, LOGIT_MODEL, OddsRatio
-from medpanel.experiments.analysis.inference.contrasts import Adjusted, Contrast, channel_addition, pair_family
+from medpanel.experiments.analysis.inference.contrasts import Adjusted, Contrast, pair_family
 from medpanel.experiments.analysis.inference.factorial import Factorial, factorial_2x2, find_grids
 from medpanel.experiments.analysis.inference.ledger import (
     LedgerLine,
@@ -146,19 +147,6 @@ def repeat_tables(rows: list[Row], conditions: list[str], pairs: list[tuple[str,
                                  "questions; exact sign-flip test; Holm over the comparisons (verdict).",
                             keep=FAMILY_KEEP))
     return tables
-
-
-def table3_contrast(rows: list[Row], conditions: list[str], *, n_boot: int = 10_000) -> Table | None:
-    """The seed paper's Table 3 question as a test: adding the specialist channel (r1) to the knowledge
-    channel (k1) with the Challenger on; each added condition minus c1r0k1, Holm over them."""
-    base = "c1r0k1"
-    added = [c for c in ("c1r1k1", "c1r1k1-ind") if c in conditions]
-    if base not in conditions or not added:
-        return None
-    fam = channel_addition(correctness_from_rows(rows), base, added, n_boot=n_boot)
-    return Table("Table 3: adding the specialist channel to the knowledge channel", FAMILY_COLUMNS, family_rows(fam),
-                 note=f"diff = added - {base} in points, on the questions both answered; verdict 'hurts' or "
-                      "'helps' only when the Holm-adjusted p < 0.05.", keep=FAMILY_KEEP)
 
 
 def ledger_lines(rows: list[Row], events: Events, prices: Mapping[str, PriceLike]) -> list[LedgerLine]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from medpanel.experiments.analysis.inference.contrasts import Adjusted, pair_family
 from medpanel.experiments.analysis.inference.factorial import Factorial
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
-from medpanel.experiments.analysis.plots import _figure, _save
+from medpanel.experiments.analysis.plots import new_figure, save_figure
 from medpanel.experiments.analysis.study import factorials
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
@@ -39,7 +39,7 @@ def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *,
     items = [(g, e) for g, e in forest_data(rows, pairs, n_boot=n_boot) if e.contrast.n]
     if not items:
         return []
-    fig = _figure(7.5, 0.9 + 0.32 * len(items))
+    fig = new_figure(7.5, 0.9 + 0.32 * len(items))
     ax = fig.add_subplot()
     ys = list(range(len(items)))[::-1]
     for y, (_group, e) in zip(ys, items, strict=True):
@@ -54,12 +54,12 @@ def forest_plot(rows: list[Row], pairs: list[tuple[str, str]], out_dir: Path, *,
     ax.set_xlabel("difference b - a (accuracy points)")
     ax.set_title(f"{title}, pooled and per dataset\n95% CI thick, Holm-family CI thin; red: Holm p < 0.05",
                  fontsize=10)
-    return _save(fig, out_dir, name)
+    return save_figure(fig, out_dir, name)
 
 
 def interaction_plot(f: Factorial, out_dir: Path) -> list[Path]:
     g = f.grid
-    fig = _figure(5.0, 3.8)
+    fig = new_figure(5.0, 3.8)
     ax = fig.add_subplot()
     for fb, style in ((0, "o-"), (1, "s--")):
         acc = [f.cell_accuracy[g.cells[fa, fb]] for fa in (0, 1)]
@@ -72,7 +72,8 @@ def interaction_plot(f: Factorial, out_dir: Path) -> list[Path]:
     ax.set_ylabel("accuracy % (95% CI)")
     ax.set_title(f"Interaction {g.label} (n={f.n})", fontsize=10)
     ax.legend(title=g.b)
-    return _save(fig, out_dir, f"interaction_{g.a}x{g.b}" + "".join(f"_{k}{v}" for k, v in sorted(g.fixed.items())))
+    fixed = "".join(f"_{k}{v}" for k, v in sorted(g.fixed.items()))
+    return save_figure(fig, out_dir, f"interaction_{g.a}x{g.b}{fixed}")
 
 
 def write_study_plots(rows: list[Row], record: RunRecord, pairs: list[tuple[str, str]], out_dir: Path, *,

@@ -8,16 +8,14 @@ reads a file.
 
 **Stages.** A trajectory is a list of stages; the last one is always `final`, the recorded answer.
 
-| pipeline                 | stages before `final`                                                    |
-|--------------------------|--------------------------------------------------------------------------|
-| `panel`, `calibrated`    | one per turn (`r1t1`, `r1t2`, ...): every discussant's `turn` reply      |
-| `generalist` (`basic`)   | `initial`, then `reconsider` when the generalist reconsidered            |
-| `clear`                  | `pathways` (parametric, local, dynamic candidates), `verdict 1`, ...     |
-| `clear` baselines        | `pathways` with the one pathway that ran                                 |
-| `direct`, `cot`, `sc`    | `answer` (self-consistency: every sample is an agent of that stage; a tie |
-|                          | of samples is settled by the vote's own tie rule, with no intervention)  |
+A transcript whose answers are marked with `AnswerAt` acts (a debate) has one stage per
+`AnswerAt.stage`, in the order they first occur (a panel's turns `r1t1`, `r1t2` ...; a generalist's
+`initial` and `reconsider`; a baseline's `answer`, every self-consistency sample an agent of it, a tie
+of samples settled by the vote's own tie rule with no intervention). Any other transcript is read by
+the method that claims it (`MethodReport.stages`: CLEAR's pathways and verdicts,
+`methods/clear/trajectory.py`), or has no stage before `final`.
 
-The calibrated backbone's multi-group level runs its groups one after another; stage k then holds
+A multi-group panel (a `GroupStart` act before each group) runs its groups one after another; stage k then holds
 turn k of every group, agents named `g<group>:<agent>`, as the final vote pools all members.
 
 **Positions.** After each stage every agent has a position: the letters of its last valid answer
@@ -62,8 +60,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.events import AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
+from medpanel.agents.events import ADJUDICATION, AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
 from medpanel.experiments.analysis.event_facts import EventFacts, events_of, version_of
+from medpanel.experiments.analysis.method_plugins import stage_readers
 from medpanel.experiments.analysis.trajectory_types import (
     FINAL,
     INTERVENTIONS,
@@ -110,7 +109,8 @@ def _agent_key(e: EventFacts, at: AnswerAt, group: str) -> str:
     return f"{group}:{name}" if group else name
 
 
-def _answer(e: EventFacts) -> str | None:
+def answer_of(e: EventFacts) -> str | None:
+    """The letters of a call's reply (its `answer`), as a position; None when it has none."""
     return position_of(e.parsed.get("answer")) if e.parsed is not None else None
 
 
@@ -131,7 +131,7 @@ def _intervention(e: EventFacts, i: int) -> Intervention | None:
     if isinstance(act, Brief):
         if not act.received_by:
             return None
-        if act.source == "clear":
+        if act.source == ADJUDICATION:
             detail = f"route {act.route}" + (f", guard {act.guard}" if act.guard != "not_triggered" else "")
             return Intervention("clear_verdict", detail, i, act.received_by)
         return Intervention("brief", act.trigger, i, act.received_by)
@@ -146,7 +146,8 @@ def _critique(e: EventFacts) -> bool:
     return e.kind == "call" and isinstance(e.act, Critique)
 
 
-def _final_event(events: Sequence[EventFacts]) -> int | None:
+def final_event(events: Sequence[EventFacts]) -> int | None:
+    """The index of the transcript's last vote or decision."""
     for i in range(len(events) - 1, -1, -1):
         if events[i].kind in ("vote", "decision"):
             return i
@@ -177,7 +178,8 @@ def _decision_interventions(events: Sequence[EventFacts], idx: int | None) -> li
     return []
 
 
-def _by_event(items: list[Intervention]) -> list[Intervention]:
+def by_event(items: list[Intervention]) -> list[Intervention]:
+    """Interventions in the order of their events (one without an event first)."""
     return sorted(items, key=lambda x: -1 if x.event_index is None else x.event_index)
 
 
@@ -220,10 +222,10 @@ def _build(slots: list[list[_Slot]], gold: Sequence[str], scoring: str, scored: 
                 cells[name] = Cell(pos, "silent")
         majority = majority_of([c.position for c in cells.values()])
         stages.append(Stage(label=label, cells=cells, majority=majority,
-                            state=state_of(majority, gold, scoring, scored), before=_by_event(pending),
+                            state=state_of(majority, gold, scoring, scored), before=by_event(pending),
                             event_index=first_event, joined=tuple(joined)))
         pending = after
-    return stages, _by_event(pending)
+    return stages, by_event(pending)
 
 
 def _debate(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
@@ -256,7 +258,7 @@ def _debate(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
                 flush_critique()
                 slots.append(_Slot(label=at.stage, first_event=i))
             name = _agent_key(e, at, group)
-            answer = _answer(e)
+            answer = answer_of(e)
             # A re-ask follows an unparsed reply in the same stage: its valid answer stands.
             if answer is not None or name not in slots[-1].replies:
                 slots[-1].replies[name] = (answer, i)
@@ -278,70 +280,6 @@ def _debate(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
     return _build([g for g in groups if g], gold, scoring, scored, before_first)
 
 
-def _pathway_answers(events: Sequence[EventFacts], decision: EventFacts | None
-                     ) -> tuple[dict[str, tuple[str | None, int | None]], int | None]:
-    """Each pathway's candidate (from the decision's bundle when there is one, else from its call)
-    and the first pathway call's index."""
-    calls: dict[str, tuple[str | None, int]] = {}
-    first: int | None = None
-    for i, e in enumerate(events):
-        if e.kind == "call" and e.role == "candidate" and e.base in PATHWAYS:
-            first = i if first is None else first
-            answer = _answer(e)
-            if answer is not None or e.base not in calls:
-                calls[e.base] = (answer, i)
-    out: dict[str, tuple[str | None, int | None]] = {}
-    if decision is not None:
-        data = decision.data
-        candidates = (data.get("bundle") or {}).get("candidates")
-        if isinstance(candidates, dict):
-            for p in PATHWAYS:
-                if p in candidates:
-                    out[p] = (position_of((candidates[p] or {}).get("answer")), calls.get(p, (None, None))[1])
-            return out, first
-        if isinstance(data.get("candidate"), dict):
-            p = str(data.get("pathway", data["candidate"].get("pathway", "")))
-            out[p] = (position_of(data["candidate"].get("answer")), calls.get(p, (None, None))[1])
-            return out, first
-    return {p: calls[p] for p in PATHWAYS if p in calls}, first
-
-
-def _clear(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
-           scored: bool) -> tuple[list[Stage], list[Intervention]]:
-    idx = _final_event(events)
-    decision = events[idx] if idx is not None and events[idx].kind == "decision" else None
-    answers, first = _pathway_answers(events, decision)
-    if not answers:
-        return [], []
-    cells = {p: Cell(a, "answered" if a is not None else "invalid") for p, (a, _i) in answers.items()}
-    majority = majority_of([c.position for c in cells.values()])
-    stages = [Stage("pathways", cells, majority, state_of(majority, gold, scoring, scored), event_index=first)]
-    verify_calls: dict[int, int] = {}
-    merges: list[tuple[int, Intervention]] = []
-    rulings: list[Intervention] = []
-    for i, e in enumerate(events):
-        if e.kind == "call" and e.role == "verifier" and e.base == "verify":
-            verify_calls.setdefault(e.round, i)
-        elif e.kind == "note" and e.base == "followup_merge":
-            merges.append((e.round, Intervention("follow_up", str(e.data.get("purpose", "")), i)))
-        elif e.kind == "note" and e.base in ("override_guard", "challenge_audit"):
-            outcome = str(e.data.get("outcome", ""))
-            rulings.append(Intervention("guard" if e.base == "override_guard" else "audit", outcome, i))
-        elif e.kind == "note" and e.base == "format_gate" and not e.data.get("valid", True):
-            rulings.append(Intervention("format_gate", str(e.data.get("reason", "")), i))
-    for verdict in (decision.data if decision is not None else {}).get("verdicts") or []:
-        rnd = int(verdict.get("round", len(stages)))
-        pos = position_of(verdict.get("answer"))
-        before = [m for r, m in merges if r == rnd - 1]
-        before.append(Intervention("clear_verdict", f"route {verdict.get('route')}", verify_calls.get(rnd)))
-        cell = {"verifier": Cell(pos, "answered" if pos is not None else "invalid")}
-        m = pos or NO_POSITION
-        stages.append(Stage(f"verdict {rnd}", cell, m, state_of(m, gold, scoring, scored), before=before,
-                            event_index=verify_calls.get(rnd)))
-    # The guard's or audit's follow-up and ruling come after the last verdict, before the final.
-    return stages, _by_event([m for _r, m in merges if m.detail in ("guard", "audit")] + rulings)
-
-
 def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "exact_set") -> Trajectory:
     """The trajectory of one transcript's outcome and typed events (module docstring: every rule)."""
     gold, scored = o.gold, o.scored
@@ -351,11 +289,13 @@ def trajectory_of(o: Outcome, events: Sequence[EventFacts], *, scoring: str = "e
     if any(_answer_at(e) is not None for e in events):
         kind = "debate"
         stages, final_before = _debate(events, gold, scoring, scored)
-    elif any(e.kind == "call" and e.role == "candidate" for e in events) or any(
-            e.kind == "decision" and ("bundle" in e.data or "candidate" in e.data) for e in events):
-        kind = "clear"
-        stages, final_before = _clear(events, gold, scoring, scored)
-    idx = _final_event(events)
+    else:
+        for method in stage_readers():  # a transcript a method reads by its own rules (CLEAR's pathways and verdicts)
+            read = method.stages(events, gold, scoring, scored)
+            if read is not None:
+                kind, stages, final_before = read
+                break
+    idx = final_event(events)
     final_before += _decision_interventions(events, idx)
     answer = position_of(list(o.answer)) if not o.error else None
     majority = answer or NO_POSITION

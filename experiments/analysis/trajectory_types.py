@@ -15,7 +15,9 @@ TIE = "tie"
 NO_POSITION = "none"
 FINAL = "final"
 
-Kind = Literal["debate", "clear", "empty"]
+Kind = str
+"""`debate` (answers marked with `AnswerAt` acts), `empty`, or the kind a method's own reader names
+(`MethodReport.stages`: CLEAR's `clear`)."""
 CellStatus = Literal["answered", "invalid", "silent"]
 State = Literal["right", "wrong", "tie", "none", "invalid", "error", "unscored"]
 Direction = Literal["to_right", "to_wrong", "to_other_wrong"]

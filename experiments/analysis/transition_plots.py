@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from medpanel.experiments.analysis.plots import _figure, _save
+from medpanel.experiments.analysis.plots import new_figure, save_figure
 from medpanel.experiments.analysis.trajectory import Trajectory
 from medpanel.experiments.analysis.transitions import cell_of, conditions_of
 from medpanel.experiments.run.files import safe_dir
@@ -116,11 +116,11 @@ def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
         flows = flow_counts([t for t in ts if t.condition == cond])
         n = sum(flows.values())
         gain = flows[("wrong", "right")] - flows[("right", "wrong")]
-        fig = _figure(5.2, 3.4)
+        fig = new_figure(5.2, 3.4)
         sankey(fig.add_subplot(), flows, f"{cond}: first-turn majority → final (n={n}, net gain {gain:+d})")
-        written += _save(fig, out_dir, f"transitions_{safe_dir(cond)}")
+        written += save_figure(fig, out_dir, f"transitions_{safe_dir(cond)}")
     if order:
-        fig = _figure(7.0, 1.4 + 0.45 * len(order))
+        fig = new_figure(7.0, 1.4 + 0.45 * len(order))
         ax = fig.add_subplot()
         labelled: set[str] = set()
         for y, cond in enumerate(order):
@@ -149,5 +149,5 @@ def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
         pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank[p[0]])
         fig.legend([h for _l, h in pairs], [lab for lab, _h in pairs], loc="outside lower center", fontsize=6,
                    ncols=min(5, len(pairs)))
-        written += _save(fig, out_dir, "transitions")
+        written += save_figure(fig, out_dir, "transitions")
     return written

@@ -39,7 +39,8 @@ import numpy as np
 from medpanel.agents.tables import OVERALL, Table
 from medpanel.experiments.analysis.digest import RowDigest
 from medpanel.experiments.analysis.inference.ledger import CallCost
-from medpanel.experiments.analysis.stats import _percentile_bootstrap
+from medpanel.experiments.analysis.methods import reports
+from medpanel.experiments.analysis.stats import percentile_bootstrap
 from medpanel.experiments.analysis.trajectory import (
     INTERVENTIONS,
     Stage,
@@ -47,7 +48,6 @@ from medpanel.experiments.analysis.trajectory import (
     direction,
     transition_of,
 )
-from medpanel.experiments.analysis.transitions_clear import pathway_table, ruling_table
 from medpanel.experiments.run.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
@@ -97,7 +97,7 @@ def net_gain(ts: Sequence[Trajectory], *, n_boot: int = 10000, seed: int = 0) ->
     # Repeats of a question are one resampling unit; their mean keeps each row's weight equal
     # when every question has the same number of repeats (a run's repeats always do).
     means = np.array([np.mean(v) for _k, v in sorted(per_q.items())], dtype=float)
-    low, high = _percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
+    low, high = percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
     return NetGain(n, gain, 100.0 * gain / n, 100.0 * low, 100.0 * high)
 
 
@@ -201,11 +201,11 @@ def attribution_table(ts: Sequence[Trajectory], conditions: Sequence[str] | None
 
 def transition_tables(digests: Sequence[RowDigest], conditions: Sequence[str] | None = None, *,
                       scoring: str = "exact_set", n_boot: int = 10000) -> list[Table]:
-    """Every answer-transition table the rows' digests support: transitions, attribution, and CLEAR's two."""
+    """Every answer-transition table the rows' digests support: transitions, attribution, and each
+    method's own (`MethodReport.transition_tables`)."""
     ts = [d.trajectory for d in digests]
     out = [transition_table(ts, conditions, n_boot=n_boot), attribution_table(ts, conditions)]
-    out += [t for t in (pathway_table(digests, conditions, scoring=scoring),
-                        ruling_table(digests, conditions, scoring=scoring)) if t is not None]
+    out += [t for m in reports() for t in m.transition_tables(digests, conditions, scoring=scoring)]
     return [t for t in out if t.rows]
 
 

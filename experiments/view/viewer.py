@@ -25,13 +25,12 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis import benchmark_table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
+from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.analysis.references import write_reference_forest
 from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory_types import Trajectory
@@ -191,9 +190,8 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
         plot_files += write_study_plots(data.rows, data.record, comparison_pairs(data.record, conditions),
                                         out / "plots", n_boot=n_boot)
-        plot_files += write_reference_forest(data.rows, data.record, conditions, out / "plots", n_boot=n_boot)
-        if benchmark_table.applies(data.record):  # the Table 7 run's accuracy-vs-tokens Pareto figure
-            plot_files += benchmark_table.write_pareto(data.rows, conditions, out / "plots", n_boot=n_boot)
+        for method in reports():  # a method's own figures (the Table 7 run's accuracy-vs-tokens Pareto ...)
+            plot_files += method.figures(data.rows, conditions, data.record, out / "plots", n_boot=n_boot)
         written += plot_files
         transition_files = write_transition_plots(ts, out / "plots", conditions)
         written += transition_files

@@ -117,7 +117,7 @@ def _norm(role: str) -> str:
     return " ".join(role.lower().replace("-", " ").split()).removesuffix("s")
 
 
-def _unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Specialist]:
+def unique_roles(candidates: list[Specialist], existing: list[str]) -> list[Specialist]:
     seen = {_norm(r) for r in existing}
     out = []
     for spec in candidates:

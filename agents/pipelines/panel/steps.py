@@ -20,12 +20,12 @@ from medpanel.agents.pipelines.panel.state import (
     Member,
     PanelState,
     Post,
-    _unique_roles,
     deliver,
     position_text,
     post_parts,
     render_posts,
     review,
+    unique_roles,
     visible,
 )
 from medpanel.agents.pipelines.panel.vote import panel_position
@@ -62,11 +62,11 @@ async def select_team(state: PanelState) -> list[Specialist]:
     seated = list(group.seated) if group is not None else []
     choice = await selector.choose(state.session, state.question, n,
                                    group_note=group.note() if group is not None else None, seated=seated)
-    team = _unique_roles(choice.specialists, seated) if choice is not None else []
+    team = unique_roles(choice.specialists, seated) if choice is not None else []
     if len(team) < n:
-        fill = _unique_roles(list(FALLBACK_TEAM), seated + [s.role for s in team])
+        fill = unique_roles(list(FALLBACK_TEAM), seated + [s.role for s in team])
         if len(team) + len(fill) < n:  # every fallback role is seated elsewhere: repeat one, recorded
-            fill += _unique_roles(list(FALLBACK_TEAM), [s.role for s in team + fill])
+            fill += unique_roles(list(FALLBACK_TEAM), [s.role for s in team + fill])
         team += fill
         state.session.record(TranscriptEvent(kind="note", role="pipeline", agent="selector", step="fallback_team",
                                              content="Selector gave fewer distinct specialists than needed; "
@@ -137,7 +137,7 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
             gap = "\n".join(([f"The Challenger's critique: [{critique.gap_type}] {critique.challenge}"]
                               if context and critique else [])
                              + [f"What the team said was missing:\n{needs}"])
-            for spec in _unique_roles(proposal.specialists, state.roles())[:room]:
+            for spec in unique_roles(proposal.specialists, state.roles())[:room]:
                 member = add_member(state, spec, turn=index, recruited=True, assessor=state.assessors)
                 member.auxiliary = state.independent
                 added.append(spec.role)

@@ -28,7 +28,7 @@ from medpanel.experiments.analysis.inference.resample import (
     sign_flip_pvalue,
 )
 
-__all__ = ["Adjusted", "Contrast", "adjust", "channel_addition", "compute_contrasts", "holm", "pair_family"]
+__all__ = ["Adjusted", "Contrast", "adjust", "compute_contrasts", "holm", "pair_family"]
 
 NO_DIFFERENCE = "no question differs"
 ONE_LEVEL = "questions"
@@ -232,18 +232,3 @@ def pair_family(
         out += compute_contrasts(al, [(f"{b} - {a}", {b: 1.0, a: -1.0}, words)], n_boot=n_boot, seed=seed,
                                  two_level=two_level)
     return adjust(out, alpha=alpha)
-
-
-def channel_addition(
-    data: Correctness,
-    base: str = "c1r0k1",
-    added: Sequence[str] = ("c1r1k1", "c1r1k1-ind"),
-    *,
-    alpha: float = 0.05,
-    n_boot: int = 10_000,
-    seed: int = 0,
-) -> list[Adjusted]:
-    """The seed paper's Table 3 as a test: does adding the specialist channel to the knowledge
-    channel hurt? Each `added` condition minus `base`, paired, Holm-adjusted together."""
-    return pair_family(data, [(base, a) for a in added], words=("helps", "hurts"), alpha=alpha, n_boot=n_boot,
-                       seed=seed)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.benchmark_table import context_table
 from medpanel.experiments.analysis.inference.contrasts import Adjusted, adjust, compute_contrasts
 from medpanel.experiments.analysis.inference.paired_data import align
 from medpanel.experiments.analysis.study_plots import forest_plot
@@ -27,6 +26,7 @@ from medpanel.experiments.run.budget import Price
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.references import Item, References, read_file, select
 from medpanel.experiments.run.store import Row
+from medpanel.methods.benchmark.tables import context_table
 
 PUBLISHED = "published, not run here"
 LIST_PRICES = {"gpt-4o": Price(input=2.5, output=10.0), "gpt-4o-mini": Price(input=0.15, output=0.6)}

@@ -12,6 +12,7 @@ docs/methods/benchmark.md explains each, with the benchmark's file and lines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 SINGLE_PIPELINES = ("zero-shot", "few-shot", "cot-sc", "multipersona", "self-refine", "medprompt")
@@ -60,7 +61,7 @@ def methods_of(pipeline: str, variants: set[str]) -> list[str]:
     return [m for m in known if m in variants]
 
 
-def setting_differences(methods: list[str], settings: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+def setting_differences(methods: list[str], settings: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(settings key, run's value, benchmark code's value) for every fixed value the run changes."""
     want: list[tuple[str, Any]] = []
     for m in methods:

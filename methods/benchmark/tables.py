@@ -22,12 +22,13 @@ table pairs repeat by repeat.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import plots
-from medpanel.experiments.analysis.stats import paired_comparison
+from medpanel.experiments.analysis.stats import PairedComparison, paired_comparison
 from medpanel.experiments.run.records import RunRecord
 from medpanel.experiments.run.store import Row
 
@@ -108,9 +109,19 @@ def reference_of(conditions: list[str]) -> str | None:
     return next((c for c in REFERENCES if c in conditions), None)
 
 
-def paired_rows(rows: Sequence[Row], conditions: list[str], *, n_boot: int = 10000) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Paired:
+    """One method against the reference, in one repeat."""
+
+    method: str
+    reference: str
+    repeat: int
+    cmp: PairedComparison
+
+
+def paired_rows(rows: Sequence[Row], conditions: list[str], *, n_boot: int = 10000) -> list[Paired]:
     ref = reference_of(conditions)
-    out: list[dict[str, Any]] = []
+    out: list[Paired] = []
     if ref is None:
         return out
     for cond in conditions:
@@ -121,7 +132,7 @@ def paired_rows(rows: Sequence[Row], conditions: list[str], *, n_boot: int = 100
             mb = {r.key: r.correct for r in rows if r.condition == cond and r.repeat == rep}
             if ma.keys() & mb.keys():
                 c = paired_comparison(ref, ma, cond, mb, n_boot=n_boot)
-                out.append({"method": cond, "reference": ref, "repeat": rep, "cmp": c})
+                out.append(Paired(cond, ref, rep, c))
     return out
 
 
@@ -133,8 +144,8 @@ def paired_vs_reference_table(rows: Sequence[Row], conditions: list[str], *, n_b
                        "panel-c1r0k1, or use `medpanel compare` against a run that has one"]])
     out = []
     for p in paired_rows(rows, conditions, n_boot=n_boot):
-        c = p["cmp"]
-        out.append([p["method"], p["reference"], p["repeat"], c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1),
+        c = p.cmp
+        out.append([p.method, p.reference, p.repeat, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1),
                     round(c.diff_points, 1), c.ci_text, c.b_only, c.a_only,
                     round(c.p_mcnemar, 4), c.verdict])
     return Table("Paired against the seed's best condition",
@@ -160,17 +171,17 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
     ref = reference_of(conditions)
-    paired = {p["method"]: p["cmp"] for p in paired_rows(rows, conditions, n_boot=n_boot) if p["repeat"] == 0}
-    fig = plots._figure(6.0, 4.2)
+    paired = {p.method: p.cmp for p in paired_rows(rows, conditions, n_boot=n_boot) if p.repeat == 0}
+    fig = plots.new_figure(6.0, 4.2)
     ax = fig.add_subplot()
     points: list[tuple[str, float, float]] = []
     for c in conditions:
         sel = [r for r in rows if r.condition == c]
         tokens = sum(requested_tokens(r) for r in sel) / len(sel)
-        acc, lo, hi = plots._ci(sel, n_boot) if c == ref or c not in paired else (
+        acc, lo, hi = plots.accuracy_interval(sel, n_boot) if c == ref or c not in paired else (
             100 * paired[c].acc_b, 100 * paired[c].acc_a + paired[c].ci_low, 100 * paired[c].acc_a + paired[c].ci_high)
         points.append((c, tokens, acc))
-        ax.errorbar([tokens], [acc], yerr=plots._yerr([acc], [lo], [hi]), fmt="s" if c == ref else "o", capsize=3,
+        ax.errorbar([tokens], [acc], yerr=plots.error_bars([acc], [lo], [hi]), fmt="s" if c == ref else "o", capsize=3,
                     label=c)
         ax.annotate(c, (tokens, acc), textcoords="offset points", xytext=(5, 4), fontsize=7)
     front = plots.pareto_front(points)
@@ -185,4 +196,4 @@ def write_pareto(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boo
         ax.set_xlim(left=0)
     ax.set_title("Accuracy vs cost" + (f" (bars: paired 95% CI vs {ref})" if ref else " (95% bootstrap CI)"))
     ax.legend(fontsize=6)
-    return plots._save(fig, out_dir, "accuracy_vs_cost")
+    return plots.save_figure(fig, out_dir, "accuracy_vs_cost")

@@ -1,0 +1,5 @@
+"""KAMAC as a method: how medpanel's kamac still differs from its published code.
+
+Its part of the report is `report.py` (`REPORT`, a `MethodReport` in pyproject's `medpanel.reports`
+entry points); its page is docs/methods/kamac.md.
+"""
