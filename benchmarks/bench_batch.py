@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from benchmarks.fake_batch import FakeBatch
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
 
 PRICE = {"input": 0.15, "output": 0.60}
 

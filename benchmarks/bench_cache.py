@@ -25,10 +25,10 @@ from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.recruiter import RecruitCheck
 from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
-from medpanel.experiments.run.plan import Plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
 
 TARGET = 0.85
 ROLES = ["Cardiologist", "Nephrologist", "Neurologist", "Endocrinologist", "Infectious disease specialist",

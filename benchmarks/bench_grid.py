@@ -20,10 +20,10 @@ from typing import Any
 
 from benchmarks.bench_runner import SleepPipeline  # noqa: F401  (registers the no-op pipeline)
 from medpanel.agents.types import Question
-from medpanel.experiments.run.plan import Plan, auto_shard_size
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan, auto_shard_size
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
 
 TARGET_MS = 5.0
 

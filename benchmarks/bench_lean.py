@@ -46,11 +46,11 @@ from medpanel.agents.model.structured import answer_model, strict_response_forma
 from medpanel.agents.prompting import format_question
 from medpanel.agents.roles.baseline import PROMPTS
 from medpanel.agents.types import Question
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import count_records
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import count_records
 
 CPU_TARGET_MS = 3.0
 RATIO_TARGET = 0.15

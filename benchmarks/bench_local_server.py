@@ -40,7 +40,7 @@ from medpanel.agents.model.embedded import embedded_server
 from medpanel.agents.model.spec import LOCAL_ACCOMMODATIONS, ModelSpec
 from medpanel.agents.model.structured import answer_model, capped_schema, format_instructions
 from medpanel.agents.types import Question
-from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.sources.datasets import load_dataset
 
 SERVERS = ("llama-server", "llama-cpp-python")
 MAX_TOKENS = 160

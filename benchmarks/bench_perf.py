@@ -41,12 +41,12 @@ import optuna
 from benchmarks.bench_width import profiled_workers, run_width
 from benchmarks.fake_server import served_apart
 from medpanel.agents.model.structured import answer_model, strict_response_format
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.state import Tally
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import count_records
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import count_records
+from medpanel.experiments.run.tracking.state import Tally
 
 
 def _rss_mb() -> float:

@@ -112,7 +112,7 @@ def cli_run(base_url: str, n_questions: int, processes: int, per_process: int) -
             "runner_cpu_s": runner_cpu, "server_cpu_s": server1["cpu_s"] - server0["cpu_s"], "stages": stages}
 
 
-SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.runner end", "imports"),
+SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.execution.runner end", "imports"),
          ("Runner.create end", "created"), ("Runner.open end", "opened"), ("Runner.run start", "run"),
          ("Group.spawn start", "spawn"),
          ("Runner._prior end", "prior"), ("Runner.prepare end", "prepared"), ("preload end", "preloaded"),

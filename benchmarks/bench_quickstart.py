@@ -41,7 +41,7 @@ from typing import Any
 import httpx
 
 from medpanel.agents.model.llama_server import LlamaServer
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.store.transcript_log import documents
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_QUIET_S, TARGET_BUSY_S = 45.0, 60.0

@@ -25,10 +25,10 @@ from typing import Any
 
 from benchmarks.fake_limits import RateLimited
 from benchmarks.fake_server import FakeOpenAI, completion, schema_reply
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
 
 
 def _handler(body: dict[str, Any], n: int) -> tuple[int, dict[str, str], Any]:

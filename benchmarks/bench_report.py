@@ -31,7 +31,7 @@ from pathlib import Path
 
 import medpanel
 from medpanel.experiments.cli.inspect import report
-from medpanel.experiments.run.rundir import load_run
+from medpanel.experiments.run.store.rundir import load_run
 
 SUBSETS = ["medqa", "pubmedqa", "medmcqa", "medbullets", "medexqa", "medxpertqa-r", "medxpertqa-u", "mmlu",
            "mmlu-pro"]
@@ -55,7 +55,7 @@ def floor(run_dir: Path) -> None:
     """Every row's transcript read and decoded once, nothing kept; prints `wall cpu peak_mb`."""
     import pydantic_core
 
-    from medpanel.experiments.run.rundir import transcript_paths
+    from medpanel.experiments.run.store.rundir import transcript_paths
 
     rows = load_run(run_dir).rows
     path_of = transcript_paths(run_dir)

@@ -27,10 +27,10 @@ from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.registry import register
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Question, TranscriptEvent
-from medpanel.experiments.run.plan import Plan, auto_shard_size
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan, auto_shard_size
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
 
 TARGET_MS = 20.0
 

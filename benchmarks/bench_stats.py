@@ -26,7 +26,7 @@ from medpanel.experiments.analysis.inference.paired_data import align, correctne
 from medpanel.experiments.analysis.inference.plan import CostProfile, cost_projection, plan_2x2, wall_time_s
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
 from medpanel.experiments.analysis.inference.simulate import Design, logits_for, simulate
-from medpanel.experiments.run.budget import Price
+from medpanel.experiments.run.tracking.budget import Price
 from medpanel.methods.panel.contrast import channel_addition
 
 CONDITIONS = ("c0r0", "c0r1", "c1r0", "c1r1")

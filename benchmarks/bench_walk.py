@@ -7,7 +7,7 @@ counts them on a real run instead of by hand. One scripted question runs with `c
 `sys.setprofile`, and two stretches of it are read:
 
 - **plan time**: the call stack at the moment the pipeline reads `c` (`flag_on(flags, "c")`),
-  from `experiments/run/plan.py:resolve_run` down;
+  from `experiments/run/scenario/plan.py:resolve_run` down;
 - **run time**: the call stack at the moment the Challenger's request reaches the model client,
   from `agents/pipelines/run.py` down, plus every detour the code makes on its way there: the calls that
   begin after the pipeline's controlling frame (the one that asked for the previous request, the
@@ -39,7 +39,7 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_resolved
 from medpanel.agents.types import Condition, Question
-from medpanel.experiments.run.plan import resolve_run
+from medpanel.experiments.run.scenario.plan import resolve_run
 
 ROOT = Path(medpanel.__file__).resolve().parent.parent
 """The checkout: the package's code folders (agents/, experiments/, retrieval/, medpanel/) sit here."""

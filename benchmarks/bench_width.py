@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from medpanel.experiments.run import worker
+from medpanel.experiments.run.execution import worker
 
 TARGETS = {128: 0.90, 256: 0.85}
 CPU_TARGET_MS = 2.0

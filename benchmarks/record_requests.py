@@ -25,9 +25,9 @@ from typing import Any
 import yaml
 
 import medpanel
-from medpanel.experiments.run.files import file_per_pair
-from medpanel.experiments.run.rundir import load_run, transcript_path
-from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.files import file_per_pair
+from medpanel.experiments.run.store.rundir import load_run, transcript_path
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 3

@@ -35,15 +35,21 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.export import records
 from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.ownership import first_difference
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.records import RunRecord, TranscriptRecord
-from medpanel.experiments.run.rundir import RunData, load_record, load_transcript, transcript_path
-from medpanel.experiments.run.rundir import load_run as _load_run_data
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import CLI_OPTIONS, SESSION_OPTIONS, Scenario, check_cost_budget, load_scenario
-from medpanel.experiments.run.storage import redact_url
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import (
+    CLI_OPTIONS,
+    SESSION_OPTIONS,
+    Scenario,
+    check_cost_budget,
+    load_scenario,
+)
+from medpanel.experiments.run.store.ownership import first_difference
+from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
+from medpanel.experiments.run.store.rundir import RunData, load_record, load_transcript, transcript_path
+from medpanel.experiments.run.store.rundir import load_run as _load_run_data
+from medpanel.experiments.run.store.storage import redact_url
+from medpanel.experiments.run.store.store import Row
 
 PANDAS_EXTRA = frames.PANDAS_EXTRA
 IF_EXISTS = ("error", "resume", "new")

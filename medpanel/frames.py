@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medpanel.experiments.run.rundir import RunData
+from medpanel.experiments.run.store.rundir import RunData
 
 PANDAS_EXTRA = "pip install 'medpanel[pandas]'"
 RESULT_COLUMNS = ["condition", "dataset", "qid", "repeat", "status", "answer", "gold", "correct", "invalid", "error",

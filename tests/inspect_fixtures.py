@@ -21,10 +21,10 @@ from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.roles.recruiter import RecruitCheck
 from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
-from medpanel.experiments.run.plan import Plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
 
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from medpanel.experiments.run.records import RunRecord
+from medpanel.experiments.run.store.records import RunRecord
 
 
 def run_record(doc: dict[str, Any]) -> RunRecord:

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
 from tests.test_bad_inputs import GOOD, Result, invoke, shape_problem
 
 __all__ = ["GOOD", "Result", "invoke", "shape_problem"]
@@ -82,7 +82,7 @@ def to_file_per_question(run_dir: Path, name_of: Callable[[tuple[str, str, str, 
     """Turn a run written with transcript logs into a run of the older layout, a file per question:
     each row's record written to `name_of(pair)` (relative to the run), the row pointed at it, the
     logs removed. The new paths, in row order."""
-    from medpanel.experiments.run.transcript_log import log_files, record_path
+    from medpanel.experiments.run.store.transcript_log import log_files, record_path
 
     names = []
     with sqlite3.connect(run_dir / "study.db") as conn:

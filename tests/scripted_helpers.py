@@ -28,6 +28,6 @@ def run(condition: Condition, question: Question, responder: Callable[[ScriptedR
 
 
 def cond(pipeline: str, **flags: int | str) -> Condition:
-    from medpanel.experiments.run.scenario import slug_for
+    from medpanel.experiments.run.scenario.scenario import slug_for
 
     return Condition(slug=slug_for(flags) or pipeline, pipeline=pipeline, flags=flags)

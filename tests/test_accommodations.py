@@ -14,7 +14,7 @@ from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
-from medpanel.experiments.run.records import RunRecord
+from medpanel.experiments.run.store.records import RunRecord
 from medpanel.retrieval.corpus import ingest
 
 from .fake_openai import FakeOpenAI, completion, schema_reply
@@ -100,9 +100,9 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
     # A remote backend's key is checked when the run is created (no call is made here).
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     from medpanel.experiments.analysis.header import header_lines
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "generalist", "flags": {"c": [1]},
                                         "settings": settings, "dataset": {"limit": 1, "subsets": ["medqa-style"]},
@@ -119,9 +119,9 @@ def test_run_json_and_the_report_header_record_the_accommodations(tmp_path: Path
 
 
 def test_clear_runs_also_record_the_verifiers_passage_length(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "acc", "pipeline": "clear", "variants": ["direct"],
                                         "dataset": {"limit": 1, "subsets": ["medqa-style"]},

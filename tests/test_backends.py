@@ -115,9 +115,9 @@ def test_azure_posts_to_the_deployment_route_with_its_key(monkeypatch: pytest.Mo
 def test_a_worker_reuses_one_client_and_its_connection(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Clients are built per worker loop, not per question, and keep their connection alive."""
     import medpanel.agents.pipelines.run as run_module
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     built: list[Any] = []
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run.rundir import load_run, transcript_path
-from medpanel.experiments.run.runlock import run_lock
+from medpanel.experiments.run.store.rundir import load_run, transcript_path
+from medpanel.experiments.run.store.runlock import run_lock
 from tests.test_bad_inputs import (
     GOOD,
     QUESTION,

@@ -18,10 +18,10 @@ from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
 from medpanel.experiments.analysis.report import accuracy_compute_table, build_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Row, Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Row, Store
 from tests.run_records import run_record
 
 from .conftest import write

@@ -14,7 +14,7 @@ from medpanel.experiments.analysis.inference.ledger import condition_totals, led
 from medpanel.experiments.analysis.inference.plan import CostProfile, batch_wall_time_s, cost_projection
 from medpanel.experiments.analysis.run_summary import batch_line
 from medpanel.experiments.analysis.study import ledger_table
-from medpanel.experiments.run.budget import Price, batch_saving, event_cost
+from medpanel.experiments.run.tracking.budget import Price, batch_saving, event_cost
 
 from .conftest import write
 from .test_plan_cli import SCENARIO, invoke

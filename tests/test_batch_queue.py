@@ -25,7 +25,7 @@ from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.errors import BatchUnanswered
 from medpanel.agents.model.retries import error_kind
 from medpanel.agents.model.spec import BatchSpec, ModelSpec
-from medpanel.experiments.run.batches import RunJournal
+from medpanel.experiments.run.execution.batches import RunJournal
 
 
 @pytest.fixture(autouse=True)

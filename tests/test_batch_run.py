@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.fake_batch import FakeBatch
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.store.transcript_log import documents
 
 from .conftest import write
 

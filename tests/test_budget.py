@@ -10,11 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from medpanel.experiments.run.budget import RateLimiter
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.transcript_log import documents
+from medpanel.experiments.run.tracking.budget import RateLimiter
 
 from .conftest import write
 

@@ -12,7 +12,7 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient, Scripte
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, QuestionResult
-from medpanel.experiments.run.records import RunRecord
+from medpanel.experiments.run.store.records import RunRecord
 
 from .scripted_helpers import Q4, cond
 
@@ -69,9 +69,9 @@ def test_condition_cache_sends_every_conditions_own_requests(tmp_path: Path) -> 
 
 def test_the_cache_mode_is_in_run_json_and_the_report_header(tmp_path: Path) -> None:
     from medpanel.experiments.analysis.header import header_lines
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     scenario = Scenario.model_validate({"name": "cm", "pipeline": "generalist", "flags": {"c": [0, 1]},
                                         "dataset": {"limit": 1, "subsets": ["medqa-style"]},

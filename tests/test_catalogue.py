@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from medpanel.experiments.cli.catalogue import first_sentence
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.scenario.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 

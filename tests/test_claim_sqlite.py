@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from medpanel.agents.types import Question, QuestionResult
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.store.store import Store
 
 
 def _store(tmp_path: Path) -> Store:

@@ -666,8 +666,8 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 
 @pytest.mark.parametrize("name", ["clear_mcq.yaml", "clear_followup.yaml"])
 def test_clear_scenarios_validate(name: str) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     if not (SCENARIOS.parent.parent / "shared" / "data" / "medagentsbench").is_dir():
         pytest.skip("the shared MedAgentsBench data is not here")
@@ -683,8 +683,8 @@ def test_clear_scenarios_validate(name: str) -> None:
 
 def test_unknown_variant_is_a_user_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text("name: x\npipeline: clear\nvariants: [clear-turbo]\nmodel: {backend: scripted}\n")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.sources.datasets import load_dataset
 
 pytest.importorskip("datasets", reason="the [hf] extra is not installed")
 

@@ -68,7 +68,7 @@ def test_the_suite_runs_and_reports_every_paper_table(tmp_path: Path, monkeypatc
 
     import medpanel
     from medpanel.experiments.analysis.report import build_tables
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     files = _files(tmp_path)
     for var, path in files.items():

@@ -40,7 +40,7 @@ def freetext_script(verify: object = None, extra: dict[str, object] | None = Non
 
 
 def test_packaged_tasks_load_as_questions_without_options_or_gold() -> None:
-    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.sources.freetext import load_freetext
 
     assert len(TASKS) == 6 and {t.dataset for t in TASKS} == {"consumer", "clinician"}
     assert any(item.points < 0 for t in TASKS for item in t.rubrics)
@@ -55,7 +55,7 @@ def test_packaged_tasks_load_as_questions_without_options_or_gold() -> None:
 
 def test_bad_task_file_is_one_user_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.sources.freetext import load_freetext
 
     f = tmp_path / "t.jsonl"
     f.write_text(json.dumps({"id": "x", "prompt": "hi"}) + "\n", encoding="utf-8")
@@ -149,8 +149,8 @@ def test_invalid_grade_is_recorded(env: Callable[..., Env]) -> None:
 
 def test_unknown_rubric_file_fails_validation(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text("name: x\npipeline: clear\nsettings: {rubric_file: missing.jsonl}\nmodel: {backend: scripted}\n")

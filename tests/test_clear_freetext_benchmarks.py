@@ -60,7 +60,7 @@ def run(task: FreeTextTask | MedRCase, s: Script, variant: str = "clear-default"
 
 
 def test_healthbench_rows_load_whole_conversations_and_never_the_ideal_completion() -> None:
-    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.sources.freetext import load_freetext
 
     assert sorted(HB) == ["hb-fixture-0001", "hb-fixture-0002", "hb-fixture-0003"]
     t = HB["hb-fixture-0001"]
@@ -77,7 +77,7 @@ def test_healthbench_rows_load_whole_conversations_and_never_the_ideal_completio
 
 
 def test_medrbench_files_load_per_stage_and_the_reference_stays_with_the_judge() -> None:
-    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.sources.freetext import load_freetext
 
     stages = {t.qid: t.stage for t in MEDR.values()}
     assert stages == {"PMC90000001": "diagnosis", "PMC90000002": "diagnosis", "PMC90000003": "diagnosis",
@@ -97,7 +97,7 @@ def test_medrbench_files_load_per_stage_and_the_reference_stays_with_the_judge()
 
 def test_a_missing_path_says_where_each_benchmark_is_published(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.freetext import load_freetext
+    from medpanel.experiments.run.sources.freetext import load_freetext
 
     with pytest.raises(UserError) as exc:
         load_freetext(tmp_path / "nope", None, None, 0)
@@ -265,7 +265,7 @@ def test_paired_scores_by_hand() -> None:
 
 def test_free_text_pairs_table_holm_over_datasets() -> None:
     from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
-    from medpanel.experiments.run.store import Row
+    from medpanel.experiments.run.store.store import Row
 
     def row(cond: str, ds: str, qid: str, score: float | None) -> Row:
         return Row(condition=cond, dataset=ds, qid=qid, repeat=0, answer="", gold="", correct=False, invalid=False,

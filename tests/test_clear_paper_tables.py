@@ -10,7 +10,7 @@ import pytest
 
 from medpanel.agents.clear.paper_tables import PAPER_TABLES, table2, table9
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.store import Row
 
 
 def row(cond: str, ds: str, qid: str, answer: str, gold: str, **summary: Any) -> Row:
@@ -70,8 +70,8 @@ def _scenario(tmp: Path, dataset: str) -> Path:
 
 def test_parts_prefix_their_datasets_and_limit_caps_each(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     path = _scenario(tmp_path, "  limit: 4\n  parts:\n    - {name: mmlu, preset: mmlu, path: mmlu.jsonl, limit: 5}\n"
                                "    - {name: mine, source: sample, subsets: [medqa-style], limit: 1}\n")
@@ -85,8 +85,8 @@ def test_parts_prefix_their_datasets_and_limit_caps_each(tmp_path: Path) -> None
 
 
 def test_a_source_beside_parts_is_one_line(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     path = _scenario(tmp_path, "  path: x.jsonl\n  parts:\n    - {name: mine, source: sample}\n")
     with pytest.raises(UserError) as e:
@@ -96,8 +96,8 @@ def test_a_source_beside_parts_is_one_line(tmp_path: Path) -> None:
 
 def test_a_missing_part_file_names_the_part_and_the_publisher(tmp_path: Path) -> None:
     pytest.importorskip("datasets")
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     path = _scenario(tmp_path, "  parts:\n    - {name: nejm-qa, preset: nejm-qa, path: nowhere}\n")
     with pytest.raises(UserError) as e:

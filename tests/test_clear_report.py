@@ -8,8 +8,8 @@ from typing import Any
 
 from medpanel.agents.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
 from medpanel.agents.tables import Table
-from medpanel.experiments.run.store import Row
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.transcript_log import record_path
 
 from .conftest import write
 
@@ -91,11 +91,11 @@ run: {{workers: {workers}}}
 
 def test_clear_through_the_runner_store_and_report(tmp_path: Path) -> None:
     from medpanel.experiments.analysis.report import build_tables
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.rundir import load_record
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import load_scenario
-    from medpanel.experiments.run.store import Store
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
+    from medpanel.experiments.run.store.rundir import load_record
+    from medpanel.experiments.run.store.store import Store
 
     path = write(tmp_path / "s.yaml", SCENARIO.format(workers=2))
     plan = make_plan(load_scenario(path), base_dir=tmp_path)
@@ -119,11 +119,11 @@ def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
 
     from medpanel.agents.model.spec import ModelSpec
     from medpanel.agents.types import Condition
-    from medpanel.experiments.run.freetext import load_freetext
-    from medpanel.experiments.run.plan import Plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
-    from medpanel.experiments.run.store import Store
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import Plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
+    from medpanel.experiments.run.sources.freetext import load_freetext
+    from medpanel.experiments.run.store.store import Store
 
     settings = {"corpus": "quickstart", "k": 2, "dynamic_k": 2, "rubric_file": "sample"}
     scenario = Scenario(name="ft", pipeline="clear", settings=settings, model=ModelSpec(backend="scripted"))

@@ -13,8 +13,8 @@ import pytest
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.datasets import load_dataset
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.sources.datasets import load_dataset
+from medpanel.experiments.run.store.transcript_log import documents
 from medpanel.retrieval.corpus import ingest
 from medpanel.retrieval.home import corpora_root
 from medpanel.retrieval.quickstart import QUICKSTART_WEB_WRONG, packaged_file
@@ -34,9 +34,9 @@ WEB = [{"id": "w1", "title": "Chest pain page", "url": "https://clinic.example.o
 
 
 def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str = "[clear-default]") -> Path:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", f"name: x\npipeline: {pipeline}\nvariants: {variants}\nsettings: {settings}\n"
                                    "dataset: {source: sample, limit: 1}\nmodel: {backend: scripted}\n")
@@ -49,8 +49,8 @@ def _run(tmp_path: Path, settings: str, pipeline: str = "clear", variants: str =
 
 
 def test_the_same_corpus_named_as_local_and_web_is_refused_at_plan_time(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", "name: x\npipeline: clear\nsettings: {corpus: med, dynamic_corpus: med}\n"
                                    "model: {backend: scripted}\n")
@@ -108,8 +108,8 @@ def test_the_panels_clear_channel_refuses_one_index_as_both(tmp_path: Path) -> N
 
 
 def test_snapshot_search_needs_its_own_web_corpus(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = write(tmp_path / "s.yaml", "name: x\npipeline: generalist\nvariants: [upfront]\n"
                                    "settings: {source: snapshot, corpus: medcorpus}\nmodel: {backend: scripted}\n")
@@ -190,8 +190,8 @@ def test_the_audit_is_reached_on_the_fixture_and_its_medium_pages_meet_the_thres
 
 
 def test_the_clear_quickstart_scenario_uses_two_packaged_sources(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     scenarios = Path(__file__).resolve().parents[1] / "scenarios"
     sc = load_scenario(scenarios / "clear_quickstart.yaml")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.dataset_parts import DatasetPart, grading_files, load_parts
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.sources.dataset_parts import DatasetPart, grading_files, load_parts
 
 FREETEXT = Path(__file__).parent / "fixtures" / "freetext"
 MEDR_FILES = ("diagnosis_957_cases_with_rare_disease_491.json", "treatment_496_cases_with_rare_disease_165.json")

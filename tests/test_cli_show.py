@@ -9,7 +9,7 @@ import pytest
 from rich.console import Console
 
 from medpanel.experiments.cli import output as cli
-from medpanel.experiments.run.records import TranscriptRecord
+from medpanel.experiments.run.store.records import TranscriptRecord
 
 
 def _doc() -> TranscriptRecord:
@@ -62,9 +62,9 @@ def test_report_headers_show_the_description_and_the_protocol_deviations(tmp_pat
     from pathlib import Path
 
     from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
     from medpanel.experiments.view.viewer import build_site
 
     f = Path(tmp_path) / "s.yaml"

@@ -13,7 +13,7 @@ import typer
 
 from medpanel.experiments.cli.lazy import COMMANDS, LazyGroup
 from medpanel.experiments.cli.main import app
-from medpanel.experiments.run import children
+from medpanel.experiments.run.execution import children
 
 HEAVY = ("openai", "autogen_core", "autogen_agentchat", "scipy", "matplotlib", "chromadb", "optuna")
 
@@ -73,10 +73,10 @@ def test_the_run_path_and_a_child_process_import_no_report_corpus_or_extra_modul
     code = textwrap.dedent(f"""
         import sys
         from medpanel.experiments.cli import main, run  # the `run` command's module, as the CLI loads it
-        import medpanel.experiments.run.member  # what a child process of run.processes imports
+        import medpanel.experiments.run.execution.member  # what a child process of run.processes imports
         from medpanel.experiments.cli.progress import make_progress
-        from medpanel.experiments.run.plan import make_plan
-        from medpanel.experiments.run.runner import Runner
+        from medpanel.experiments.run.scenario.plan import make_plan
+        from medpanel.experiments.run.execution.runner import Runner
         print("LOADED", ",".join(m for m in {NOT_ON_THE_RUN_PATH!r} if m in sys.modules))
     """)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

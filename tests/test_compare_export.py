@@ -20,7 +20,7 @@ from medpanel.experiments.analysis.report import paired_table
 from medpanel.experiments.analysis.stats import paired_comparison
 from medpanel.experiments.cli.inspect import register
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store import Row, Store
+from medpanel.experiments.run.store.store import Row, Store
 
 from .inspect_fixtures import GRID_QUESTIONS, clear_run, grid_run
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.datasets import load_dataset, load_medagentsbench_file
+from medpanel.experiments.run.sources.datasets import load_dataset, load_medagentsbench_file
 
 SHARED = Path(__file__).parents[2] / "shared" / "data" / "medagentsbench"
 EXPECTED = {

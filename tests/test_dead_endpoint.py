@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.run.scenario import RunSpec
-from medpanel.experiments.run.transcript_log import count_records, documents, record_path
+from medpanel.experiments.run.scenario.scenario import RunSpec
+from medpanel.experiments.run.store.transcript_log import count_records, documents, record_path
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import confined, transcript_log
-from medpanel.experiments.run import files as store_module
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store import confined, transcript_log
+from medpanel.experiments.run.store import files as store_module
+from medpanel.experiments.run.store.transcript_log import record_path
 
 from .conftest import write
 

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.experiments.cli.catalogue import catalogue, markdown_table
 from medpanel.experiments.cli.main import main
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.scenario.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

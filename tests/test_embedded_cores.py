@@ -105,9 +105,9 @@ def test_a_bad_layout_in_a_scenario_is_one_line_naming_the_file_and_field(tmp_pa
 
 def test_run_json_records_the_layout_this_machine_gets(fake_server: Path, tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     monkeypatch.setattr(embedded, "machine_cores", lambda: 2)
 

@@ -12,8 +12,8 @@ from pydantic import TypeAdapter
 
 import medpanel
 from medpanel.agents.events import Act, AnswerAt, Brief, Critique, GroupStart, Recruitment, Vote
-from medpanel.experiments.run.records import TranscriptRecord
-from medpanel.experiments.run.records_v1 import act_v1
+from medpanel.experiments.run.store.records import TranscriptRecord
+from medpanel.experiments.run.store.records_v1 import act_v1
 
 from .test_scripted_scenarios import _overrides
 
@@ -24,7 +24,7 @@ SCENARIOS = ["ablation_2x2", "channels", "routed", "baselines", "quickstart", "c
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_every_act_is_what_the_step_name_meant(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     path = ROOT / "scenarios" / f"{name}.yaml"
     monkeypatch.setenv("MEDPANEL_CORPUS", "quickstart")

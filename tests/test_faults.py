@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.experiments.analysis.report import errors_table
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion

@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from medpanel.agents.types import Question, QuestionResult
-from medpanel.experiments.run.plan import Plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
 
 MEDPANEL = Path(sys.executable).parent / "medpanel"
 FOREIGN = ("Warning", "warning:", "wandb:", "Generating train split", "IProgress", "%|", "examples/s", "Traceback")

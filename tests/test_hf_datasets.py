@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.datasets import load_dataset
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.sources.datasets import load_dataset
 
 datasets = pytest.importorskip("datasets", reason="the [hf] extra is not installed")
 
@@ -107,7 +107,7 @@ def test_bad_mappings_are_one_line_naming_the_field(tmp_path: Path) -> None:
 
 
 def test_the_scenario_block_reaches_the_loader(tmp_path: Path) -> None:
-    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario.plan import make_plan
 
     pq = tmp_path / "medmcqa.parquet"
     datasets.Dataset.from_list(MEDMCQA).to_parquet(str(pq))

@@ -212,7 +212,7 @@ def test_a_hugging_face_file_that_is_not_a_file_is_one_line(tmp_path: Path, caps
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero link", "folder"])
 def test_a_reference_file_that_is_not_a_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                          kind: str) -> None:
-    from medpanel.experiments.run.references import _raw
+    from medpanel.experiments.run.sources.references import _raw
 
     p, words = _make(tmp_path, kind, "refs.jsonl")
     with pytest.raises(UserError, match=words.split(" (")[0]):
@@ -241,7 +241,7 @@ def test_a_corpus_input_that_is_not_a_file_is_one_line(tmp_path: Path, capsys: p
 
 
 def test_the_process_count_lookup_reads_no_special_file(tmp_path: Path) -> None:
-    from medpanel.experiments.run.children import planned_processes
+    from medpanel.experiments.run.execution.children import planned_processes
 
     for kind in ("fifo", "dev-zero link", "folder", "latin-1"):
         p, _ = _make(tmp_path, kind, f"{kind}.yaml")

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import children, tether
-from medpanel.experiments.run.children import MAX_PROCESSES, planned_processes
+from medpanel.experiments.run.execution import children, tether
+from medpanel.experiments.run.execution.children import MAX_PROCESSES, planned_processes
 
 from .conftest import write
 
@@ -48,7 +48,7 @@ def _members_of(runner: int) -> list[int]:
         except OSError:
             continue
         if f"{tether.RUNNER_PID_ENV}={runner}".encode() in raw.split(b"\0") or (
-                b"medpanel.experiments.run.member" in _cmdline(env.parent) and _ppid(env.parent) == runner):
+                b"medpanel.experiments.run.execution.member" in _cmdline(env.parent) and _ppid(env.parent) == runner):
             pid = int(env.parent.name)
             if _alive(pid):
                 found.append(pid)
@@ -103,7 +103,7 @@ def test_a_scenario_or_set_count_out_of_bounds_starts_no_child_ahead(tmp_path: P
 
 
 def test_the_scenario_bound_is_the_same_constant() -> None:
-    from medpanel.experiments.run.scenario import RunSpec
+    from medpanel.experiments.run.scenario.scenario import RunSpec
 
     RunSpec(processes=MAX_PROCESSES)
     with pytest.raises(ValueError):
@@ -146,7 +146,7 @@ def test_medpanel_run_refuses_a_count_and_leaves_no_interpreter(tmp_path: Path, 
 STUB = textwrap.dedent("""
     import os, signal, sys, time
     signal.signal(signal.SIGTERM, lambda s, f: os._exit(3))
-    from medpanel.experiments.run import tether
+    from medpanel.experiments.run.execution import tether
     if sys.argv[1] == "no-deathsig":
         tether.death_signal = lambda signum: False
     if sys.argv[1] == "no-lifeline":
@@ -158,7 +158,7 @@ STUB = textwrap.dedent("""
 
 PARENT = textwrap.dedent("""
     import os, subprocess, sys, time
-    from medpanel.experiments.run import tether
+    from medpanel.experiments.run.execution import tether
     kids = [subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2]], env=tether.child_env(),
                              pass_fds=(tether.lifeline(),), stdout=subprocess.PIPE, text=True,
                              start_new_session=True) for _ in range(3)]
@@ -217,7 +217,7 @@ def test_a_child_whose_parent_died_before_it_tied_itself_ends() -> None:
 
 def test_a_process_not_started_by_a_runner_holds_no_tie() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEDPANEL_RUNNER") and "LIFELINE" not in k}
-    code = "from medpanel.experiments.run import tether; tether.hold(); print('alive')"
+    code = "from medpanel.experiments.run.execution import tether; tether.hold(); print('alive')"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "alive"
 
@@ -234,7 +234,7 @@ def test_the_lifeline_is_not_inherited_by_other_children() -> None:
 def test_a_real_member_started_ahead_ends_with_a_killed_runner_at_once(how: signal.Signals) -> None:
     """`children.launch`: the member imports the runner for seconds before it reads its part; a runner
     killed meanwhile used to leave it importing, then waiting. Now it ends within a second or two."""
-    code = ("import time; from medpanel.experiments.run import children; p = children.launch(); "
+    code = ("import time; from medpanel.experiments.run.execution import children; p = children.launch(); "
             "print(p.pid, flush=True); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None

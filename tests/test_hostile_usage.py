@@ -18,7 +18,7 @@ from aiohttp import web
 from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RecordingClient, to_openai
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.store.transcript_log import documents
 
 from .conftest import write
 from .fake_openai import schema_reply

@@ -19,7 +19,7 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.rundir import load_run
+from medpanel.experiments.run.store.rundir import load_run
 
 from .inspect_fixtures import GRID_QUESTIONS, events_run, grid_run, token_responder
 

@@ -169,9 +169,9 @@ def test_independent_coordination_withholds_the_brief_from_recruits(corpus: str)
 
 def test_missing_corpus_is_one_clear_error(tmp_path: Path) -> None:
     from medpanel.experiments.errors import UserError
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     f = tmp_path / "s.yaml"
     f.write_text("name: x\npipeline: generalist\nvariants: [between-gap]\nsettings: {corpus: nope}\n"

@@ -11,7 +11,7 @@ from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.store import Row
 from medpanel.methods.panel.protocol import screened_critiques
 
 from .scripted_helpers import cond, run

@@ -15,7 +15,7 @@ from medpanel.experiments.analysis.inference.ledger import (
     usd_per_extra_correct,
     usd_per_extra_correct_rows,
 )
-from medpanel.experiments.run.budget import Price, event_cost
+from medpanel.experiments.run.tracking.budget import Price, event_cost
 
 PRICES = {"gpt-4o-mini": Price(input=0.15, output=0.60)}
 

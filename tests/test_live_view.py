@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.run.rundir import load_record
+from medpanel.experiments.run.store.rundir import load_record
 from medpanel.experiments.view.live import LiveRun, alerts, condition_view
 
 from .conftest import needs_postgres

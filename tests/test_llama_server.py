@@ -159,9 +159,9 @@ def test_model_local_server_picks_the_program_and_its_context() -> None:
 
 def test_run_json_records_which_server_serves(fake_server: Path, tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import Scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import Scenario
 
     def meta_for(model: dict, name: str) -> dict:
         scenario = Scenario.model_validate({"name": "srv", "pipeline": "generalist", "flags": {"c": [0]},

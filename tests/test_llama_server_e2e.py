@@ -14,7 +14,7 @@ import pytest
 
 from medpanel.agents.model.llama_server import LlamaServer
 from medpanel.agents.model.structured import answer_model, capped_schema, format_instructions, strict_response_format
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.store.transcript_log import documents
 
 from .conftest import ROOT
 

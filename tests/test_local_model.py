@@ -18,7 +18,7 @@ import pytest
 
 from medpanel.agents.model import local_server
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.store.transcript_log import documents
 
 from .conftest import ROOT
 from .proc_helpers import alive

@@ -10,7 +10,7 @@ import pytest
 
 from medpanel.agents.types import Question, score
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.datasets import load_dataset
+from medpanel.experiments.run.sources.datasets import load_dataset
 
 from .scripted_helpers import cond, run
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.analysis.report import build_tables
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_record
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.rundir import load_record
+from medpanel.experiments.run.store.store import Store
 
 from .conftest import write
 from .multiagent_helpers import reply, steps
@@ -92,7 +92,7 @@ def test_the_multiagent_pipeline_names_each_original_as_a_variant() -> None:
 
 def test_the_protocol_line_declares_how_each_method_in_the_run_differs_from_its_code() -> None:
     from medpanel.experiments.analysis.protocol import protocol_line
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.scenario import load_scenario
     from medpanel.methods.kamac.report import DIFFERENCES as KAMAC
     from medpanel.methods.mdagents.report import DIFFERENCES as MDAGENTS
     from medpanel.methods.medagents.report import DIFFERENCES as MEDAGENTS

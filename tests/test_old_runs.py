@@ -87,7 +87,7 @@ def test_html_report_of_an_old_run_builds(runs: Path) -> None:
 
 
 def test_the_old_records_read_as_format_0() -> None:
-    from medpanel.experiments.run.rundir import load_record, load_transcript
+    from medpanel.experiments.run.store.rundir import load_record, load_transcript
 
     for name in RUNS:
         record = load_record(FIXTURE / name)
@@ -101,7 +101,7 @@ def test_the_old_records_read_as_format_0() -> None:
 
 def test_an_old_run_resumes_from_its_scenario(runs: Path) -> None:
     """A run.json without a plan block is planned again from its scenario when it is opened."""
-    from medpanel.experiments.run.runner import Runner
+    from medpanel.experiments.run.execution.runner import Runner
 
     runner = Runner.open(runs / "v0-panel")
     resolved = runner.plan.resolved
@@ -134,8 +134,8 @@ def _edit(path: Path, **keys: object) -> None:
 def test_format_1_added_only_fields_that_format_0_means_by_leaving_out() -> None:
     """Why there is no 0 -> 1 conversion: every key of the format-0 files is a field of today's
     records, and each field format 1 added reads as what its absence meant."""
-    from medpanel.experiments.run.records import RunRecord, TranscriptRecord
-    from medpanel.experiments.run.rundir import load_record, load_transcript
+    from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
+    from medpanel.experiments.run.store.rundir import load_record, load_transcript
 
     for name in RUNS:
         doc = json.loads((FIXTURE / name / "run.json").read_text(encoding="utf-8"))

@@ -18,9 +18,9 @@ from medpanel.agents.pipelines.base import Outcome
 from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan
 from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.types import Condition, TranscriptEvent
-from medpanel.experiments.run.plan import ResolvedRun, resolve_run
-from medpanel.experiments.run.records import PlanRecord
-from medpanel.experiments.run.scenario import slug_for
+from medpanel.experiments.run.scenario.plan import ResolvedRun, resolve_run
+from medpanel.experiments.run.scenario.scenario import slug_for
+from medpanel.experiments.run.store.records import PlanRecord
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write

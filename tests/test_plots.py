@@ -11,7 +11,7 @@ import pytest
 from medpanel.experiments.analysis import plots
 from medpanel.experiments.analysis.plots import PLOTS, pareto_front, write_plots
 from medpanel.experiments.analysis.stats import accuracy_ci
-from medpanel.experiments.run.store import Row, Store
+from medpanel.experiments.run.store.store import Row, Store
 
 from .inspect_fixtures import grid_run
 

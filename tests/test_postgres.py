@@ -11,7 +11,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from medpanel.experiments.run.transcript_log import count_records
+from medpanel.experiments.run.store.transcript_log import count_records
 
 from .conftest import needs_postgres, write
 

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.run import processes, shares
-from medpanel.experiments.run.budget import Budget
-from medpanel.experiments.run.signals import BACKSTOP_S
-from medpanel.experiments.run.state import Stop
+from medpanel.experiments.run.execution import processes, shares
+from medpanel.experiments.run.execution.signals import BACKSTOP_S
+from medpanel.experiments.run.tracking.budget import Budget
+from medpanel.experiments.run.tracking.state import Stop
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply
@@ -245,7 +245,7 @@ def test_a_member_joins_only_the_run_its_runner_is_running(tmp_path: Path) -> No
         assert proc.returncode == 0, out
     spec = processes.MemberSpec(runner_pid=os.getpid(), owner="x/p1", index=1, processes=2, study="medpanel",
                                 grid=[0], run={})
-    member = subprocess.run([sys.executable, "-m", "medpanel.experiments.run.member", str(tmp_path / "run")],
+    member = subprocess.run([sys.executable, "-m", "medpanel.experiments.run.execution.member", str(tmp_path / "run")],
                             input=spec.model_dump_json() + "\n", capture_output=True, text=True, timeout=120,
                             env=_env())
     assert member.returncode == 2, member.stdout + member.stderr
@@ -278,9 +278,9 @@ def test_each_process_gets_its_share_of_the_rates_and_of_what_is_left_of_the_bud
 
 
 def test_the_rate_limits_of_each_process_are_its_share(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from medpanel.experiments.run.plan import make_plan
-    from medpanel.experiments.run.runner import Runner
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.execution.runner import Runner
+    from medpanel.experiments.run.scenario.plan import make_plan
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     scenario = _scenario(tmp_path, "http://127.0.0.1:9/v1", 3, extra=", requests_per_minute: 600, "
                          "tokens_per_minute: 90000")
@@ -294,7 +294,7 @@ def test_the_rate_limits_of_each_process_are_its_share(tmp_path: Path, monkeypat
 
 
 def test_children_started_ahead_are_taken_by_the_session_and_the_rest_exit_when_discarded() -> None:
-    from medpanel.experiments.run import children
+    from medpanel.experiments.run.execution import children
 
     children.prestart(2)
     try:

@@ -15,12 +15,12 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import TranscriptEvent, Usage
 from medpanel.experiments.analysis.report import cost_table
-from medpanel.experiments.run.budget import Price, cache_saving, event_cost
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
+from medpanel.experiments.run.tracking.budget import Price, cache_saving, event_cost
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply

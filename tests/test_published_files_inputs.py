@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.published_files import read_rows
+from medpanel.experiments.run.sources.published_files import read_rows
 
 HEADER = "question,opa,opb,answer\n"
 

@@ -12,10 +12,10 @@ import pytest
 
 from benchmarks.fake_limits import RateLimited, go_duration
 from medpanel.agents.model.limits import RateLimits, parse_duration, retry_after
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply

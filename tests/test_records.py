@@ -11,14 +11,14 @@ import pytest
 from medpanel.agents.pipelines import registry
 from medpanel.agents.pipelines.generalist import GeneralistSettings
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.records import RUN_FORMAT, TRANSCRIPT_FORMAT
-from medpanel.experiments.run.rundir import load_record, load_transcript, read_transcript
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.storage import Pair  # noqa: F401  (the key type rows and claims share)
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.records import RUN_FORMAT, TRANSCRIPT_FORMAT
+from medpanel.experiments.run.store.rundir import load_record, load_transcript, read_transcript
+from medpanel.experiments.run.store.storage import Pair  # noqa: F401  (the key type rows and claims share)
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 
 SCENARIO = {"name": "rec", "pipeline": "generalist", "flags": {"c": [0, 1]},
             "dataset": {"source": "sample", "subsets": ["medqa-style"], "limit": 2},
@@ -75,7 +75,7 @@ def test_the_pipeline_is_looked_up_and_its_settings_validated_once_per_run(
         validations.append(obj)
         return real_validate(obj, *args, **kwargs)
 
-    import medpanel.experiments.run.plan as plan_module
+    import medpanel.experiments.run.scenario.plan as plan_module
 
     monkeypatch.setattr(plan_module, "get_pipeline", lookup)
     monkeypatch.setattr(GeneralistSettings, "model_validate", validate)

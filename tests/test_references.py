@@ -20,11 +20,11 @@ from medpanel.agents.types import Question
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.references import References, read_file, resolve
-from medpanel.experiments.run.rundir import load_record
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.sources.references import References, read_file, resolve
+from medpanel.experiments.run.store.rundir import load_record
+from medpanel.experiments.run.store.store import Row
 from medpanel.methods.benchmark.references import load, pairings, reference_tables, write_reference_forest
 from tests.run_records import run_record
 

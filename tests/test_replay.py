@@ -13,11 +13,11 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient, Scripte
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.analysis.study import transcript_events
 from medpanel.experiments.cli.main import main
-from medpanel.experiments.run.plan import Plan
-from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.rundir import load_run
+from medpanel.experiments.run.store.transcript_log import documents
 
 from .inspect_fixtures import GRID_QUESTIONS, _grid_responder
 

@@ -15,7 +15,7 @@ from medpanel.experiments.analysis.report import (
     paired_table,
     repeats_table,
 )
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.store import Row
 from tests.run_records import run_record
 
 

@@ -15,7 +15,7 @@ from medpanel.experiments.analysis.digest import read_digests
 from medpanel.experiments.analysis.inference.ledger import ledger
 from medpanel.experiments.analysis.transitions import call_events, cell_of, transition_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.store import Row
 
 QUESTION = {"dataset": "d", "qid": "q1", "text": "Which organ makes insulin?",
             "options": {"A": "pancreas", "B": "liver"}, "gold": ["A"]}
@@ -163,7 +163,7 @@ def test_the_reports_field_lists_are_the_records_own() -> None:
     # new transcript, or read a key the record no longer writes.
     from medpanel.agents.types import TranscriptEvent
     from medpanel.experiments.analysis.event_facts import EventFields, QuestionFields, TranscriptFields
-    from medpanel.experiments.run.records import QuestionRecord, TranscriptRecord
+    from medpanel.experiments.run.store.records import QuestionRecord, TranscriptRecord
 
     assert set(TranscriptFields.__annotations__) == set(TranscriptRecord.model_fields)
     assert set(QuestionFields.__annotations__) == set(QuestionRecord.model_fields)

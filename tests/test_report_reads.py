@@ -17,11 +17,11 @@ from medpanel.experiments.analysis.audit import audit_run
 from medpanel.experiments.analysis.digest import digest, read_digests
 from medpanel.experiments.analysis.report import read_run_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_run, read_transcript
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.rundir import load_run, read_transcript
+from medpanel.experiments.run.store.transcript_log import record_path
 from medpanel.experiments.view import viewer
 from medpanel.experiments.view.events import event_view
 from medpanel.experiments.view.render import num, pretty, render_event, render_value, safe_url

@@ -15,10 +15,10 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.report import build_tables, csv_name
 from medpanel.experiments.cli import output as cli
 from medpanel.experiments.cli.fit import MIN_COLUMN, WHOLE_CELL, fit
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_record, open_store
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.rundir import load_record, open_store
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,7 +12,7 @@ from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Condition
 from medpanel.experiments.cli.main import main
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import resolve_run
+from medpanel.experiments.run.scenario.plan import resolve_run
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write

@@ -18,10 +18,10 @@ from rich.console import Console
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.experiments.analysis.run_summary import run_summary
 from medpanel.experiments.cli import output as cli
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Row
 from tests.run_records import run_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-from medpanel.experiments.run.confined import Confined, UnsafePath
-from medpanel.experiments.run.runlock import run_lock
-from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.store.confined import Confined, UnsafePath
+from medpanel.experiments.run.store.runlock import run_lock
 from tests.rundir_helpers import copy_run, created_run, fingerprint, finished_run, run_cli
 
 # -- what a case plants --------------------------------------------------------------------------

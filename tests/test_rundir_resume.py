@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.store.transcript_log import record_path
 from tests.rundir_helpers import SCENARIO, copy_run, created_run, fingerprint, finished_run, run_cli, transcripts
 from tests.transcript_files import remove, transcript_files
 

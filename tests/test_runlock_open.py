@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runlock import run_lock
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.runlock import run_lock
 
 from .conftest import write
 

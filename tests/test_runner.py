@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 
 from .conftest import write
 
@@ -294,8 +294,8 @@ def test_a_session_collects_less_while_it_works_and_leaves_the_collector_as_it_w
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from medpanel.experiments.run import collector
-    from medpanel.experiments.run.worker import Worker
+    from medpanel.experiments.run.execution import collector
+    from medpanel.experiments.run.execution.worker import Worker
 
     seen: list[tuple[tuple[int, int, int], int]] = []
     real_work = Worker.work

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
+from medpanel.experiments.run.scenario.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
 
 from .conftest import ROOT, write
 
@@ -241,7 +241,7 @@ SHIPPED = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yam
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_every_shipped_scenario_keeps_the_papers_settings_or_declares_why_not(path: Path) -> None:
     from medpanel.experiments.analysis.protocol import deviations, undeclared
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     sc = load_scenario(path)
     found = deviations(sc.model_dump())
@@ -269,7 +269,7 @@ def test_protocol_deviations_are_found_and_must_be_declared() -> None:
 
 def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> None:
     from medpanel.agents.model.scripted import ScriptedRequest
-    from medpanel.experiments.run.plan import make_plan
+    from medpanel.experiments.run.scenario.plan import make_plan
 
     from .scripted_helpers import Q4, run
 

@@ -58,7 +58,7 @@ def _recruits(condition: dict[str, Any]) -> bool:
 def test_every_condition_of_a_shipped_scenario_parses_every_scripted_reply(
         path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import medpanel
-    from medpanel.experiments.run.scenario import load_scenario
+    from medpanel.experiments.run.scenario.scenario import load_scenario
 
     monkeypatch.setenv("MEDPANEL_CORPUS", "quickstart")
     monkeypatch.setenv("MEDPANEL_WEB", "quickstart-web")

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.transcript_log import documents
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.transcript_log import documents
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from medpanel.agents.channels.knowledge import KnowledgeSettings
 from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.types import Condition
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.retrieval import sources
 from medpanel.retrieval.errors import SourceConfigError
 

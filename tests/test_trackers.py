@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 import medpanel
 from medpanel.experiments.cli.run import register
-from medpanel.experiments.run.tracker import flatten
+from medpanel.experiments.run.tracking.tracker import flatten
 
 from .inspect_fixtures import run_rows
 

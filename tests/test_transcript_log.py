@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import confined, transcript_log
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import (
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store import confined, transcript_log
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import (
     RecordPath,
     TranscriptLog,
     count_records,
@@ -105,7 +105,7 @@ def test_a_run_creates_one_log_per_worker_not_a_file_per_question(tmp_path: Path
 
 def test_every_reader_reads_the_new_layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from medpanel import api
-    from medpanel.experiments.run.rundir import load_run
+    from medpanel.experiments.run.store.rundir import load_run
 
     run_dir = _run(tmp_path, 3)
     rows = _rows(run_dir)
@@ -249,8 +249,8 @@ def test_shared_storage_copies_other_machines_logs_record_by_record(tmp_path: Pa
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from medpanel.experiments.run import transcript_log
-from medpanel.experiments.run.runner import Runner
+from medpanel.experiments.run.store import transcript_log
+from medpanel.experiments.run.execution.runner import Runner
 
 class Killing:
     # The process's os, but the sixth transcript write sends half its bytes and the process is killed.

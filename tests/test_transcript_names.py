@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.storage import Pair
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.storage import Pair
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 from medpanel.experiments.view.viewer import build_site, page_name
 
 from .conftest import write

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.experiments.run import confined
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store import confined
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 
 
 def _run(tmp_path: Path, n: int = 12) -> Path:

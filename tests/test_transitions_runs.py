@@ -24,10 +24,10 @@ from medpanel.experiments.analysis.transitions import (
     transition_table,
     transition_tables,
 )
-from medpanel.experiments.run.plan import Plan
-from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.rundir import load_run
 from medpanel.methods.clear.transitions import pathway_table, ruling_table
 
 from .test_clear import Q3, Script, docs, installer, judgement, run_clear, verdict

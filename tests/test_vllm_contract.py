@@ -24,10 +24,10 @@ from typing import Any
 
 import pytest
 
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Store
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.store import Store
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, schema_reply

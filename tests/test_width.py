@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import Scenario
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 
 from .fake_openai import FakeOpenAI, completion, schema_reply
 
@@ -155,7 +155,7 @@ def test_a_failing_lane_stops_its_siblings_and_releases_claims(tmp_path: Path,
 
 def test_questions_per_worker_is_bounded(tmp_path: Path) -> None:
     with pytest.raises(UserError) as err:
-        from medpanel.experiments.run.scenario import RunSpec, updated
+        from medpanel.experiments.run.scenario.scenario import RunSpec, updated
 
         updated(RunSpec(), {"questions_per_worker": 0}, block="run")
     assert "questions_per_worker" in str(err.value) or "run" in str(err.value)
@@ -173,7 +173,7 @@ def test_progress_shows_calls_per_second_tokens_per_minute_and_eta() -> None:
     from rich.console import Console
 
     from medpanel.experiments.cli.progress import make_progress, progress_hook
-    from medpanel.experiments.run.state import Tally
+    from medpanel.experiments.run.tracking.state import Tally
 
     now = [1000.0]
     progress = make_progress(Console(width=400, color_system=None), quiet=True)

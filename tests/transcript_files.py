@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.run.transcript_log import RecordPath, log_files, record_path, reference
+from medpanel.experiments.run.store.transcript_log import RecordPath, log_files, record_path, reference
 
 
 def first_transcript(run: Path) -> Path:

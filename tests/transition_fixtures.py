@@ -9,8 +9,8 @@ from typing import Any
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.analysis.digest import RowDigest, read_digests
 from medpanel.experiments.analysis.trajectory import Trajectory, trajectory
-from medpanel.experiments.run.store import Store
-from medpanel.experiments.run.transcript_log import record_path
+from medpanel.experiments.run.store.store import Store
+from medpanel.experiments.run.store.transcript_log import record_path
 
 OPTIONS = {"A": "a", "B": "b", "C": "c", "D": "d"}
 

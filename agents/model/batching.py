@@ -14,7 +14,7 @@ batch that expired, failed or was cancelled before answering it, `BatchUnanswere
 retried by the caller's retries like any failed call, and a retry goes into the next batch.
 
 What a kill must not lose is written to the run directory through a `Journal` (the runner's
-confined writer, `experiments/run/batches.py`): `batches/<id>.json` from the moment a batch
+confined writer, `experiments/run/execution/batches.py`): `batches/<id>.json` from the moment a batch
 exists (its input file is noted before the batch is created), the downloaded replies beside it.
 A new queue reads those records first: a batch still running is followed, replies already
 downloaded are kept, and a request whose body matches one of their lines (sha-256 of the body)

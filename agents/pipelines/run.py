@@ -64,7 +64,7 @@ class Route:
 class Resolved:
     """One condition ready to run: its pipeline, the settings validated, the condition planned.
 
-    A run resolves each condition once, in planning (`experiments/run/plan.py`), and every question
+    A run resolves each condition once, in planning (`experiments/run/scenario/plan.py`), and every question
     of the condition reuses it: no lookup or validation per question."""
 
     pipeline: Pipeline[Any, Any]

@@ -30,20 +30,20 @@ MARKER = "<!-- scenario-reference -->"
 
 # The blocks of a scenario file, in the page's order: (heading, anchor, model's import path).
 BLOCKS: list[tuple[str, str, str]] = [
-    ("Top level", "top-level", "medpanel.experiments.run.scenario:Scenario"),
-    ("`dataset:`", "dataset", "medpanel.experiments.run.scenario:DatasetSpec"),
-    ("`dataset.parts[]:`", "dataset-parts", "medpanel.experiments.run.dataset_parts:DatasetPart"),
+    ("Top level", "top-level", "medpanel.experiments.run.scenario.scenario:Scenario"),
+    ("`dataset:`", "dataset", "medpanel.experiments.run.scenario.scenario:DatasetSpec"),
+    ("`dataset.parts[]:`", "dataset-parts", "medpanel.experiments.run.sources.dataset_parts:DatasetPart"),
     ("`model:`", "model", "medpanel.agents.model.spec:ModelSpec"),
     ("`model.batch:`", "batch", "medpanel.agents.model.spec:BatchSpec"),
-    ("`run:`", "run", "medpanel.experiments.run.scenario:RunSpec"),
-    ("`run.prices.<model name>:`", "prices", "medpanel.experiments.run.budget:Price"),
-    ("`budget_match:`", "budget_match", "medpanel.experiments.run.scenario:BudgetMatch"),
-    ("`about:`", "about", "medpanel.experiments.run.scenario:About"),
-    ("`references:`", "references", "medpanel.experiments.run.references:References"),
-    ("`references.runs[]:`", "references-runs", "medpanel.experiments.run.references:ReferenceRun"),
-    ("`models:` (each block)", "models", "medpanel.experiments.run.axes:ModelEntry"),
-    ("`models[].budget:`", "models-budget", "medpanel.experiments.run.axes:ModelLimits"),
-    ("`roles.<role>:`", "roles", "medpanel.experiments.run.axes:RoleModel"),
+    ("`run:`", "run", "medpanel.experiments.run.scenario.scenario:RunSpec"),
+    ("`run.prices.<model name>:`", "prices", "medpanel.experiments.run.tracking.budget:Price"),
+    ("`budget_match:`", "budget_match", "medpanel.experiments.run.scenario.scenario:BudgetMatch"),
+    ("`about:`", "about", "medpanel.experiments.run.scenario.scenario:About"),
+    ("`references:`", "references", "medpanel.experiments.run.sources.references:References"),
+    ("`references.runs[]:`", "references-runs", "medpanel.experiments.run.sources.references:ReferenceRun"),
+    ("`models:` (each block)", "models", "medpanel.experiments.run.scenario.axes:ModelEntry"),
+    ("`models[].budget:`", "models-budget", "medpanel.experiments.run.scenario.axes:ModelLimits"),
+    ("`roles.<role>:`", "roles", "medpanel.experiments.run.scenario.axes:RoleModel"),
 ]
 
 

@@ -22,10 +22,10 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
 from medpanel.experiments.errors import UserError, read_json, read_text
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.jsonline import lines_of
-from medpanel.experiments.run.rundir import read_questions
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.jsonline import lines_of
+from medpanel.experiments.run.store.rundir import read_questions
+from medpanel.experiments.run.store.store import Row
 from medpanel.retrieval.leakage import DIRECT, DIRECT_KIND, UPSTREAM, UPSTREAM_KIND, LeakHit, QuestionProbe, Thresholds
 
 __all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_items", "finish_audit", "leakage_table",

@@ -1,4 +1,4 @@
-"""Report tables of the model and prompt-variant axes (`experiments/run/axes.py`).
+"""Report tables of the model and prompt-variant axes (`experiments/run/scenario/axes.py`).
 
 A condition `c1r1+terse@qwen` is the base condition `c1r1` under prompt variant `terse` on model
 `qwen`. Per axis (model, variant) the tables show the base conditions side by side, each contrast
@@ -15,9 +15,9 @@ import numpy as np
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.stats import paired_comparison, percentile_bootstrap
-from medpanel.experiments.run.axes import split_slug
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.scenario.axes import split_slug
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.store import Row
 
 DEFAULT_PROMPTS = "default"
 """The variant name shown for conditions that run the shipped prompts."""

@@ -23,7 +23,7 @@ from typing_extensions import Required, TypedDict
 
 from medpanel.agents.events import Act
 from medpanel.agents.types import EventKind
-from medpanel.experiments.run.records_v1 import act_v1
+from medpanel.experiments.run.store.records_v1 import act_v1
 
 KINDS: frozenset[str] = frozenset(get_args(EventKind))
 """`agents.types.EventKind`: an event of any other kind is a damaged transcript."""

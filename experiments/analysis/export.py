@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from medpanel.experiments.analysis.audit import read_leakage
 from medpanel.experiments.analysis.digest import digest
 from medpanel.experiments.analysis.trajectory import columns as trajectory_columns
-from medpanel.experiments.run.rundir import RunData, load_run
+from medpanel.experiments.run.store.rundir import RunData, load_run
 
 FORMATS = ("jsonl", "csv")
 BASE = ["run", "condition", "dataset", "qid", "repeat", "status", "answer", "gold", "correct", "invalid", "error",

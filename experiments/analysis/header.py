@@ -3,7 +3,7 @@ small-model accommodations in force, as one short header for the terminal report
 
 from __future__ import annotations
 
-from medpanel.experiments.run.records import RunRecord
+from medpanel.experiments.run.store.records import RunRecord
 
 CACHE_MEANING = {
     "run": "identical requests answered once across conditions: common random numbers",

@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from medpanel.agents.types import TranscriptEvent
-from medpanel.experiments.run.files import safe_stem
+from medpanel.experiments.run.store.files import safe_stem
 
 
 def when(t: float) -> datetime:

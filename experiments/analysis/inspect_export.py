@@ -38,11 +38,11 @@ from medpanel.agents.prompting import format_question
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, spent, when
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.rundir import RunData, load_run, load_transcript, transcript_path
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.files import safe_stem
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rundir import RunData, load_run, load_transcript, transcript_path
+from medpanel.experiments.run.store.store import Row
 
 SCORER = "choice"
 INSTALL = "pip install 'medpanel[inspect]'"

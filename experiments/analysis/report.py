@@ -24,11 +24,11 @@ from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables
-from medpanel.experiments.run.axes import expand_pairs
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.rundir import condition_order
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.scenario.axes import expand_pairs
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rundir import condition_order
+from medpanel.experiments.run.store.store import Row
 
 
 def _pct(k: int, n: int) -> float:

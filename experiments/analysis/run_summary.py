@@ -18,9 +18,9 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.ledger import LedgerLine
 from medpanel.experiments.analysis.report import comparison_pairs, paired_table
 from medpanel.experiments.analysis.stats import mean_ci, wilson_ci
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.rundir import condition_order
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rundir import condition_order
+from medpanel.experiments.run.store.store import Row
 
 MAX_VERDICTS = 8
 """More comparisons than this (a models or variants axis) are left to the full report."""

@@ -28,9 +28,9 @@ from medpanel.experiments.analysis.inference.ledger import (
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.budget import Price
-from medpanel.experiments.run.rundir import read_document, transcript_path
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.rundir import read_document, transcript_path
+from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.tracking.budget import Price
 
 Events = Callable[[Row], Iterable[Any]]
 """A row -> the call events of its transcript (empty when the transcript is missing)."""

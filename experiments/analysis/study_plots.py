@@ -15,8 +15,8 @@ from medpanel.experiments.analysis.inference.factorial import Factorial
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.plots import new_figure, save_figure
 from medpanel.experiments.analysis.study import factorials
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.store import Row
 
 POOLED = "pooled"
 

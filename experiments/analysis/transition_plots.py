@@ -22,7 +22,7 @@ import numpy as np
 from medpanel.experiments.analysis.plots import new_figure, save_figure
 from medpanel.experiments.analysis.trajectory import Trajectory
 from medpanel.experiments.analysis.transitions import cell_of, conditions_of
-from medpanel.experiments.run.files import safe_dir
+from medpanel.experiments.run.store.files import safe_dir
 
 FIRST = ("right", "wrong", "invalid")
 FINAL = ("right", "wrong", "invalid", "error")

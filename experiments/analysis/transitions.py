@@ -48,7 +48,7 @@ from medpanel.experiments.analysis.trajectory import (
     direction,
     transition_of,
 )
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.store import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
          "invalid->right", "invalid->wrong", "invalid->invalid", "errors", "free_text")

@@ -20,8 +20,8 @@ from rich.text import Text
 
 from medpanel.experiments.cli.output import console
 from medpanel.experiments.errors import UserError, read_text, special_kind
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.yamlfile import MAX_SCENARIO_BYTES
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.scenario.yamlfile import MAX_SCENARIO_BYTES
 from medpanel.inputs import one_line
 
 _TABLE = re.compile(r"\bTables?\s+\d+[A-Z]?(?:\s*(?:and|,|/)\s*\d+[A-Z]?)*")

@@ -20,10 +20,10 @@ from rich.text import Text
 
 from medpanel.experiments.cli.output import console, print_table, print_transcript
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.outputs import check_output_file, check_output_folder, write_output
-from medpanel.experiments.run.ownership import check_run_paths
-from medpanel.experiments.run.rundir import (
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.outputs import check_output_file, check_output_folder, write_output
+from medpanel.experiments.run.store.ownership import check_run_paths
+from medpanel.experiments.run.store.rundir import (
     load_record,
     load_run,
     load_transcript,
@@ -33,15 +33,15 @@ from medpanel.experiments.run.rundir import (
     transcript_path,
     transcript_paths,
 )
-from medpanel.experiments.run.runlock import lock_holder
+from medpanel.experiments.run.store.runlock import lock_holder
 from medpanel.inputs import one_line
 
 if TYPE_CHECKING:
     from medpanel.agents.tables import Table
     from medpanel.experiments.analysis.digest import RowDigest
     from medpanel.experiments.analysis.report import RunTables
-    from medpanel.experiments.run.records import RunRecord
-    from medpanel.experiments.run.store import Row
+    from medpanel.experiments.run.store.records import RunRecord
+    from medpanel.experiments.run.store.store import Row
 
 # Each command imports what it alone runs (the analysis and its statistics, the viewer and its
 # templates, the exports, the audit's detectors) in its own body: the commands of this module share

@@ -30,10 +30,10 @@ from medpanel.experiments.analysis.report import default_comparisons
 from medpanel.experiments.analysis.study import ledger_lines, transcript_events
 from medpanel.experiments.cli.output import console
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.rundir import load_run
-from medpanel.experiments.run.scenario import load_scenario
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.rundir import load_run
+from medpanel.experiments.run.store.store import Row
 
 
 def _pair_rows(pairs: list[tuple[str, str]], n: int, effect: float, rate: float, power: float,

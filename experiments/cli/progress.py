@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from medpanel.experiments.run.state import Tally
+from medpanel.experiments.run.tracking.state import Tally
 
 WINDOW_S = 60.0
 

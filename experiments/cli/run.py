@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import children
+from medpanel.experiments.run.execution import children
 
 
 def _session() -> ModuleType:

@@ -19,9 +19,9 @@ from medpanel.agents.model.replay import Replay
 from medpanel.experiments.cli.console import console
 from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError, error_line
-from medpanel.experiments.run.plan import make_plan
-from medpanel.experiments.run.runner import Runner
-from medpanel.experiments.run.scenario import (
+from medpanel.experiments.run.execution.runner import Runner
+from medpanel.experiments.run.scenario.plan import make_plan
+from medpanel.experiments.run.scenario.scenario import (
     DatasetSpec,
     RunSpec,
     check_cost_budget,
@@ -29,7 +29,7 @@ from medpanel.experiments.run.scenario import (
     session_overrides,
     updated,
 )
-from medpanel.experiments.run.storage import is_shared
+from medpanel.experiments.run.store.storage import is_shared
 from medpanel.inputs import one_line
 
 REPORT_MODULE = "medpanel.experiments.cli.output"

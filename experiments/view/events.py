@@ -15,8 +15,8 @@ from typing import Any
 
 from medpanel.experiments.analysis.audit import evidence_items
 from medpanel.experiments.analysis.report import default_comparisons
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.store import Row
 
 LARGE_CHARS = 600
 """Event data values bigger than this (as JSON) are folded into a <details> element."""

@@ -29,12 +29,12 @@ import sqlalchemy as sa
 from medpanel.experiments.analysis.digest import read_digests
 from medpanel.experiments.analysis.stats import wilson_ci
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run import store_sql as sql
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.rows import Row, row_of
-from medpanel.experiments.run.rundir import RunData, read_questions, sa_url_path, storage_url
-from medpanel.experiments.run.runlock import lock_holder
-from medpanel.experiments.run.storage import make_engine
+from medpanel.experiments.run.store import store_sql as sql
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rows import Row, row_of
+from medpanel.experiments.run.store.rundir import RunData, read_questions, sa_url_path, storage_url
+from medpanel.experiments.run.store.runlock import lock_holder
+from medpanel.experiments.run.store.storage import make_engine
 from medpanel.experiments.view.server import json_answer
 from medpanel.experiments.view.viewer import PageContext, environment, page_name, question_page, run_header
 

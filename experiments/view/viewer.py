@@ -35,10 +35,10 @@ from medpanel.experiments.analysis.report import RunTables, build_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
-from medpanel.experiments.run.confined import Confined
-from medpanel.experiments.run.files import safe_stem
-from medpanel.experiments.run.rundir import RunData, load_run, read_document, transcript_path, transcript_paths
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.files import safe_stem
+from medpanel.experiments.run.store.rundir import RunData, load_run, read_document, transcript_path, transcript_paths
+from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.view.events import column_label, comparison_pairs, event_view, first_difference, row_facts
 from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty

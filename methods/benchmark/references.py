@@ -22,10 +22,10 @@ from medpanel.experiments.analysis.inference.contrasts import Adjusted, adjust, 
 from medpanel.experiments.analysis.inference.paired_data import align
 from medpanel.experiments.analysis.study_plots import forest_plot
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.budget import Price
-from medpanel.experiments.run.records import RunRecord
-from medpanel.experiments.run.references import Item, References, read_file, select
-from medpanel.experiments.run.store import Row
+from medpanel.experiments.run.sources.references import Item, References, read_file, select
+from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.tracking.budget import Price
 from medpanel.methods.benchmark.tables import context_table
 
 PUBLISHED = "published, not run here"

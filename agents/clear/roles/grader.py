@@ -2,7 +2,7 @@
 
 A task is a conversation plus rubric items `{criterion, points, tags}`; points may be negative (an
 undesirable behaviour). The runner sees a task as a `Question` with no options and no gold (the
-dataset loader, `experiments/run/freetext.py`), so the rubric never leaves the task file and this
+dataset loader, `experiments/run/sources/freetext.py`), so the rubric never leaves the task file and this
 module: no pathway, verifier or responder sees it. The grader (an LLM judge; `grader_model`, else
 the backbone) judges each rubric item met or not in a call of its own, shown the whole conversation
 with the response as its last turn and the one item with its points, as HealthBench's published

@@ -5,7 +5,7 @@ curator, recruiter, moderator, verifier ...), its step (initial, critique, gate,
 ...), its usage, model and whether the response cache answered it. Orchestration calls are
 therefore as visible as the specialists' own: each gets its line.
 
-Counting follows the run's own budget (experiments/run/budget.py): a call sent costs its attempts
+Counting follows the run's own budget (experiments/run/tracking/budget.py): a call sent costs its attempts
 (re-asks and retried errors included) and is priced from its usage at the model's $ per million
 tokens; a cache hit sends nothing and costs nothing, so it is counted on its own columns, with the
 dollars it would have cost (`usd_saved`).

@@ -1,0 +1,38 @@
+"""The Optuna study a session works through: a GridSampler over shards of the run's pairs.
+
+A resume on one machine opens a new study whose grid is the shards still to do (a GridSampler
+whose points were all visited stops after one trial, see `runner.py`); shared storage keeps one
+study that every worker loads; a child process of the runner (`processes.py`) loads its runner's.
+"""
+
+from __future__ import annotations
+
+from medpanel.experiments.run.execution.processes import MemberSpec
+from medpanel.experiments.run.sources.quiet import no_widget_notice
+
+with no_widget_notice():  # optuna imports tqdm.auto: see quiet.py
+    import optuna
+    from optuna.trial import TrialState
+
+
+def open_study(storage: optuna.storages.RDBStorage, grid: list[int], *, shared: bool,
+               member: MemberSpec | None) -> optuna.Study:
+    if member is not None:
+        # The runner's study over the same grid (the GridSampler checks it); another seed, so its
+        # random pick among the unvisited shards is not the runner's.
+        sampler = optuna.samplers.GridSampler({"shard": grid}, seed=member.index)
+        return optuna.load_study(study_name=member.study, storage=storage, sampler=sampler)
+    sampler = optuna.samplers.GridSampler({"shard": grid}, seed=0)
+    if shared:
+        # Every worker loads the one study; the GridSampler hands each shard to one trial number,
+        # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
+        return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
+                                   direction="maximize", load_if_exists=True)
+    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
+    for summary in optuna.get_all_study_summaries(storage):
+        # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
+        study = optuna.load_study(study_name=summary.study_name, storage=storage)
+        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
+    name = "medpanel" if "medpanel" not in names else f"medpanel-resume-{len(names)}"
+    return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize")

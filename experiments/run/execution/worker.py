@@ -1,0 +1,383 @@
+"""Execution: what one worker does with its shard, and what a session's workers share.
+
+Each pair is claimed in the store before any model call and committed (transcript, then row) after,
+so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
+pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
+the end of a run. On SQLite a claim and a commit run on the loop's own connection unless another
+connection holds the write lock (`Store.claim_now`, `Store.record_now`); a commit that met it, and
+every PostgreSQL commit, runs in a thread while the lane claims and starts the next question: at
+most one commit per lane is in flight, awaited before the next is queued and before the worker
+returns; a failed commit releases its pair and raises.
+
+Width: a worker keeps `run.questions_per_worker` questions in flight on its one event loop (lanes
+that draw from one iterator of pairs), so hundreds of questions wait on the network without a
+thread each (`benchmarks/bench_perf.py --width` measured both designs; see docs/operations.md). A lane
+that fails stops its siblings from starting new questions; what they have in flight finishes and
+is committed, then the first failure is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from medpanel.agents.model.cache import ResponseCache
+from medpanel.agents.model.client import RunHalted
+from medpanel.agents.model.replay import Replay
+from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
+from medpanel.agents.types import QuestionResult
+from medpanel.experiments.run.scenario import axes
+from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.experiments.run.store.storage import Pair
+from medpanel.experiments.run.store.store import Row, Store
+from medpanel.experiments.run.tracking.budget import Budget, cache_saving, event_cost
+from medpanel.experiments.run.tracking.health import EndpointHealth, Held
+from medpanel.experiments.run.tracking.state import ProgressHook, Stop, Tally
+
+LANES_PER_CLIENT = 8
+THREADS_PER_WORKER = 8
+ABORT_POLL_S = 0.1
+"""How often a worker's loop looks at the abort flag (set from a signal handler's timer thread)."""
+
+
+@dataclass
+class Shared:
+    """What every worker of one session (one process) shares."""
+
+    plan: Plan
+    store: Store
+    owner: str
+    stop: Stop
+    budget: Budget
+    health: EndpointHealth
+    tally: Tally
+    timings: dict[str, float]
+    started: float
+    progress: ProgressHook | None = None
+    on_row: Callable[[Row], None] | None = None
+    """Called with every committed row (run.tracker's live metrics)."""
+    cache: ResponseCache | None = None
+    replay: Replay | None = None
+    base_url: str | None = None
+    client_factory: Callable[[Any], Any] | None = None
+    model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
+    """`models:` blocks with their own budget or rate limit, by label."""
+    retry_errors: bool = False
+    """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
+    error_pairs: set[Pair] = field(default_factory=set)
+    retried: set[Pair] = field(default_factory=set)
+    taken: set[Pair] = field(default_factory=set)
+    """Pairs this process has finished or claimed: lets helping skip them without a query."""
+    pending: list[Pair] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def total(self) -> int:
+        return len(self.plan.pairs)
+
+    def count(self, row: Row, result: QuestionResult) -> None:
+        """Tally a committed pair, show it, and apply `max_errors` (to error rows, over all sessions)."""
+        self.tally.add(row, result)
+        pair = (row.condition, row.dataset, row.qid, row.repeat)
+        if pair in self.error_pairs:
+            self.retried.add(pair)
+        if self.progress is not None:
+            self.progress(self.tally, self.total)
+        if self.on_row is not None:
+            self.on_row(row)
+        max_errors = self.plan.scenario.run.max_errors
+        if row.error and max_errors is not None and self.tally.errors > max_errors:
+            self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions have error rows); "
+                          "fix the cause, then resume (--retry-errors re-runs the error rows, --max-errors "
+                          "raises the limit)")
+
+    def release_quietly(self, pair: Pair) -> None:
+        """Release a claim; if the storage itself has failed, a resume releases it instead."""
+        try:
+            self.store.release(pair, self.owner)
+        except Exception as exc:
+            if self.store.resource_failure(exc) is None:
+                raise
+
+    def commit(self, held: Held) -> Row:
+        return self.store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
+                                 replace_error=held.pair in self.error_pairs,
+                                 cache_saved_usd=sum(cache_saving(e, self.budget.prices) for e in held.result.events))
+
+    def settle_held(self) -> None:
+        """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
+        held = self.health.take_all()
+        verdict = self.health.verdict(held)
+        if verdict is not None:
+            self.stop.set(verdict)
+        for h in held:
+            if verdict is None:
+                try:
+                    self.count(self.commit(h), h.result)
+                    continue
+                except Exception as exc:
+                    verdict = self.store.resource_failure(exc)
+                    if verdict is None:
+                        raise
+                    self.stop.set(verdict)
+            self.release_quietly(h.pair)
+
+    def model_call(self, label: str | None, spec: Any) -> dict[str, Any]:
+        """What a question's calls to one model need: its endpoint and its gate (the run's and its own)."""
+        return {"base_url": self.base_url if spec.backend == "local" else None,
+                "before_call": axes.gate(self.budget.before_call, self.model_budgets.get(label or ""))}
+
+    def all_taken(self) -> bool:
+        with self.lock:
+            return all(p in self.taken for p in self.pending)
+
+    def take(self, pair: Pair) -> bool:
+        """Mark a pair as this process's; False when it already was."""
+        with self.lock:
+            if pair in self.taken:
+                return False
+            self.taken.add(pair)
+            return True
+
+
+@dataclass
+class _Commit:
+    """A question's commit running in a thread, and whether the tally has counted it yet."""
+
+    future: asyncio.Future[Row]
+    pair: Pair
+    result: QuestionResult
+    counted: bool = False
+    hook_error: BaseException | None = None
+    """An exception from counting it in the done-callback (a progress hook), raised at `settle`."""
+
+
+class Worker:
+    """One worker thread's event loop over its shard, then over the pairs nobody has claimed, with
+    `run.questions_per_worker` lanes (questions in flight) on that loop."""
+
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        self.committed = 0
+        self.correct = 0
+        self.failed = False
+        """A lane raised: the others start no new question."""
+        self.questions: set[asyncio.Task[QuestionResult]] = set()
+        """The questions in flight on this loop, cancelled when the run aborts."""
+
+    async def _watch_abort(self) -> None:
+        # A threading.Event set from a timer thread: no asyncio.Event can be awaited for it.
+        while not self.shared.stop.aborted:  # noqa: ASYNC110
+            await asyncio.sleep(ABORT_POLL_S)
+        for task in list(self.questions):
+            task.cancel()
+
+    async def unless_aborted(self, question: Any) -> QuestionResult:
+        """Run one question, cancelled (as `RunHalted`: unrecorded, redone on resume) if the run aborts."""
+        task: asyncio.Task[QuestionResult] = asyncio.ensure_future(question)
+        self.questions.add(task)
+        if self.shared.stop.aborted:
+            task.cancel()
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if self.shared.stop.aborted and (current is None or not current.cancelling()):
+                raise RunHalted(self.shared.stop.reason or "run aborted") from None
+            raise
+        finally:
+            self.questions.discard(task)
+
+    async def work(self, shard: list[Pair]) -> tuple[int, int]:
+        """(pairs committed, of them correct)."""
+        s = self.shared
+        n = s.plan.scenario.run.questions_per_worker
+        # One HTTP client per LANES_PER_CLIENT lanes: httpx's pool checks every connection it holds
+        # on each request, so one client for all of a loop's lanes costs O(width) per call.
+        pools = [ClientPool() for _ in range(math.ceil(n / LANES_PER_CLIENT))]
+        # Own shard first, then help: the other shards' pairs from the far end, where their own
+        # workers will arrive last. One iterator for every lane: next() runs on the loop's thread.
+        pairs = itertools.chain(shard, reversed(s.pending))
+        lanes = [_Lane(self) for _ in range(n)]
+        if n > 1:
+            # Claims and commits run in the loop's default executor, one store connection each:
+            # bounded, so a process holds at most THREADS_PER_WORKER connections per worker
+            # (PostgreSQL's pool and max_connections; see docs/operations.md).
+            asyncio.get_running_loop().set_default_executor(
+                concurrent.futures.ThreadPoolExecutor(THREADS_PER_WORKER, thread_name_prefix="medpanel-store"))
+        watch = asyncio.ensure_future(self._watch_abort())
+        try:
+            outcomes = await asyncio.gather(*(lane.run(pairs, pools[i // LANES_PER_CLIENT])
+                                              for i, lane in enumerate(lanes)), return_exceptions=True)
+        finally:
+            watch.cancel()
+            for pool in pools:
+                await pool.close()
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return self.committed, self.correct
+
+
+class _Lane:
+    """One question at a time of a worker's event loop: claim, run, commit in a thread."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.shared = worker.shared
+        self.in_flight: _Commit | None = None
+
+    async def run(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
+        try:
+            try:
+                await self._pairs(pairs, clients)
+            finally:
+                await self._settle()
+        except BaseException:
+            self.worker.failed = True
+            raise
+
+    def _count(self, commit: _Commit) -> None:
+        """Tally a finished commit once: from its done-callback (live progress) or from `_settle`."""
+        if commit.counted or not commit.future.done() or commit.future.cancelled():
+            return
+        if commit.future.exception() is not None:
+            return  # raised where the commit is awaited
+        commit.counted = True
+        self._tally(commit.future.result(), commit.result)
+
+    def _tally(self, row: Row, result: QuestionResult) -> None:
+        self.worker.committed += 1
+        self.worker.correct += row.correct
+        self.shared.count(row, result)
+
+    def _count_landed(self, commit: _Commit, _future: Any) -> None:
+        # A done-callback's exception would only be logged by the event loop: keep it for _settle.
+        try:
+            self._count(commit)
+        except BaseException as exc:
+            commit.hook_error = exc
+
+    async def _settle(self) -> None:
+        if self.in_flight is None:
+            return
+        commit, self.in_flight = self.in_flight, None
+        try:
+            await commit.future
+        except BaseException:
+            self.shared.release_quietly(commit.pair)
+            raise
+        self._count(commit)
+        if commit.hook_error is not None:
+            raise commit.hook_error
+
+    async def _commit_held(self) -> None:
+        """Failures held back while the endpoint looked dead: it has answered since, so they are rows."""
+        s = self.shared
+        for held in s.health.take_committable():
+            try:
+                row = await asyncio.to_thread(s.commit, held)
+            except BaseException:
+                s.release_quietly(held.pair)
+                raise
+            s.count(row, held.result)
+
+    async def _claim(self, pair: Pair) -> bool:
+        s = self.shared
+        if not s.store.shared:
+            # SQLite: on this thread, unless another connection is writing (see `Store._now`).
+            taken = s.store.claim_now(pair, s.owner, retry_errors=s.retry_errors)
+            if taken is not None:
+                return taken
+        if s.plan.scenario.run.questions_per_worker == 1:
+            return s.store.claim(pair, s.owner, retry_errors=s.retry_errors)  # nothing else on this loop
+        try:
+            return await asyncio.to_thread(s.store.claim, pair, s.owner, retry_errors=s.retry_errors)
+        except BaseException:
+            # Cancelled while the thread may have claimed: release, so a resume does not wait on it.
+            s.release_quietly(pair)
+            raise
+
+    async def _pairs(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
+        s = self.shared
+        scenario = s.plan.scenario
+        resolved = s.plan.resolved
+        questions = s.plan.question_index
+        for pair in pairs:
+            await self._commit_held()
+            s.budget.check()
+            if s.stop.is_set or self.worker.failed:
+                break
+            if not s.take(pair):
+                continue
+            # In a thread: a claim waits for SQLite's one writer, and on the loop's thread that wait
+            # would stall every other question in flight on it.
+            if not await self._claim(pair):
+                continue  # finished already, or another process holds it
+            s.timings.setdefault("first_question_s", time.time() - s.started)
+            condition = resolved.condition(pair[0])
+            question = questions[(pair[1], pair[2])]
+            try:
+                # budget_match: this question's budget goes into the condition's settings, or an error row.
+                matched = s.plan.budget.apply(condition, question, pair[3]) if s.plan.budget else condition
+                if isinstance(matched, QuestionResult):
+                    result = matched
+                else:
+                    ax = s.plan.axes
+                    label, spec = ax.model_for(pair[0])
+                    routes = {role: Route(to, ax.models[to], **s.model_call(to, ax.models[to]))
+                              for role, to in ax.routes.items()}
+                    run = run_resolved(matched, question, spec, **s.model_call(label, spec),
+                                       cache=s.cache, repeat=pair[3], scoring=scenario.dataset.scoring,
+                                       client_factory=s.client_factory,
+                                       hooks=[s.budget.on_event, s.health.on_event,
+                                              *(b.on_event for b in s.model_budgets.values())],
+                                       clients=clients, label=label, routes=routes,
+                                       prompts=ax.cond_prompts.get(pair[0]), limits=s.budget.limiter,
+                                       replay=s.replay)
+                    result = await self.worker.unless_aborted(run)
+                cost = sum(event_cost(e, s.budget.prices) for e in result.events)
+                await self._settle()
+            except RunHalted:
+                s.release_quietly(pair)  # unfinished: resume runs it again
+                break
+            except BaseException:
+                s.release_quietly(pair)
+                raise
+            held_back, cause = s.health.hold(Held(pair, result, question, cost))
+            if held_back:
+                # Maybe a dead endpoint or a wrong key: not recorded until a call is answered.
+                if cause is not None:
+                    s.stop.set(cause)
+                continue
+            saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
+            if s.store.shared:
+                # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
+                self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
+                                              replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
+                continue
+            try:
+                staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
+                                       cache_saved_usd=saved)
+                row = s.store.record_now(staged)
+            except BaseException:
+                s.release_quietly(pair)
+                raise
+            if row is None:
+                # Another connection is writing (another worker or process): wait for it in a thread.
+                self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
+                continue
+            self._tally(row, result)
+
+    def _queue(self, commit: Coroutine[Any, Any, Row], pair: Pair, result: QuestionResult) -> None:
+        """A commit to finish in a thread while this lane goes on (`_settle` awaits it)."""
+        self.in_flight = _Commit(asyncio.ensure_future(commit), pair, result)
+        self.in_flight.future.add_done_callback(functools.partial(self._count_landed, self.in_flight))

@@ -1,0 +1,1 @@
+"""Where a run's questions and reference answers come from: data sets, files, Hugging Face."""
