@@ -37,13 +37,8 @@ from medpanel.experiments.analysis.report import run_tables, write_report
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import (
-    CLI_OPTIONS,
-    SESSION_OPTIONS,
-    Scenario,
-    check_cost_budget,
-    load_scenario,
-)
+from medpanel.experiments.run.scenario.runspec import CLI_OPTIONS, SESSION_OPTIONS
+from medpanel.experiments.run.scenario.scenario import Scenario, check_cost_budget, load_scenario
 from medpanel.experiments.run.store.ownership import first_difference
 from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.store.rundir import RunData, load_record, load_transcript, transcript_path

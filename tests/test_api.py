@@ -173,7 +173,7 @@ def test_an_unknown_override_is_a_user_error() -> None:
 
 
 def test_every_session_option_of_the_cli_is_a_keyword_of_run_and_resume(tmp_path: Path) -> None:
-    from medpanel.experiments.run.scenario.scenario import SESSION_OPTIONS
+    from medpanel.experiments.run.scenario.runspec import SESSION_OPTIONS
 
     result = medpanel.run(ROOT / "scenarios" / "quickstart.yaml", model=SCRIPTED, limit=1, run_dir=tmp_path / "run",
                           tokens_per_minute=100_000, processes=1, max_wall_s=600)

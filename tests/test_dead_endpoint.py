@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from medpanel.experiments.run.scenario.scenario import RunSpec
+from medpanel.experiments.run.scenario.runspec import RunSpec
 from medpanel.experiments.run.store.transcript_log import count_records, documents, record_path
 
 from .conftest import write

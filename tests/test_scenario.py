@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.scenario.scenario import DatasetSpec, RunSpec, load_scenario, slug_for, updated
+from medpanel.experiments.run.scenario.runspec import RunSpec, updated
+from medpanel.experiments.run.scenario.scenario import DatasetSpec, load_scenario, slug_for
 
 from .conftest import ROOT, write
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from medpanel.experiments.cli import run as cli_run
 from medpanel.experiments.cli import run_session
 from medpanel.experiments.run.execution import children, processes
-from medpanel.experiments.run.scenario.scenario import CLI_OPTIONS, SESSION_OPTIONS, RunSpec, session_overrides
+from medpanel.experiments.run.scenario.runspec import CLI_OPTIONS, SESSION_OPTIONS, RunSpec, session_overrides
 
 
 class _Overridden(Exception):

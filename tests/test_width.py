@@ -155,7 +155,7 @@ def test_a_failing_lane_stops_its_siblings_and_releases_claims(tmp_path: Path,
 
 def test_questions_per_worker_is_bounded(tmp_path: Path) -> None:
     with pytest.raises(UserError) as err:
-        from medpanel.experiments.run.scenario.scenario import RunSpec, updated
+        from medpanel.experiments.run.scenario.runspec import RunSpec, updated
 
         updated(RunSpec(), {"questions_per_worker": 0}, block="run")
     assert "questions_per_worker" in str(err.value) or "run" in str(err.value)

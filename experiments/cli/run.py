@@ -1,8 +1,9 @@
 """`medpanel validate`, `run` (and `run --resume`) and `worker`: their options.
 
 Start-up is on a run's clock (a run of 25 one-second calls per question in flight pays it whole),
-so this module imports only typer at its top. `run` first starts the child processes of
-`run.processes` (`children.prestart`, stdlib only), so their imports overlap its own; then it
+so this module imports only typer and the run block (`scenario/runspec.py`: pydantic) at its top.
+`run` first resolves the run block and starts the child processes of `run.processes` it asks for
+(`children.prestart`, stdlib only), so their imports overlap its own; then it
 imports what the commands do (`cli/run_session.py`: the runner and everything under it).
 """
 
@@ -16,6 +17,7 @@ import typer
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import children
+from medpanel.experiments.run.scenario.runspec import planned_run
 
 
 def _session() -> ModuleType:
@@ -67,7 +69,8 @@ def run(
         raise UserError("give a scenario file or --resume RUN_DIR (not both). Example: medpanel run "
                         "scenarios/quickstart.yaml", field="SCENARIO")
     # Before any import of the runner: the children import it meanwhile (see the module docstring).
-    children.prestart(children.planned_processes(scenario, resume, processes, set_) - 1)
+    # Their count is the resolved run block's, `--set`, `--storage` and `--processes` applied.
+    children.prestart(planned_run(scenario, resume, set_, storage=storage, processes=processes).process_count - 1)
     try:
         _session().run(scenario, resume, limit, workers, processes, run_dir, repeat, quiet, max_calls, max_tokens,
                        max_cost_usd, max_errors, max_wall_s, rpm, tpm, storage, set_, retry_errors, replay,

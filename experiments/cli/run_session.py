@@ -21,14 +21,8 @@ from medpanel.experiments.cli.progress import make_progress, progress_hook
 from medpanel.experiments.errors import UserError, error_line
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import (
-    DatasetSpec,
-    RunSpec,
-    check_cost_budget,
-    load_scenario,
-    session_overrides,
-    updated,
-)
+from medpanel.experiments.run.scenario.runspec import RunSpec, session_overrides, updated
+from medpanel.experiments.run.scenario.scenario import DatasetSpec, check_cost_budget, load_scenario
 from medpanel.experiments.run.store.storage import is_shared
 from medpanel.inputs import one_line
 

@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import children
 from medpanel.experiments.run.execution.worker import Shared, Worker
-from medpanel.experiments.run.scenario.scenario import SESSION_OPTIONS
+from medpanel.experiments.run.scenario.runspec import SESSION_OPTIONS
 from medpanel.experiments.run.store.runlock import lock_holder
 from medpanel.experiments.run.store.storage import Pair
 from medpanel.experiments.run.store.store import Store

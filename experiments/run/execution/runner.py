@@ -43,7 +43,7 @@ from medpanel.experiments.run.execution.study import open_study
 from medpanel.experiments.run.execution.worker import Shared, Worker
 from medpanel.experiments.run.scenario.axes import ModelBudget
 from medpanel.experiments.run.scenario.plan import Plan
-from medpanel.experiments.run.scenario.scenario import updated
+from medpanel.experiments.run.scenario.runspec import updated
 from medpanel.experiments.run.sources.quiet import no_widget_notice
 from medpanel.experiments.run.store import confined
 from medpanel.experiments.run.store.files import write_status

@@ -26,7 +26,8 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.axes import RunAxes
 from medpanel.experiments.run.scenario.budget_match import BudgetReference, load_reference
-from medpanel.experiments.run.scenario.scenario import Scenario, updated
+from medpanel.experiments.run.scenario.runspec import updated
+from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.sources.dataset_parts import check_parts, grading_files, load_parts
 from medpanel.experiments.run.sources.datasets import load_dataset
 from medpanel.experiments.run.sources.references import resolve as resolve_references

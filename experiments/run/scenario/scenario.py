@@ -9,31 +9,20 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.types import Condition
-from medpanel.experiments.errors import UserError, read_text
-from medpanel.experiments.run.execution.children import MAX_PROCESSES
+from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.axes import ModelEntry, PromptRef, RoleModel
+from medpanel.experiments.run.scenario.runspec import RunSpec
 from medpanel.experiments.run.scenario.slugs import condition_from_slug, slug_for
-from medpanel.experiments.run.scenario.yamlfile import (
-    MAX_SCENARIO_BYTES,
-    Refused,
-    apply_overrides,
-    interpolate,
-    parse_yaml,
-    strip_lines,
-    yaml_problem,
-)
+from medpanel.experiments.run.scenario.yamlfile import read_scenario
 from medpanel.experiments.run.sources.dataset_parts import DatasetPart, PresetName
 from medpanel.experiments.run.sources.references import References
-from medpanel.experiments.run.store.storage import check_url
-from medpanel.experiments.run.tracking.budget import Price
 
 # Flag order in slugs is fixed so `c1r0k1` means the same thing in every scenario and table.
 FLAG_ORDER = ("c", "r", "k")
@@ -44,23 +33,8 @@ FLAG_ORDER = ("c", "r", "k")
 MAX_CONDITIONS = 1_024
 """Conditions one scenario may expand to (flag grid plus variants)."""
 
-# The run options of `medpanel run`/`worker` and the scenario keys they override: an override is
-# validated by the same model as the key, and its error names the option the user typed.
-SESSION_OPTIONS = {"workers": "--workers", "max_calls": "--max-calls", "max_tokens": "--max-tokens",
-                   "max_cost_usd": "--max-cost-usd", "max_errors": "--max-errors", "max_wall_s": "--max-wall-s",
-                   "requests_per_minute": "--rpm", "tokens_per_minute": "--tpm", "processes": "--processes"}
-"""The `run:` keys a session may override, even on resume (`medpanel run --resume RUN_DIR --workers 8`),
-and their options. The one list: the CLI builds its overrides from it (`session_overrides`) and a
-runner hands exactly these to its child processes."""
-CLI_OPTIONS = {**SESSION_OPTIONS, "repeats": "--repeat", "storage": "--storage", "limit": "--limit"}
-"""Every run option: the session's, and those only a new run takes (they fix its grid and storage)."""
-
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `.inf` would be stored as null
-
-
-_M = TypeVar("_M", bound=BaseModel)
 
 
 class DatasetSpec(_Strict):
@@ -87,60 +61,6 @@ class DatasetSpec(_Strict):
     """`source: hf`: the columns of the question's fields (experiments/run/sources/hf_presets.py: HFFields)."""
     parts: list[DatasetPart] | None = None
     """Several named benchmarks in one run, each a dataset block of its own (`dataset_parts.py`)."""
-
-
-class RunSpec(_Strict):
-    workers: int = Field(default=4, ge=1, le=256)
-    """Worker threads (Optuna `n_jobs`), each with its own event loop."""
-    questions_per_worker: int = Field(default=1, ge=1, le=256)
-    """Questions each worker keeps in flight on its event loop: the width is workers x this."""
-    processes: int = Field(default=1, ge=1, le=MAX_PROCESSES)
-    """Processes on this machine sharing the run directory (each with `workers` workers): the first
-    starts the others, and rate limits and budgets are divided among them (docs/operations.md)."""
-    storage: str | None = None
-    """SQLAlchemy URL of the study; default `sqlite:///<run_dir>/study.db`."""
-    max_errors: int | None = Field(default=10, ge=0)
-    """Stop the run (resumably) when more questions than this have error rows, counted over every
-    session of the run. `null` means no limit."""
-    repeats: int = Field(default=1, ge=1, le=1000)
-    """Run every condition this many times with different seeds (reported as mean ± sd)."""
-    shard_size: int | None = Field(default=None, ge=1)
-    """(condition, question) pairs per Optuna trial. Chosen from the grid size when omitted."""
-    runs_dir: str = "runs"
-    """Where run directories are created, relative to the current directory."""
-    claim_timeout_s: float = Field(default=3600.0, gt=0)
-    """Shared storage: a pair claimed this long ago by a worker that never finished is taken over."""
-    max_calls: int | None = Field(default=None, ge=1)
-    """Halt (resumably) once this many requests have reached the model, over all sessions of the run."""
-    max_tokens: int | None = Field(default=None, ge=1)
-    """Halt once this many tokens (prompt + completion) have been spent."""
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    """Halt once the spend, priced with `prices`, reaches this many dollars."""
-    max_wall_s: float | None = Field(default=None, gt=0)
-    """Halt this session after this many seconds."""
-    per_call_timeout_s: float | None = Field(default=None, gt=0)
-    """Overrides `model.timeout_s`: a call slower than this is retried, then recorded as an error."""
-    interrupt_grace_s: float = Field(default=60.0, ge=0, le=86400)
-    """After the first Ctrl-C or SIGTERM, questions in progress get this long; then they are cancelled."""
-    max_retry_wait_s: float = Field(default=300.0, gt=0, le=86400)
-    """The longest wait an endpoint may ask for (`Retry-After`); a longer one stops the run, resumably."""
-    requests_per_minute: float | None = Field(default=None, gt=0)
-    """A request rate shared by all workers of this process (docs/operations.md, "Rate limits")."""
-    tokens_per_minute: float | None = Field(default=None, gt=0)
-    """A token rate (prompt + completion) shared by all workers of this process."""
-    prices: dict[str, Price] = Field(default_factory=dict)
-    """Model name -> `{input: $, output: $}` per million tokens, for `max_cost_usd` and the report."""
-    tracker: Literal["mlflow", "wandb"] | None = None
-    """Log config, live per-condition metrics and the report to MLflow or W&B (experiments/run/tracking/tracker.py)."""
-
-    @field_validator("storage")
-    @classmethod
-    def _storage_url(cls, v: str | None) -> str | None:
-        # Checked here, before a run directory exists: an unparsable URL used to fail only when the
-        # store opened, leaving a half-made run directory behind.
-        if v is not None:
-            check_url(v)
-        return v
 
 
 class BudgetMatch(_Strict):
@@ -298,22 +218,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     """Read and validate a scenario file (plus `--set` overrides); every problem is one `UserError` line."""
     p = Path(path)
     file = str(p)
-    text = read_text(p, what="scenario", fix="Check the path (scenarios live in scenarios/)",
-                     max_bytes=MAX_SCENARIO_BYTES)
-    text = interpolate(text, file)
-    if len(text.encode("utf-8")) > MAX_SCENARIO_BYTES:
-        raise UserError(f"is larger than {MAX_SCENARIO_BYTES:,} bytes once ${{VAR}}s are expanded. Use shorter "
-                        "values", file=file)
-    try:
-        raw = parse_yaml(text)
-    except (yaml.YAMLError, Refused) as exc:
-        line, problem = yaml_problem(exc)
-        raise UserError(f"{f'line {line}: ' if line else ''}{problem}", file=file) from None
-    if not isinstance(raw, dict):
-        raise UserError("the top level must be a mapping with at least `name:`", file=file)
-    lines: dict[tuple[Any, ...], int] = {}
-    data = strip_lines(raw, lines)
-    apply_overrides(data, overrides or [], file)
+    data, lines = read_scenario(p, overrides)
     try:
         scenario = Scenario.model_validate(data)
         axes.check(scenario, file)  # before the grid: a duplicate label would read as repeated conditions
@@ -361,33 +266,3 @@ def _check_compare(scenario: Scenario, slugs: list[str], file: str, line: int | 
         if pair[0] == pair[1]:
             raise UserError(f"pair {list(pair)} compares {pair[0]!r} with itself. Name two conditions", file=file,
                             field=f"compare[{i}]")
-
-
-def session_overrides(**values: Any) -> dict[str, Any]:
-    """The session's overrides by `run:` key (None: not given). Every key of `SESSION_OPTIONS` must be
-    passed, so an option added there and not to the command fails every run, not silently."""
-    if values.keys() != SESSION_OPTIONS.keys():
-        missing, unknown = SESSION_OPTIONS.keys() - values.keys(), values.keys() - SESSION_OPTIONS.keys()
-        raise TypeError(f"session overrides: missing {sorted(missing)}, unknown {sorted(unknown)}")
-    return values
-
-
-def updated(spec: _M, values: dict[str, Any], *, block: str) -> _M:
-    """`spec` with `values` set (None leaves a key as it is), validated exactly as the scenario's
-    `block` is: a CLI override gets the YAML key's bounds, and its error names the CLI option."""
-    values = {k: v for k, v in values.items() if v is not None}
-    if not values:
-        return spec
-    try:
-        return type(spec).model_validate({**spec.model_dump(), **values})
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        name = str(e["loc"][0]) if e["loc"] else ""
-        msg = e["msg"].removeprefix("Value error, ")
-        option = CLI_OPTIONS.get(name)
-        if option is None or name not in values:
-            raise UserError(f"{msg}. Fix the value", field=f"{block}.{name}") from None
-        if e["type"] == "value_error":  # medpanel's own check: its message names the fix
-            raise UserError(msg, field=option) from None
-        raise UserError(f"{msg}, got {values[name]!r} (the scenario key {block}.{name} has the same bounds). "
-                        "Pass a value in range", field=option) from None

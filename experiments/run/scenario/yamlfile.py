@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from medpanel.experiments.errors import UserError
+from medpanel.experiments.errors import UserError, read_text
 
 MAX_SCENARIO_BYTES = 1_000_000
 """A scenario file (after `${VAR}` expansion) larger than this is refused before parsing."""
@@ -217,3 +218,26 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> No
             raise UserError(f"--set {_short(item)}: {problem}", file=file, field="--set") from None
         # A key given in several --set options takes the last value, like a repeated CLI option.
         node[parts[-1]] = strip_lines(parsed, {})
+
+
+def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+    """A scenario file as data, `--set` overrides applied, and the YAML line of every key: not yet
+    validated (`scenario.load_scenario` does that). Every problem is one `UserError` line."""
+    file = str(path)
+    text = read_text(path, what="scenario", fix="Check the path (scenarios live in scenarios/)",
+                     max_bytes=MAX_SCENARIO_BYTES)
+    text = interpolate(text, file)
+    if len(text.encode("utf-8")) > MAX_SCENARIO_BYTES:
+        raise UserError(f"is larger than {MAX_SCENARIO_BYTES:,} bytes once ${{VAR}}s are expanded. Use shorter "
+                        "values", file=file)
+    try:
+        raw = parse_yaml(text)
+    except (yaml.YAMLError, Refused) as exc:
+        line, problem = yaml_problem(exc)
+        raise UserError(f"{f'line {line}: ' if line else ''}{problem}", file=file) from None
+    if not isinstance(raw, dict):
+        raise UserError("the top level must be a mapping with at least `name:`", file=file)
+    lines: dict[tuple[Any, ...], int] = {}
+    data = strip_lines(raw, lines)
+    apply_overrides(data, overrides or [], file)
+    return data, lines
