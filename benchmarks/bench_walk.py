@@ -1,6 +1,7 @@
-"""Benchmark: the walk of the `c` flag, from where it is read to the Challenger's request.
+"""Benchmark: the walk of the `c` flag, from where it is read to the Challenger's request; and the
+walk of the `processes` setting, from where it is read to where the child processes start.
 
-    python -m benchmarks.bench_walk [--pipeline panel generalist] [--show]
+    python -m benchmarks.bench_walk [--pipeline panel generalist] [--processes] [--show]
 
 A newcomer who follows the Challenger flag through the code opens one file after another; this
 counts them on a real run instead of by hand. One scripted question runs with `c: 1` under
@@ -20,18 +21,29 @@ the same for every role; the scripted client that stands in for the endpoint is 
 Printed per pipeline: the files entered, the entries per file (a call from another file enters it;
 "each file entered once" means every file has one), and the returns (detours that came back before
 the request). `--show` prints the walk itself, one entry a line.
+
+`--processes` runs `medpanel run` (in this process, a scenario with `run.processes: 3`) until its
+first child would start, and prints the rooms the setting goes through: the stack where the run
+block's `process_count` is read, then the stack where `children.launch` starts a child, below the
+frame both share. A room entered again after the walk left it is a climb back up.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
 import sys
+import tempfile
 import types
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
+
+from typer.testing import CliRunner
 
 import medpanel
 from medpanel.agents.model.agent import RoleAgent
@@ -39,6 +51,7 @@ from medpanel.agents.model.scripted import ScriptedChatCompletionClient
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_resolved
 from medpanel.agents.types import Condition, Question
+from medpanel.experiments.cli.main import app
 from medpanel.experiments.run.scenario.plan import resolve_run
 
 ROOT = Path(medpanel.__file__).resolve().parent.parent
@@ -226,11 +239,69 @@ def measure(name: str) -> tuple[Walk, Walk]:
     return walk_of(rec)
 
 
+class _Started(Exception):
+    """The first child process would start here: the walk is complete."""
+
+
+def room_of(path: str) -> str:
+    """The room of a checkout file, as tests/test_architecture.py counts them."""
+    parts = Path(path).parent.parts
+    return "/".join(parts[:3] if "/".join(parts[:2]) == "experiments/run" else parts[:2])
+
+
+def measure_processes() -> tuple[list[str], list[str]]:
+    """The files and rooms from where `processes` is read to where the first child starts."""
+    seen: dict[str, list[types.FrameType]] = {}
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event != "call" or rel(frame) is None:
+            return
+        name = frame.f_code.co_name
+        if name == "process_count" and "read" not in seen:
+            seen["read"] = stack(frame)
+        elif name == "launch" and (rel(frame) or "").endswith("execution/children.py") and "start" not in seen:
+            seen["start"] = stack(frame)
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        raise _Started
+
+    with tempfile.TemporaryDirectory() as tmp:
+        scenario = Path(tmp) / "walk.yaml"
+        scenario.write_text("name: walk\npipeline: generalist\nflags: {c: [0]}\ndataset: {source: sample, limit: 1}\n"
+                            "model: {backend: scripted}\nrun: {processes: 3, workers: 1}\n", encoding="utf-8")
+        # No child really starts; prestart starts at most one fewer than the cores: at least one here.
+        with mock.patch.object(subprocess, "Popen", popen), mock.patch.object(os, "cpu_count", lambda: 4):
+            sys.setprofile(profile)
+            try:
+                CliRunner().invoke(app, ["run", str(scenario), "--run-dir", str(Path(tmp) / "run")])
+            finally:
+                sys.setprofile(None)
+    read, start = seen["read"], seen["start"]
+    common = 0
+    while common < min(len(read), len(start)) and read[common] is start[common]:
+        common += 1
+    files = list(dict.fromkeys(rel(f) or "" for f in [*read, *start[common:]]))
+    rooms: list[str] = []
+    for f in [*read, *start[common:]]:
+        room = room_of(rel(f) or "")
+        if not rooms or rooms[-1] != room:
+            rooms.append(room)
+    return files, rooms
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pipeline", nargs="+", default=["panel", "generalist"], choices=sorted(CONDITIONS))
     ap.add_argument("--show", action="store_true", help="print the walk, one entry a line")
+    ap.add_argument("--processes", action="store_true", help="the walk of `run.processes` instead")
     args = ap.parse_args(argv)
+    if args.processes:
+        files, rooms = measure_processes()
+        climbs = [r for i, r in enumerate(rooms) if r in rooms[:i]]
+        print(f"processes: {len(files)} files, {len(set(rooms))} rooms, climbs back up: {', '.join(climbs) or 'none'}")
+        print("  rooms: " + " -> ".join(rooms))
+        print("  files: " + " -> ".join(files))
+        return
     for name in args.pipeline:
         plan, run = measure(name)
         files = list(dict.fromkeys([*plan.files, *run.files]))

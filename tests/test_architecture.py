@@ -16,11 +16,7 @@ FOLDERS = {"agents": "medpanel.agents", "retrieval": "medpanel.retrieval", "expe
            "methods": "medpanel.methods"}
 SOFT_LINES = 400
 """A module longer than this holds one idea only if `ONE_IDEA` says which and why."""
-ONE_IDEA: dict[str, str] = {
-    "medpanel.experiments.run.execution.runner":
-        "one session of a run, in order: its lock, the claims released, the prior spend, the members "
-        "started, the study worked through, the status written; every step reads the session's state",
-}
+ONE_IDEA: dict[str, str] = {}
 """Modules over `SOFT_LINES`, each with the one idea it holds (a long module is fine; two ideas are not)."""
 MAX_LATE_IMPORTS = 5
 MODEL_LIBRARIES = ("autogen_core", "autogen_agentchat", "autogen_ext", "openai")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import socket
@@ -39,7 +38,7 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import batches, directory, processes, shares, signals
 from medpanel.experiments.run.execution.axes_health import session_health
 from medpanel.experiments.run.execution.collector import collecting_less
-from medpanel.experiments.run.execution.study import open_study
+from medpanel.experiments.run.execution.roles import MemberRole, RunnerRole, SharedRole
 from medpanel.experiments.run.execution.worker import Shared, Worker
 from medpanel.experiments.run.scenario.axes import ModelBudget
 from medpanel.experiments.run.scenario.plan import Plan
@@ -47,8 +46,6 @@ from medpanel.experiments.run.scenario.runspec import updated
 from medpanel.experiments.run.sources.quiet import no_widget_notice
 from medpanel.experiments.run.store import confined
 from medpanel.experiments.run.store.files import write_status
-from medpanel.experiments.run.store.rundir import require_study
-from medpanel.experiments.run.store.runlock import refuse_if_running, run_lock
 from medpanel.experiments.run.store.storage import Pair, is_shared, normalize_url, optuna_engine_kwargs
 from medpanel.experiments.run.store.store import Store
 from medpanel.experiments.run.tracking.budget import Budget, RateLimits
@@ -70,7 +67,8 @@ class Runner:
         self.run_dir = run_dir
         self.plan = plan
         self.storage_url = normalize_url(storage or plan.scenario.run.storage or f"sqlite:///{run_dir / 'study.db'}")
-        self.shared = is_shared(self.storage_url)
+        self.role: RunnerRole = SharedRole() if is_shared(self.storage_url) else RunnerRole()
+        """What this process is to the run: its runner, a member, a shared worker (`roles.py`)."""
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stop = Stop()
         self.tally = Tally()
@@ -88,12 +86,20 @@ class Runner:
         self.health = EndpointHealth(plan.model_spec)
         self.tracker: Tracker | None = None
         """Held open by `tracking()` across sessions' end and the report; else each `run()` opens its own."""
-        self.member: processes.MemberSpec | None = None
-        """A child process of the runner of this directory (`run.processes`), or None for the runner."""
+
+    @property
+    def shared(self) -> bool:
+        """On shared storage (PostgreSQL): `medpanel worker`s may join from any machine."""
+        return self.role.shared
+
+    @property
+    def member(self) -> processes.MemberSpec | None:
+        """A child process's part from its runner (`run.processes`), or None."""
+        return self.role.member
 
     @property
     def n_processes(self) -> int:  # `run.processes`; shared storage has `medpanel worker`s instead
-        return 1 if self.shared else self.plan.scenario.run.processes
+        return self.role.processes(self.plan.scenario.run)
 
     def _budget(self) -> Budget:
         run, n = self.plan.scenario.run, self.n_processes
@@ -150,7 +156,7 @@ class Runner:
         """A worker for a run whose storage is shared (PostgreSQL), from any machine."""
         runner = cls.open(directory.join_files(url, run_dir))
         runner.storage_url = normalize_url(url)
-        runner.shared = True
+        runner.role = SharedRole()
         return runner
 
     @classmethod
@@ -158,12 +164,9 @@ class Runner:
         plan, record = directory.read_plan(run_dir)
         directory.check_credentials(plan)
         runner = cls(run_dir, plan)
-        if member is not None:  # a child joins only the run its runner is running now
-            processes.check_member(run_dir, member)
-            runner.member, runner.owner = member, member.owner
-        elif not runner.shared:
-            refuse_if_running(run_dir)  # before the study: a stopped runner may hold its write lock
-            require_study(run_dir, runner.storage_url)  # opening would make an empty one: all redone
+        if member is not None:
+            runner.role, runner.owner = MemberRole(member), member.owner
+        runner.role.check_open(run_dir, runner.storage_url)
         store = Store(runner.storage_url, run_dir)
         try:
             directory.check_parts(run_dir, record, store)  # run.json and questions of another run: refused
@@ -173,18 +176,6 @@ class Runner:
         return runner
 
     # -- the study -----------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _runner_lock(self) -> Iterator[None]:
-        """One runner per run directory on one machine (see `runlock`); a dead runner's lock is free.
-
-        Shared storage takes no lock: many workers on many machines are the point.
-        """
-        if self.shared or self.member is not None:  # a member works under its runner's lock
-            yield
-            return
-        with run_lock(self.run_dir, self.owner):
-            yield
 
     def _optuna_storage(self) -> optuna.storages.RDBStorage:
         # Optuna checks the schema against its migrations on every open, loading all of alembic's
@@ -242,14 +233,14 @@ class Runner:
         if self.replay is not None and self.replay.strict:
             self.replay.on_strict_miss = self.stop.set
         total = len(self.plan.pairs)
-        held = self.tracker is not None or self.member is not None  # the runner's tracker logs the run
+        held = self.tracker is not None or not self.role.writes_status  # a member's runner's tracker logs the run
         tracker = self.tracker if held else open_tracker(self.plan.scenario.run.tracker, self.run_dir)
         if tracker is not None:
             tracker.seed(store.rows())
             shared.on_row = tracker.row
-        with self._runner_lock():
+        with self.role.lock(self.run_dir, self.owner):
             with contextlib.suppress(OSError):  # also reserves the file's space (see write_status)
-                if self.member is None:  # status.json is the runner's
+                if self.role.writes_status:
                     write_status(self.run_dir, {"state": "running", "pid": os.getpid(),
                                                "updated": datetime.now(timezone.utc).isoformat()})
             try:
@@ -275,7 +266,7 @@ class Runner:
                 "updated": datetime.now(timezone.utc).isoformat(),
             }
             try:
-                if self.member is None:
+                if self.role.writes_status:
                     write_status(self.run_dir, status)
             except OSError as exc:
                 status["status_error"] = store.resource_failure(exc) or f"cannot write {exc.filename}: {exc}"
@@ -288,12 +279,12 @@ class Runner:
 
     def _prior(self, shared: Shared) -> None:
         """Earlier sessions' pairs in the tally and spend in the budgets; of what is left, this process's share."""
-        run, member, retry = self.plan.scenario.run, self.member, self.retry_errors
+        run, role, retry = self.plan.scenario.run, self.role, self.retry_errors
         rows = shared.store.rows()
         shared.error_pairs = {(r.condition, r.dataset, r.qid, r.repeat) for r in rows if r.error} if retry else set()
         for row in rows:
             # An error row to be re-run is not done. A member's tally is its session's (its runner sums them).
-            if not (retry and row.error) and member is None:
+            if not (retry and row.error) and role.counts_prior:
                 self.tally.add(row)
         # Spend of earlier sessions counts against the budgets, error rows' included.
         self.budget.add_prior(sum(r.calls for r in rows), sum(r.tokens for r in rows), sum(r.cost_usd for r in rows))
@@ -303,15 +294,13 @@ class Runner:
         if self.n_processes > 1:
             prior_errors = 0 if retry else sum(1 for r in rows if r.error)
             errors = shares.take(self.budget, self.model_budgets.values(), run.max_errors, prior_errors,
-                                 self.n_processes, member.index if member else 0, counts_prior=member is None)
+                                 self.n_processes, role.index, counts_prior=role.counts_prior)
             self.plan.scenario = self.plan.scenario.model_copy(update={"run": run.model_copy(
                 update={"max_errors": errors})})
 
     def _session(self, shared: Shared, install_signals: bool) -> None:
-        store, run, member = shared.store, self.plan.scenario.run, self.member
-        if member is None:  # a member's runner has released what was left before it
-            store.release_stale_claims(live_owners=[self.owner],
-                                       older_than_s=run.claim_timeout_s if self.shared else None)
+        store, run, role = shared.store, self.plan.scenario.run, self.role
+        role.release_before(store, self.owner, run)
         settings = processes.session_settings(run)  # before the shares: a member takes its own
         self._prior(shared)
         done = store.done(answered_only=self.retry_errors)
@@ -321,7 +310,7 @@ class Runner:
         server: EmbeddedServer | None = None
         storage: optuna.storages.RDBStorage | None = None
         group = processes.Group(self.run_dir, self.stop, store, grace_s=run.interrupt_grace_s,
-                                backstop_s=signals.BACKSTOP_S) if self.n_processes > 1 and member is None else None
+                                backstop_s=signals.BACKSTOP_S) if role.starts_members(self.n_processes) else None
         restore = signals.install(self.stop, run.interrupt_grace_s, forward=group.forward if group else None,
                                   backstop=lambda: signals.end_process(self.run_dir, self.stop)) \
             if install_signals else None
@@ -336,24 +325,21 @@ class Runner:
             self.prepare()
             spec = next((m for m in [self.plan.scenario.model, *self.plan.axes.models.values()]
                          if m.backend == "local"), self.plan.scenario.model)
-            if member is not None:
-                shared.base_url = member.base_url  # the runner's embedded server, if it started one
-            elif spec.backend == "local" and self.client_factory is None:
+            if role.starts_server() and spec.backend == "local" and self.client_factory is None:
                 server = embedded_server(spec, log_path=own.check_file("local_server.log", in_place=True))
-                shared.base_url = server.start()
+            shared.base_url = role.base_url(server.start() if server is not None else None)
             self.health = shared.health = session_health(self.plan, shared.base_url)  # one watch per model
             preload(self.plan.model_spec)
-            grid = member.grid if member else list(range(len(self.plan.shards()))) if self.shared else pending
+            grid = role.grid(len(self.plan.shards()), pending)
             storage = self._optuna_storage()
-            study = open_study(storage, grid, shared=self.shared, member=member)
+            study = role.study(storage, grid)
             if group is not None:
                 group.send(processes.member_specs(self.n_processes, self.owner, study.study_name, grid, shared.base_url,
                                                    settings, retry_errors=self.retry_errors, replay=self.replay))
                 shared.progress = group.progress(shared.progress, self.tally, shared.total)
             self.timings["startup_s"] = time.time() - shared.started
-            with processes.watching_runner(member.runner_pid if member else None), collecting_less(), \
-                    batches.session(self.run_dir, self.plan):
-                self._work(shared, study, len(grid if member else pending))
+            with role.watching(), collecting_less(), batches.session(self.run_dir, self.plan):
+                self._work(shared, study, role.trials(grid, pending))
         except BaseException:
             if group is not None:
                 group.drain()  # the runner failed: its children stop too
@@ -396,11 +382,10 @@ class Runner:
 
         signals.in_a_thread(lambda: study.optimize(objective, n_trials=n_trials, n_jobs=run.workers,
                                                    catch=(Exception,), gc_after_trial=False))
-        if self.shared or self.n_processes > 1:
-            # Others may hold the last pairs; a shared storage's claim older than claim_timeout_s is a dead worker's.
-            stale = functools.partial(store.release_stale_claims, [self.owner], run.claim_timeout_s) \
-                if self.shared else None
-            processes.stay_until_done(shared, lambda: self._missing(store), stale, SHARED_POLL_S)
+        if self.role.stays_until_done(self.n_processes):
+            # Others may hold the last pairs (the role says what frees a dead process's claims meanwhile).
+            processes.stay_until_done(shared, lambda: self._missing(store), self.role.stale(store, self.owner, run),
+                                      SHARED_POLL_S)
 
     def _missing(self, store: Store) -> list[Pair]:
         done = store.done(answered_only=self.retry_errors)

@@ -7,7 +7,6 @@ study that every worker loads; a child process of the runner (`processes.py`) lo
 
 from __future__ import annotations
 
-from medpanel.experiments.run.execution.processes import MemberSpec
 from medpanel.experiments.run.sources.quiet import no_widget_notice
 
 with no_widget_notice():  # optuna imports tqdm.auto: see quiet.py
@@ -15,19 +14,24 @@ with no_widget_notice():  # optuna imports tqdm.auto: see quiet.py
     from optuna.trial import TrialState
 
 
-def open_study(storage: optuna.storages.RDBStorage, grid: list[int], *, shared: bool,
-               member: MemberSpec | None) -> optuna.Study:
-    if member is not None:
-        # The runner's study over the same grid (the GridSampler checks it); another seed, so its
-        # random pick among the unvisited shards is not the runner's.
-        sampler = optuna.samplers.GridSampler({"shard": grid}, seed=member.index)
-        return optuna.load_study(study_name=member.study, storage=storage, sampler=sampler)
+def member_study(storage: optuna.storages.RDBStorage, grid: list[int], name: str, index: int) -> optuna.Study:
+    """A member's: its runner's study `name` over the same grid (the GridSampler checks it); another
+    seed (its index), so its random pick among the unvisited shards is not the runner's."""
+    sampler = optuna.samplers.GridSampler({"shard": grid}, seed=index)
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+
+
+def shared_study(storage: optuna.storages.RDBStorage, grid: list[int]) -> optuna.Study:
+    """Shared storage's: every worker loads the one study; the GridSampler hands each shard to one
+    trial number, claims keep pairs exclusive, and helping picks up what a finished grid leaves."""
     sampler = optuna.samplers.GridSampler({"shard": grid}, seed=0)
-    if shared:
-        # Every worker loads the one study; the GridSampler hands each shard to one trial number,
-        # claims keep pairs exclusive, and helping picks up what a finished grid leaves.
-        return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
-                                   direction="maximize", load_if_exists=True)
+    return optuna.create_study(study_name="medpanel", storage=storage, sampler=sampler,
+                               direction="maximize", load_if_exists=True)
+
+
+def new_study(storage: optuna.storages.RDBStorage, grid: list[int]) -> optuna.Study:
+    """A runner's on its own storage: a new study over the shards still to do."""
+    sampler = optuna.samplers.GridSampler({"shard": grid}, seed=0)
     names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
     for summary in optuna.get_all_study_summaries(storage):
         # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
