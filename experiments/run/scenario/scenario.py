@@ -1,4 +1,4 @@
-"""Scenario files: YAML -> a validated `Scenario` -> the grid of `Condition`s it describes.
+"""Scenario files: YAML -> a validated `Scenario` -> the grid of `Condition`s it describes, and their slugs.
 
 Validation is strict (`extra="forbid"` everywhere) because a misspelt key in a paid benchmark run
 is worse than a refusal: every error names the file, the key path, the YAML line and the fix.
@@ -19,7 +19,6 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.axes import ModelEntry, PromptRef, RoleModel
 from medpanel.experiments.run.scenario.runspec import RunSpec
-from medpanel.experiments.run.scenario.slugs import condition_from_slug, slug_for
 from medpanel.experiments.run.scenario.yamlfile import read_scenario
 from medpanel.experiments.run.sources.dataset_parts import DatasetPart, PresetName
 from medpanel.experiments.run.sources.references import References
@@ -32,6 +31,34 @@ FLAG_ORDER = ("c", "r", "k")
 # bomb) from costing minutes of CPU and a copy in every run directory.
 MAX_CONDITIONS = 1_024
 """Conditions one scenario may expand to (flag grid plus variants)."""
+
+# -- condition slugs: `{c: 1, r: 0}` <-> `c1r0`, and a named variant (`c1r1k1-ind`, `between-gap`) as
+# flags. A slug names a condition in every table, transcript path and store row, so both directions
+# live beside the grid that makes them.
+
+
+def slug_for(flags: dict[str, int | str], variant: str | None = None) -> str:
+    """`{c: 1, r: 0}` -> `c1r0`; string-valued flags and a variant append as `-value`."""
+    head = "".join(f"{k}{v}" for k, v in flags.items() if isinstance(v, int))
+    tail = [str(v) for v in flags.values() if not isinstance(v, int)]
+    if variant:
+        tail.append(variant)
+    return "-".join([head, *tail]) if head else "-".join(tail)
+
+
+def condition_from_slug(slug: str, pipeline: str, settings: dict[str, Any]) -> Condition:
+    """Parse `c1r1k1-ind` back into flags plus a `variant` flag."""
+    m = re.fullmatch(r"((?:[a-z]\d)+)(?:-([a-z0-9_-]+))?", slug)
+    if not m:
+        if re.fullmatch(r"[a-z][a-z0-9_-]*", slug):
+            # A named condition the pipeline defines itself (e.g. `between-gap`, `upfront`).
+            return Condition(slug=slug, pipeline=pipeline, flags={"variant": slug}, settings=settings)
+        raise ValueError(f"variant {slug!r} is not a slug like c1r1k1-ind or a name like between-gap")
+    flags: dict[str, int | str] = {p[0]: int(p[1]) for p in re.findall(r"[a-z]\d", m.group(1))}
+    if m.group(2):
+        flags["variant"] = m.group(2)
+    return Condition(slug=slug, pipeline=pipeline, flags=flags, settings=settings)
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # `.inf` would be stored as null
