@@ -116,7 +116,7 @@ SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.execution.runner en
          ("Runner.create end", "created"), ("Runner.open end", "opened"), ("Runner.run start", "run"),
          ("Group.spawn start", "spawn"),
          ("Runner._prior end", "prior"), ("Runner.prepare end", "prepared"), ("preload end", "preloaded"),
-         ("open_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
+         ("new_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
          ("Store.commit end", "1st commit"), ("Group.wait start", "work done"), ("print_summary start", "summary"),
          ("exit", "exit"))
 
