@@ -31,17 +31,22 @@ from medpanel.experiments.run.store.rundir import load_run, transcript_path
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = 3
+PACKAGED = ("sample", "freetext")
+"""Dataset sources a shipped scenario may read from the package itself (freetext: its `sample`)."""
 
 
 def overrides(path: Path) -> list[str]:
-    """The `--set` overrides that run `path` on the scripted model (tests/test_scripted_scenarios.py)."""
+    """The `--set` overrides that run `path` on the scripted model; tests/test_scripted_scenarios.py
+    runs every shipped scenario with the same ones and says why each is there."""
     raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
     sets = ["model.backend=scripted", f"dataset.limit={QUESTIONS}"]
     dataset = raw.get("dataset") or {}
-    if dataset.get("source", "medagentsbench") not in ("sample", "freetext"):
+    if "parts" in dataset:  # several benchmarks' files (CLEAR's suite): the sample questions instead
+        sets.append("dataset.parts=null")
+    if dataset.get("source", "medagentsbench") not in PACKAGED:
         sets += ["dataset.source=sample", "dataset.path=null"]
     if dataset.get("source", "medagentsbench") != "freetext":
-        sets.append("dataset.subsets=[medqa-style]")
+        sets.append("dataset.subsets=[medqa-style]")  # the limit is per subset: 3 questions in all
     if "rounds" in (raw.get("settings") or {}):
         sets.append("settings.rounds=1")
     sets += [f"{key}=null" for key in ("references", "budget_match") if key in raw]

@@ -22,31 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+# The overrides live with the request recorder, which runs every scenario the same way.
+from benchmarks.record_requests import QUESTIONS
+from benchmarks.record_requests import overrides as _overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
-QUESTIONS = 3
-PACKAGED = ("sample", "freetext")
-"""Dataset sources a shipped scenario may read from the package itself (freetext: its `sample`)."""
-
-
-def _overrides(path: Path) -> list[str]:
-    """The `--set` overrides that run `path` on the scripted model, as described above."""
-    raw: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
-    sets = ["model.backend=scripted", f"dataset.limit={QUESTIONS}"]
-    dataset = raw.get("dataset") or {}
-    if "parts" in dataset:  # several benchmarks' files (CLEAR's suite): the sample questions instead
-        sets.append("dataset.parts=null")
-    if dataset.get("source", "medagentsbench") not in PACKAGED:
-        sets += ["dataset.source=sample", "dataset.path=null"]
-    if dataset.get("source", "medagentsbench") != "freetext":
-        sets.append("dataset.subsets=[medqa-style]")  # the limit is per subset: 3 questions in all
-    if "rounds" in (raw.get("settings") or {}):
-        sets.append("settings.rounds=1")
-    sets += [f"{key}=null" for key in ("references", "budget_match") if key in raw]
-    sets += ["models=[]"] if "models" in raw else []
-    return sets
 
 
 def _recruits(condition: dict[str, Any]) -> bool:
