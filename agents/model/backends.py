@@ -24,7 +24,8 @@ __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "b
 
 
 def __getattr__(name: str) -> Any:
-    # `PostedChat` was defined here; it lives with the SDK it needs (posted_chat.py), imported when asked for.
+    # `PostedChat` was defined here; it lives with the SDK it needs (posted_chat.py), imported when
+    # asked for, so that start-up does not load the openai SDK for a run that never calls it.
     if name == "PostedChat":
         from medpanel.agents.model.posted_chat import PostedChat
 
@@ -34,7 +35,8 @@ def __getattr__(name: str) -> Any:
 
 def _http_client(spec: ModelSpec) -> Any:
     # No redirect followed, the body bounded, every answer's headers to the rate limits (sdk_http.py).
-    # Imported here: the SDK's transport is Azure's alone (module docstring of posted_chat.py).
+    # Imported here, so start-up of a run that is not Azure's loads no SDK: the SDK's transport is
+    # Azure's alone (module docstring of posted_chat.py).
     from medpanel.agents.model.sdk_http import sdk_http_client
 
     return sdk_http_client(spec.timeout_s, spec.max_reply_bytes)
@@ -90,7 +92,8 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         # per call than all of medpanel's own work. The SDK's default URL and its variable apply.
         base = url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         if spec.batch.enabled:  # each call a line of the next batch (agents/model/batching.py)
-            from medpanel.agents.model.batch_client import BatchChatClient  # its API is the SDK's: only here
+            # Its API client is the SDK's: start-up loads it for a batched run only.
+            from medpanel.agents.model.batch_client import BatchChatClient
 
             return BatchChatClient(batch=spec.batch, base_url=base, api_key=key, timeout_s=spec.timeout_s,
                                    create_args=create_args, model_info=_model_info(spec),
@@ -100,11 +103,11 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
                               model_info=_model_info(spec), ssl=ssl_context() if base.startswith("https") else None,
                               max_reply_bytes=spec.max_reply_bytes)
     assert url is not None  # credential_problem refused Azure without one
-    # The SDK and AutoGen's OpenAI client are Azure's alone: imported for it only (posted_chat.py).
+    # The SDK and AutoGen's OpenAI client are Azure's alone: imported for it only, so start-up of
+    # any other run loads neither (posted_chat.py).
+    from medpanel.agents.model.posted_chat import PostedChat  # isort: skip
     import openai
     from autogen_ext.models.openai import BaseOpenAIChatCompletionClient
-
-    from medpanel.agents.model.posted_chat import PostedChat
 
     sdk = openai.AsyncAzureOpenAI(azure_endpoint=url, azure_deployment=spec.model_name,
                                   api_version=spec.api_version or "2024-10-21", api_key=key, timeout=spec.timeout_s,

@@ -71,8 +71,8 @@ async def side_session(session: QuestionSession, spec: ModelSpec | None) -> Asyn
     if spec is None:
         yield session
         return
-    # The backends (aiohttp's client) are imported by a run that calls a second model, not by every
-    # reader of the pipeline registry (`medpanel report` lists each pipeline's tables).
+    # The backends (aiohttp's client) are imported by a run that calls a second model, not at the
+    # start-up of every reader of the pipeline registry (`medpanel report` lists each pipeline's tables).
     from medpanel.agents.model.backends import build_client
 
     own = not (spec.backend == "scripted" and session.spec.backend == "scripted")

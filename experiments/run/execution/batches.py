@@ -53,7 +53,7 @@ def session(run_dir: Path, plan: Plan) -> Iterator[None]:
     if not any(m.batch.enabled for m in [plan.scenario.model, *plan.axes.models.values()]):
         yield
         return
-    # Imported for a batched run only: its API client is the openai SDK's (half a second).
+    # Imported for a batched run only: its API client is the openai SDK's (half a second of start-up).
     from medpanel.agents.model import batch_client
 
     batch_client.open_session(RunJournal(run_dir))
