@@ -1,6 +1,6 @@
 """`BatchChatClient`: a call that goes out as one line of a batch and reads its line's reply.
 
-The body is built exactly as `LeanChatClient` builds it (`body`, the same `json.dumps`), so a
+The body is built exactly as `LeanChatClient` builds it (`payload`: one method for both), so a
 batch line's `body` is byte for byte what a direct call would POST; the reply is read by the same
 code (`LeanChatClient.result`), under the same bounds, into the same `CreateResult` or the same
 SDK exception. `RecordingClient` sees `batched` and leaves out what belongs to direct calls only:
@@ -91,9 +91,7 @@ class BatchChatClient(LeanChatClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        if tools:
-            raise ValueError("medpanel roles do not call tools")
-        data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
+        data = self.payload(messages, tools, extra_create_args)
         reply = await asyncio.wrap_future(queue_for(self, self.batch).submit(data))
         note_batch(reply.batch_id)
         if reply.error is not None:

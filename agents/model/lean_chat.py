@@ -192,6 +192,13 @@ class LeanChatClient(ChatCompletionClient):
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
         return unsent({"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra})
 
+    def payload(self, messages: Sequence[LLMMessage], tools: Sequence[Tool | ToolSchema],
+                extra: Mapping[str, Any]) -> bytes:
+        """The request's bytes, the same whether posted or sent as a line of a batch."""
+        if tools:
+            raise ValueError("medpanel roles do not call tools")
+        return json.dumps(self.body(messages, extra), ensure_ascii=False).encode()
+
     async def create(
         self,
         messages: Sequence[LLMMessage],
@@ -202,9 +209,7 @@ class LeanChatClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        if tools:
-            raise ValueError("medpanel roles do not call tools")
-        data = json.dumps(self.body(messages, extra_create_args), ensure_ascii=False).encode()
+        data = self.payload(messages, tools, extra_create_args)
         with self.spread.take() if self.spread is not None else nullcontext(self._base_url) as base:
             url = self.url if self.spread is None else self._urls[base]
             try:
