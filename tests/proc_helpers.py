@@ -21,7 +21,7 @@ def alive(pid: int) -> bool:
     return fields[0] != "Z"
 
 
-def children(pid: int) -> list[int]:
+def children_of(pid: int) -> list[int]:
     """The processes whose parent is `pid`, from /proc."""
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):

@@ -19,6 +19,7 @@ from medpanel.experiments.run.execution import children, tether
 from medpanel.experiments.run.scenario.runspec import MAX_PROCESSES, planned_run
 
 from .conftest import write
+from .proc_helpers import alive, children_of
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -29,14 +30,6 @@ dataset: {{source: sample, limit: 1}}
 model: {{backend: scripted}}
 run: {{workers: 1, processes: {n}}}
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"
 
 
 def _members_of(runner: int) -> list[int]:
@@ -50,7 +43,7 @@ def _members_of(runner: int) -> list[int]:
         if f"{tether.RUNNER_PID_ENV}={runner}".encode() in raw.split(b"\0") or (
                 b"medpanel.experiments.run.execution.member" in _cmdline(env.parent) and _ppid(env.parent) == runner):
             pid = int(env.parent.name)
-            if _alive(pid):
+            if alive(pid):
                 found.append(pid)
     return found
 
@@ -72,11 +65,11 @@ def _ppid(proc: Path) -> int:
 def _wait_gone(pids: list[int], timeout: float) -> list[int]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = [p for p in pids if _alive(p)]
+        left = [p for p in pids if alive(p)]
         if not left:
             return []
         time.sleep(0.05)
-    return [p for p in pids if _alive(p)]
+    return [p for p in pids if alive(p)]
 
 
 # -- the bound, before anything starts ------------------------------------------------------------
@@ -178,7 +171,7 @@ def _family(mode: str) -> tuple[subprocess.Popen[str], list[int]]:
     assert parent.stdout is not None
     line = parent.stdout.readline()
     kids = [int(x) for x in line.split()]
-    assert len(kids) == 3 and all(_alive(k) for k in kids)
+    assert len(kids) == 3 and all(alive(k) for k in kids)
     return parent, kids
 
 
@@ -240,7 +233,7 @@ def test_a_real_member_started_ahead_ends_with_a_killed_runner_at_once(how: sign
     assert parent.stdout is not None
     kid = int(parent.stdout.readline())
     time.sleep(0.3)  # the member is importing the runner now (seconds of CPU)
-    assert _alive(kid)
+    assert alive(kid)
     os.kill(parent.pid, how)
     parent.wait(timeout=30)
     left = _wait_gone([kid], 3)
@@ -252,14 +245,14 @@ def test_a_real_member_started_ahead_ends_with_a_killed_runner_at_once(how: sign
 def test_a_runner_killed_mid_run_leaves_no_child_and_a_resume_finishes(tmp_path: Path) -> None:
     """A real `medpanel run` with two processes, both at work, SIGKILLed: its child stops at once
     (it drains what it holds, claims nothing more) and a resume completes every pair once."""
-    from .test_processes import PAIRS, Endpoint, _children, _cli, _integrity, _owners, _query, _scenario, _wait_for
+    from .test_processes import PAIRS, Endpoint, _cli, _integrity, _owners, _query, _scenario, _wait_for
 
     run_dir = tmp_path / "run"
     with Endpoint(latency_ms=300) as endpoint:
         endpoint.hold_for = run_dir
         proc = _cli(str(_scenario(tmp_path, endpoint.base_url, 2)), "--run-dir", str(run_dir))
         _wait_for(lambda: _owners(run_dir) >= 2)
-        kids = _children(proc.pid)
+        kids = children_of(proc.pid)
         assert len(kids) == 1, kids
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)

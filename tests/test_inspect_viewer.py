@@ -115,11 +115,16 @@ def _shows(page: Any, text: str, where: str) -> None:
     naming `where` and showing what the page did render."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    try:
-        page.wait_for_function("t => document.body.innerText.includes(t)", arg=text)
-    except PlaywrightTimeout:
-        shown = page.evaluate("() => document.body.innerText")
-        pytest.fail(f"{where}: {text!r} was not rendered; the page shows:\n{shown[-3000:]}")
+    # The viewer renders a long span's events lazily, as they scroll into view: an agent's later call
+    # (a specialist's turn after its recruitment check) is laid out only once the list reaches it.
+    for _ in range(40):
+        try:
+            page.wait_for_function("t => document.body.innerText.includes(t)", arg=text, timeout=WAIT_MS // 40)
+            return
+        except PlaywrightTimeout:
+            page.mouse.wheel(0, 700)
+    shown = page.evaluate("() => document.body.innerText")
+    pytest.fail(f"{where}: {text!r} was not rendered; the page shows:\n{shown[-3000:]}")
 
 
 def _has_text(card: Any, *texts: str) -> None:

@@ -22,7 +22,7 @@ from medpanel.agents.model.llama_server import BINARY_ENV, EXTRA_ARGS_ENV, Llama
 from medpanel.agents.model.local_server import LocalModelError, LocalServer
 from medpanel.agents.model.spec import ModelSpec
 
-from .proc_helpers import alive, children, install_fake_llama_server, still_alive_after
+from .proc_helpers import alive, children_of, install_fake_llama_server, still_alive_after
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_starts_once_healthy_passes_the_slots_and_stops(fake_server: Path, tmp_p
         args = json.loads((tmp_path / "args.jsonl").read_text().splitlines()[-1])
         proc = server.proc
         assert proc is not None
-        watchdogs = children(proc.pid)
+        watchdogs = children_of(proc.pid)
     opt = {args[i]: args[i + 1] for i in range(len(args) - 1) if args[i].startswith("--")}
     assert opt["--host"] == "127.0.0.1" and opt["--port"] == str(server.port)
     # every slot gets the whole context the history bound assumes
@@ -130,7 +130,7 @@ def test_the_watchdog_kills_the_program_within_a_second_of_a_sigkilled_runner() 
     pid = int(runner.stdout.readline())
     # the pid the runner holds is the program itself, not a wrapper around it
     assert Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] == b"/bin/sleep"
-    watchdog = children(pid)
+    watchdog = children_of(pid)
     assert len(watchdog) == 1
     os.kill(runner.pid, signal.SIGKILL)
     runner.wait()

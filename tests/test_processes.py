@@ -30,6 +30,7 @@ from medpanel.experiments.run.tracking.state import Stop
 
 from .conftest import write
 from .fake_openai import FakeOpenAI, completion, schema_reply
+from .proc_helpers import alive, children_of
 from .test_interrupts import ctrl_c_twice
 
 SCENARIO = """name: procs
@@ -110,27 +111,6 @@ def _answers(run_dir: Path) -> dict[tuple[str, str], tuple[str, bool]]:
                                                                    "from mp_results")}
 
 
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is `pid` (from /proc)."""
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return False
-    return fields[0] != "Z"  # a zombie has ended; only its exit status is left
-
-
 def _wait_for(cond: Any, timeout: float = 180) -> None:
     deadline = time.time() + timeout
     while not cond():
@@ -180,7 +160,7 @@ def test_ctrl_c_to_the_runner_stops_every_process_and_a_resume_finishes(tmp_path
         endpoint.hold_for = run_dir
         proc = _cli(str(_scenario(tmp_path, endpoint.base_url, 2)), "--run-dir", str(run_dir))
         _wait_for(lambda: _owners(run_dir) >= 2)
-        children = _children(proc.pid)
+        children = children_of(proc.pid)
         assert len(children) == 1, children  # run.processes 2: the runner and one child
         _wait_for(endpoint.held.is_set)
         began = time.time()
@@ -188,7 +168,7 @@ def test_ctrl_c_to_the_runner_stops_every_process_and_a_resume_finishes(tmp_path
         out, _ = proc.communicate(timeout=STOP_BOUND_S + 60)
         assert proc.returncode == 3, out
         # The runner waits for its children (killing any still there after the bound): none is left.
-        assert not [c for c in children if _alive(c)]
+        assert not [c for c in children if alive(c)]
         assert time.time() - began < STOP_BOUND_S + 60
         status = json.loads((run_dir / "status.json").read_text())
         assert status["state"] == "stopped" and status["reason"].startswith("interrupted (Ctrl-C)")
@@ -210,12 +190,12 @@ def test_a_second_ctrl_c_aborts_every_process_at_once(tmp_path: Path) -> None:
     with Endpoint(latency_ms=60000) as endpoint:
         proc = _cli(str(_scenario(tmp_path, endpoint.base_url, 2)), "--run-dir", str(run_dir))
         _wait_for(lambda: _owners(run_dir) >= 2)  # both processes have questions at their first call
-        children = _children(proc.pid)
+        children = children_of(proc.pid)
         assert len(children) == 1, children
         out, began = ctrl_c_twice(proc, lambda: os.killpg(proc.pid, signal.SIGINT), timeout=60, processes=2)
         assert proc.returncode == 130, out
         assert time.time() - began < 30, "the second Ctrl-C waited for the questions in flight"
-        _wait_for(lambda: not [c for c in children if _alive(c)], timeout=30)
+        _wait_for(lambda: not [c for c in children if alive(c)], timeout=30)
     assert _query(run_dir, "select count(*) from mp_results")[0][0] == 0
 
 
@@ -225,7 +205,7 @@ def test_a_killed_child_does_not_hang_the_runner_and_its_questions_are_redone(tm
         endpoint.hold_for = run_dir
         proc = _cli(str(_scenario(tmp_path, endpoint.base_url, 2)), "--run-dir", str(run_dir))
         _wait_for(lambda: _owners(run_dir) >= 2)
-        (child,) = _children(proc.pid)
+        (child,) = children_of(proc.pid)
         os.kill(child, signal.SIGKILL)  # its claims in flight stay behind in the study
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode == 0, out
