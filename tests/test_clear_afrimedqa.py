@@ -2,7 +2,7 @@
 exact sets, as NEJM-QA's are, with any-of named beside it in Table 8. The file is in the publisher's
 CSV schema (intron-innovation/AfriMed-QA data/sample_10.csv: its 30 columns, `answer_options` JSON
 text keyed option1..option5, `correct_answer` the key or several joined by commas, an unused fifth
-slot written `n/a`); the rows are written by the team, the golds worked out by hand."""
+slot written `n/a`); the questions are the team's own, not the publisher's, the golds worked out by hand."""
 
 from __future__ import annotations
 
@@ -24,14 +24,14 @@ def _file(tmp: Path) -> Path:
             "option4": "Metronidazole", "option5": "Oral rehydration salts"}
     return _csv(tmp / "afrimedqa_v2.csv", AFRI_HEADER, [
         _afri("a1", "mcq", "First-line treatment of uncomplicated falciparum malaria?", five, "option3"),
-        _afri("a2", "mcq", "Erectile dysfunction", {
-            "option1": "May be caused by cimetidine", "option2": "Is usually a physical problem",
-            "option3": "May be treated with sildenafil", "option4": "Antihypertensives are a common cause",
-            "option5": "Can be treated with anti-stress measures"}, "option1,option3,option4,option5"),
+        _afri("a2", "mcq", "Which of these drugs inhibit angiotensin-converting enzyme?", {
+            "option1": "Lisinopril", "option2": "Losartan, an angiotensin receptor blocker",
+            "option3": "Enalapril", "option4": "Ramipril",
+            "option5": "Captopril, the first of the class"}, "option1,option3,option4,option5"),
         _afri("a3", "saq", "Describe the management of severe malaria.", "", ""),
-        _afri("a4", "mcq", "Additional treatment for an open tibia fracture with an 8 cm wound?", {
-            "option1": "analgesia", "option2": "IV antibiotics", "option3": "Calcium supplements",
-            "option4": "Vitamin C", "option5": "n/a"}, "option2"),
+        _afri("a4", "mcq", "A deep dog bite on a child's forearm from an unvaccinated stray: what else is needed?", {
+            "option1": "oral paracetamol", "option2": "rabies post-exposure prophylaxis", "option3": "iron supplements",
+            "option4": "vitamin D", "option5": "n/a"}, "option2"),
         _afri("a5", "mcq", "Which are beta-lactams?", five, "option1, option2")])
 
 
@@ -45,7 +45,7 @@ def test_several_answer_items_keep_their_set_and_every_item_is_asked_select_all(
     assert all(q.multi_answer for q in qs)
     assert all("Select ALL correct options." in format_question(q) for q in qs)
     assert list(qs[2].options) == ["A", "B", "C", "D"]  # the `n/a` fifth slot is no option (the publisher drops it)
-    assert qs[1].options["E"] == "Can be treated with anti-stress measures"
+    assert qs[1].options["E"] == "Captopril, the first of the class"
 
 
 def test_table_8_scores_afrimedqa_as_exact_sets_with_any_of_named_beside() -> None:

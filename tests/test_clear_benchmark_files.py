@@ -181,15 +181,16 @@ def _afri(sid: str, qtype: str, question: str, options: dict[str, str] | str, co
 
 
 def test_afrimedqa_csv(tmp_path: Path) -> None:
-    five = {f"option{i}": t for i, t in enumerate(["Malingering", "EPL rupture", "Myositis", "RSD", "Malunion"], 1)}
+    five = {f"option{i}": t for i, t in enumerate(["Typhoid fever", "Dengue", "Influenza", "Malaria", "Leptospirosis"],
+                                                   1)}
     f = _csv(tmp_path / "afrimedqa_v2.csv", AFRI_HEADER, [
-        _afri("s1", "mcq", "A 50 year old woman with Colle's fracture ... diagnosis?", five, "option4"),
+        _afri("s1", "mcq", "Fever and rigors a week after a trip to a malarious area ... diagnosis?", five, "option4"),
         _afri("s2", "saq", "Describe the management of malaria.", "", ""),
-        _afri("s3", "mcq", "Erectile dysfunction", {"option1": "Cimetidine", "option2": "Physical", "option3":
-                                                    "Sildenafil", "option4": "Antihypertensives", "option5": "Stress"},
+        _afri("s3", "mcq", "Which are ACE inhibitors?", {"option1": "Lisinopril", "option2": "Losartan", "option3":
+                                                         "Enalapril", "option4": "Ramipril", "option5": "Captopril"},
               "option1,option3,option4,option5"),
-        _afri("s4", "mcq", "Open tibia fracture: additional treatment?", {"option1": "analgesia", "option2": "IV "
-              "antibiotics", "option3": "Calcium", "option4": "Vitamin C", "option5": ""}, "option2")])
+        _afri("s4", "mcq", "Deep dog bite: additional treatment?", {"option1": "analgesia", "option2": "rabies "
+              "vaccine", "option3": "Calcium", "option4": "Vitamin C", "option5": ""}, "option2")])
     qs = _load(f, "afrimedqa")
     assert [(q.qid, q.gold) for q in qs] == [("s1", ("D",)), ("s3", ("A", "C", "D", "E")), ("s4", ("B",))]
     assert list(qs[2].options) == ["A", "B", "C", "D"]  # the empty fifth slot is no option
