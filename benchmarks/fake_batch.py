@@ -28,7 +28,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from benchmarks.fake_server import Reply, WideServer, valid_reply
+from benchmarks.fake_server import Reply, ServedInThread, valid_reply
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
@@ -45,7 +45,7 @@ def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
     return fields
 
 
-class FakeBatch:
+class FakeBatch(ServedInThread):
     """The Batch API and direct chat completions, from one handler; records what it was sent."""
 
     def __init__(self, handler: Callable[[dict[str, Any], int], Reply] = valid_reply, *, latency_s: float = 0.5,
@@ -130,20 +130,7 @@ class FakeBatch:
                 else:
                     self._send(404, _error(f"no route {self.path}"))
 
-        self.server = WideServer(("127.0.0.1", 0), H)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeBatch:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(H)
 
     def _create(self, req: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         if req.get("endpoint") != "/v1/chat/completions" or req.get("completion_window") != "24h":

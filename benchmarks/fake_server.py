@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 from medpanel.agents.model.schema_reply import FirstDraw, build
 
@@ -45,7 +45,27 @@ class WideServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
-class FakeOpenAI:
+class ServedInThread:
+    """A stand-in endpoint on 127.0.0.1 served from a thread of its own, for a `with` block."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.server = WideServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class FakeOpenAI(ServedInThread):
     """Serves `/v1/chat/completions` from a handler `(body, n) -> Reply`; records every request."""
 
     def __init__(self, handler: Callable[[dict[str, Any], int], Reply], *, concurrency: int | None = None,
@@ -111,20 +131,7 @@ class FakeOpenAI:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = WideServer(("127.0.0.1", 0), H)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.serve(H)
 
 
 def schema_reply(body: dict[str, Any]) -> dict[str, Any]:
