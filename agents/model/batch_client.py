@@ -18,12 +18,9 @@ import asyncio
 import hashlib
 import json
 import threading
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from autogen_core import CancellationToken
-from autogen_core.models import CreateResult, LLMMessage
-from autogen_core.tools import Tool, ToolSchema
+from autogen_core.models import CreateResult
 
 from medpanel.agents.model.batch_api import BatchAPI
 from medpanel.agents.model.batch_lines import Journal
@@ -73,7 +70,7 @@ def queue_for(client: LeanChatClient, settings: BatchSpec) -> BatchQueue:
 
 
 class BatchChatClient(LeanChatClient):
-    """`create` = one line of the next batch to `<base_url>/batches`, awaited until it is answered."""
+    """`send` = one line of the next batch to `<base_url>/batches`, awaited until it is answered."""
 
     batched = True
 
@@ -81,17 +78,7 @@ class BatchChatClient(LeanChatClient):
         super().__init__(**kwargs)
         self.batch = batch
 
-    async def create(
-        self,
-        messages: Sequence[LLMMessage],
-        *,
-        tools: Sequence[Tool | ToolSchema] = (),
-        tool_choice: Any = "auto",
-        json_output: Any = None,
-        extra_create_args: Mapping[str, Any] = {},
-        cancellation_token: CancellationToken | None = None,
-    ) -> CreateResult:
-        data = self.payload(messages, tools, extra_create_args)
+    async def send(self, data: bytes) -> CreateResult:
         reply = await asyncio.wrap_future(queue_for(self, self.batch).submit(data))
         note_batch(reply.batch_id)
         if reply.error is not None:

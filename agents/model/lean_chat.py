@@ -209,7 +209,11 @@ class LeanChatClient(ChatCompletionClient):
         extra_create_args: Mapping[str, Any] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
-        data = self.payload(messages, tools, extra_create_args)
+        return await self.send(self.payload(messages, tools, extra_create_args))
+
+    async def send(self, data: bytes) -> CreateResult:
+        """One request's bytes to the endpoint, its reply as the call's result (a batch client sends
+        them as a line of its next batch instead)."""
         with self.spread.take() if self.spread is not None else nullcontext(self._base_url) as base:
             url = self.url if self.spread is None else self._urls[base]
             try:
