@@ -17,19 +17,11 @@ import pytest
 
 from medpanel.experiments.cli.main import main
 
+from .cli_helpers import output_of as cli
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "v0"
 GOLDEN = FIXTURE / "golden"
 RUNS = ("v0-panel", "v0-clear")
-
-
-def cli(*argv: str) -> str:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(argv))
-        except SystemExit as exc:
-            assert not exc.code, f"medpanel {' '.join(argv)} exited {exc.code}: {err.getvalue()}"
-    return out.getvalue()
 
 
 @pytest.fixture

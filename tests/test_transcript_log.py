@@ -5,7 +5,6 @@ file shared by two workers; old runs (a file per question) still read."""
 from __future__ import annotations
 
 import errno
-import io
 import json
 import os
 import signal
@@ -13,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -33,6 +31,8 @@ from medpanel.experiments.run.store.transcript_log import (
     record_path,
     records_in,
 )
+
+from .cli_helpers import output_of as cli
 
 
 def _scenario(tmp_path: Path, n: int, **run: object) -> Scenario:
@@ -63,19 +63,6 @@ def _own_record(run_dir: Path, row) -> dict:  # type: ignore[no-untyped-def, typ
     doc = json.loads(record_path(run_dir, row.transcript).read_bytes())
     assert (doc["condition"], doc["question"]["qid"], doc["repeat"]) == (row.condition, row.qid, row.repeat)
     return doc
-
-
-def cli(*argv: str) -> str:
-    from medpanel.experiments.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err):
-        try:
-            main(list(argv))
-        except SystemExit as exc:
-            assert not exc.code, f"medpanel {' '.join(argv)} exited {exc.code}: {err.getvalue()}"
-    assert "Traceback" not in err.getvalue()
-    return out.getvalue()
 
 
 def test_a_run_creates_one_log_per_worker_not_a_file_per_question(tmp_path: Path,
