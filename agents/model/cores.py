@@ -23,10 +23,9 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
 from medpanel.agents.model.llama_server import CACHE_RAM_MIB, LlamaServer
+from medpanel.agents.model.local_server import StartedInWith
 from medpanel.agents.model.spread import POOL_SEP
 
 MIN_SERVERS = 4
@@ -67,7 +66,7 @@ def layout(parallel: int, cores: int, *, servers: int | None = None, threads: in
     return Layout(servers=n, threads=t, slots=math.ceil(parallel / n), cores=cores)
 
 
-class EmbeddedPool:
+class EmbeddedPool(StartedInWith):
     """Start the layout's llama-servers together, return their joined URL once all answer, stop them
     all on exit (also on error and Ctrl-C). Each runs under the watchdog (`watch_exec`), so a SIGKILLed
     runner leaves none behind. They share one log file; each line is prefixed by llama-server itself
@@ -103,12 +102,4 @@ class EmbeddedPool:
 
     def pids(self) -> list[int]:
         return [s.proc.pid for s in self.servers if s.proc is not None]
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 

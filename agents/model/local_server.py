@@ -59,7 +59,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class ServerProcess:
+class StartedInWith:
+    """Started on entering a `with` block and stopped on leaving it, however it is left."""
+
+    def start(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+class ServerProcess(StartedInWith):
     """A model server in a child process: launch it, wait until it answers, stop it on exit (also on
     error and Ctrl-C). Subclasses say how to start theirs (`start`) and name it (`label`)."""
 
@@ -115,13 +133,6 @@ class ServerProcess:
             self.proc.kill()
             self.proc.wait(timeout=10)
 
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 
 
 class LocalServer(ServerProcess):
