@@ -25,10 +25,9 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from benchmarks.fake_server import Reply, ServedInThread, valid_reply
+from benchmarks.fake_server import QuietHandler, Reply, ServedInThread, valid_reply
 
 
 def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
@@ -71,13 +70,7 @@ class FakeBatch(ServedInThread):
         self._answered = 0
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class H(QuietHandler):
             def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
                 data = raw if raw is not None else json.dumps(payload).encode()
                 self.send_response(status)

@@ -45,6 +45,18 @@ class WideServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """Kept-alive HTTP/1.1 connections, nothing logged."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes; with Nagle on, a kept-alive connection waits for the
+    # client's delayed ACK (~40 ms) between them.
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 class ServedInThread:
     """A stand-in endpoint on 127.0.0.1 served from a thread of its own, for a `with` block."""
 
@@ -81,15 +93,7 @@ class FakeOpenAI(ServedInThread):
         self.lock = threading.Lock()
         outer = self
 
-        class H(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes; with Nagle on, a kept-alive connection waits
-            # for the client's delayed ACK (~40 ms) between them.
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class H(QuietHandler):
             def do_GET(self) -> None:  # /v1/models for health checks; /v1/stats for benchmarks
                 if self.path.endswith("/stats"):  # chat completions asked for so far, this process's CPU
                     with outer.lock:
