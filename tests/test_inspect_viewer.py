@@ -184,6 +184,9 @@ def test_the_transcript_tab_shows_each_agents_calls_and_the_decision(viewer: tup
         page = browser.new_page(viewport={"width": 1280, "height": 1000})  # the viewer keeps the open span
         page.set_default_timeout(WAIT_MS)
         page.goto(transcript)
+        # The list is scrolled only once its first span is laid out: a wheel turned while the sample still
+        # loads lands the list past the agent's first span, and its later span (a recruitment check) opens.
+        page.get_by_text("SUB-AGENT: selector").first.wait_for()
         _scroll_to(page, page.get_by_text(f"SUB-AGENT: {agent}"), f"span of {agent}").click()
         page.get_by_text(heading).first.wait_for()
         _shows(page, shown, f"the span of {agent}")
