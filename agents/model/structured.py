@@ -15,6 +15,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
+from medpanel.agents.model.strict_schema import strict_format
+
 R = TypeVar("R", bound=BaseModel)
 """A reply model: `RoleAgent.speak(text, M)` returns an `M` (or None when the reply is invalid twice)."""
 
@@ -201,10 +203,9 @@ def reask_message(reason: str, model: type[BaseModel]) -> str:
 
 @functools.lru_cache(maxsize=512)
 def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send)."""
-    from openai.lib._parsing._completions import type_to_response_format_param
-
-    return dict(type_to_response_format_param(model))  # type: ignore[arg-type]
+    """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send),
+    built without importing the SDK (`strict_schema`)."""
+    return strict_format(model)
 
 
 @functools.lru_cache(maxsize=512)
