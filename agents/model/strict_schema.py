@@ -66,9 +66,10 @@ def _strict(node: object, *, root: dict[str, Any]) -> dict[str, Any]:
 def _resolve(root: dict[str, Any], ref: object) -> dict[str, Any]:
     if not isinstance(ref, str) or not ref.startswith("#/"):
         raise ValueError(f"unexpected $ref {ref!r}: only local references (#/...) are resolved")
-    resolved: Any = root
+    resolved: dict[str, Any] = root
     for key in ref[2:].split("/"):
-        resolved = resolved[key]
-        if not isinstance(resolved, dict):
+        value = resolved[key]
+        if not isinstance(value, dict):
             raise ValueError(f"$ref {ref} does not resolve to a schema object")
+        resolved = value
     return resolved
