@@ -9,6 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 
 from medpanel.agents.types import Question, QuestionResult
@@ -109,5 +110,55 @@ def test_on_the_loops_own_connection_a_held_write_lock_means_try_elsewhere(tmp_p
     waiting.join(60)
     assert [r.qid for r in done] == ["q1"] and _claims(store) == [] and len(store.rows()) == 1
     assert store.claim_now(pair, "b") is False, "a finished pair was claimed"
+    other.close()
+    store.close()
+
+
+def test_the_workers_of_one_process_queue_for_the_write_and_each_pair_goes_once(tmp_path: Path) -> None:
+    """One store shared by many threads (a process's workers): loops that find a writer of the
+    same process at work do nothing (None), waiting writers take over, every pair is taken once."""
+    store = _store(tmp_path)
+    pairs = [("c0", "medqa", f"q{i}", 0) for i in range(80)]
+    outcomes: list[tuple[str, bool | None]] = []
+    lock = threading.Lock()
+    start = threading.Barrier(8)
+
+    def work(n: int) -> None:
+        start.wait()
+        for pair in pairs if n % 2 else reversed(pairs):
+            now = store.claim_now(pair, f"w{n}") if n < 4 else None
+            taken = now if now is not None else store.claim(pair, f"w{n}")
+            with lock:
+                outcomes.append((pair[2], taken))
+            if taken:
+                _commit(store, pair[2], f"w{n}")
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    won = Counter(qid for qid, taken in outcomes if taken)
+    assert sorted(won) == sorted(p[2] for p in pairs) and set(won.values()) == {1}
+    assert len(store.rows()) == len(pairs) and _claims(store) == []
+    store.close()
+
+
+def test_a_writer_waits_for_another_processs_lock_until_its_deadline_then_fails(tmp_path: Path,
+                                                                                 monkeypatch: Any) -> None:
+    """Another connection (another process) holding the write lock past the wait: SQLite's own
+    'database is locked', never a claim taken beside it; once it is free the claim goes in."""
+    from medpanel.experiments.run.store import store as store_module
+
+    monkeypatch.setattr(store_module, "WRITE_WAIT_S", 0.2)
+    store = _store(tmp_path)
+    pair = ("c0", "medqa", "q1", 0)
+    other = sqlite3.connect(tmp_path / "study.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        store.claim(pair, "a")
+    other.execute("ROLLBACK")
+    assert _claims(store) == []
+    assert store.claim(pair, "a") is True and _claims(store) == [("q1", "a")]
     other.close()
     store.close()

@@ -81,6 +81,28 @@ def _finish(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) ->
     return out
 
 
+WRITE_WAIT_S = 60.0
+"""How long a writer waits for another process's write lock before the store fails (SQLite's
+busy timeout on every other connection of a run)."""
+_POLL_S = (0.0005, 0.001, 0.002, 0.005)
+"""Waits between attempts at another process's write lock: short, as a transaction holds it for
+a fraction of a millisecond; then `_POLL_S[-1]` each."""
+
+
+def _begin(db: sqlite3.Connection, deadline: float) -> None:
+    """`BEGIN IMMEDIATE` on a connection that never waits itself, retried until `deadline`."""
+    attempt = 0
+    while True:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(_POLL_S[min(attempt, len(_POLL_S) - 1)])
+        attempt += 1
+
+
 class Store:
     def __init__(self, url: str, run_dir: Path) -> None:
         self.url = url
@@ -93,6 +115,8 @@ class Store:
         self._own: list[sqlite3.Connection] = []
         """The threads' own connections (`_now`), closed with the store."""
         self._lock = threading.Lock()
+        self._writing = threading.Lock()
+        """Held by this process's SQLite writer of the moment (`_sqlite_write`)."""
         if not self.shared:
             check_sqlite(url, run_dir)
         try:
@@ -212,7 +236,7 @@ class Store:
             return False
 
     def _sqlite_write(self, work: Callable[[sqlite3.Connection], _T], wait: bool) -> _T | None:
-        """`work` in one write transaction on a sqlite3 connection itself, committed.
+        """`work` in one write transaction on this thread's own sqlite3 connection (`_now`), committed.
 
         On the sqlite3 connection, not through SQLAlchemy: its execution path (compiled-cache
         lookups, result objects, its transaction objects) cost more CPU than the statements.
@@ -220,24 +244,32 @@ class Store:
         either waits for it (or, `wait=False`, gives up before doing anything) or has it for
         every statement. sqlite3's errors are its own, which `resource_failure` reads like
         SQLAlchemy's wrapped ones.
+
+        The writers of this process take `_writing` first. SQLite's own busy handler polls a taken
+        lock with sleeps growing to 100 ms, and a writer asleep in it lost the lock, again and
+        again, to those that found it free between its polls (the workers' loops, `wait=False`):
+        claims waited 0.1 s on average and seconds at worst, each a question in flight held
+        back. A thread lock hands the write over the moment it is free; only another process's
+        writer is still polled for (`_begin`), in steps of a few milliseconds.
         """
         if not wait:
-            db = self._now()
+            if not self._writing.acquire(blocking=False):
+                return None  # another worker of this process is writing: the caller waits elsewhere
             try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                    return None  # another connection is writing: the caller waits for it elsewhere
-                raise
+                db = self._now()
+                try:
+                    db.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                        return None  # another process is writing
+                    raise
+                return _finish(db, work)
+            finally:
+                self._writing.release()
+        with self._writing:
+            db = self._now()
+            _begin(db, time.monotonic() + WRITE_WAIT_S)
             return _finish(db, work)
-        raw = self.engine.raw_connection()
-        try:
-            pooled = raw.driver_connection
-            assert isinstance(pooled, sqlite3.Connection)
-            pooled.execute("BEGIN IMMEDIATE")  # waits for the write lock up to the busy timeout
-            return _finish(pooled, work)
-        finally:
-            raw.close()  # back to the pool
 
     def _now(self) -> sqlite3.Connection:
         """This thread's own connection that never waits for SQLite's write lock (busy timeout 0).
