@@ -84,6 +84,8 @@ def _finish(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) ->
 WRITE_WAIT_S = 60.0
 """How long a writer waits for another process's write lock before the store fails (SQLite's
 busy timeout on every other connection of a run)."""
+LOOP_WAIT_S = 0.002
+"""How long a worker's loop waits for another worker of its process to finish writing."""
 _POLL_S = (0.0005, 0.001, 0.002, 0.005)
 """Waits between attempts at another process's write lock: short, as a transaction holds it for
 a fraction of a millisecond; then `_POLL_S[-1]` each."""
@@ -196,7 +198,7 @@ class Store:
         return taken
 
     def claim_now(self, pair: Pair, owner: str, *, retry_errors: bool = False) -> bool | None:
-        """`claim` on this thread's own SQLite connection (`_now`), or None at once, having done
+        """`claim` on this thread's own SQLite connection (`_now`), or None, having done
         nothing, when another connection holds the write lock (then `claim` in a thread)."""
         return self._claim(pair, owner, retry_errors, wait=False)
 
@@ -253,8 +255,11 @@ class Store:
         writer is still polled for (`_begin`), in steps of a few milliseconds.
         """
         if not wait:
-            if not self._writing.acquire(blocking=False):
-                return None  # another worker of this process is writing: the caller waits elsewhere
+            # Another worker of this process writing holds it for a transaction, a fraction of a
+            # millisecond (sqlite3 lets the interpreter lock go meanwhile): waited for here, as a
+            # hand-off to a thread cost more CPU. Longer (it waits for another process): elsewhere.
+            if not self._writing.acquire(timeout=LOOP_WAIT_S):
+                return None
             try:
                 db = self._now()
                 try:
