@@ -148,9 +148,9 @@ def test_a_writer_waits_for_another_processs_lock_until_its_deadline_then_fails(
                                                                                  monkeypatch: Any) -> None:
     """Another connection (another process) holding the write lock past the wait: SQLite's own
     'database is locked', never a claim taken beside it; once it is free the claim goes in."""
-    from medpanel.experiments.run.store import store as store_module
+    from medpanel.experiments.run.store import sqlite_writes
 
-    monkeypatch.setattr(store_module, "WRITE_WAIT_S", 0.2)
+    monkeypatch.setattr(sqlite_writes, "WRITE_WAIT_S", 0.2)
     store = _store(tmp_path)
     pair = ("c0", "medqa", "q1", 0)
     other = sqlite3.connect(tmp_path / "study.db", isolation_level=None)

@@ -35,6 +35,7 @@ from medpanel.experiments.run.store.files import file_per_pair, own_path, row_fi
 from medpanel.experiments.run.store.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.store.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.store.rows import row_of
+from medpanel.experiments.run.store.sqlite_writes import LOOP_WAIT_S, begin_waiting, finish
 from medpanel.experiments.run.store.storage import (
     Pair,
     check_sqlite,
@@ -52,6 +53,8 @@ from medpanel.experiments.run.store.storage import (
 )
 from medpanel.experiments.run.store.transcript_log import TranscriptLog, copy_log, parse_reference, record_path
 
+_T = TypeVar("_T")
+
 
 @dataclass(frozen=True)
 class Staged:
@@ -65,44 +68,6 @@ class Staged:
     replace_error: bool
     cached_tokens: int
     cache_saved_usd: float
-
-
-_T = TypeVar("_T")
-
-
-def _finish(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
-    """`work` inside the transaction `db` has just begun, then its commit; rolled back if either fails."""
-    try:
-        out = work(db)
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-    return out
-
-
-WRITE_WAIT_S = 60.0
-"""How long a writer waits for another process's write lock before the store fails (SQLite's
-busy timeout on every other connection of a run)."""
-LOOP_WAIT_S = 0.002
-"""How long a worker's loop waits for another worker of its process to finish writing."""
-_POLL_S = (0.0005, 0.001, 0.002, 0.005)
-"""Waits between attempts at another process's write lock: short, as a transaction holds it for
-a fraction of a millisecond; then `_POLL_S[-1]` each."""
-
-
-def _begin(db: sqlite3.Connection, deadline: float) -> None:
-    """`BEGIN IMMEDIATE` on a connection that never waits itself, retried until `deadline`."""
-    attempt = 0
-    while True:
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            return
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
-                raise
-        time.sleep(_POLL_S[min(attempt, len(_POLL_S) - 1)])
-        attempt += 1
 
 
 class Store:
@@ -252,7 +217,7 @@ class Store:
         again, to those that found it free between its polls (the workers' loops, `wait=False`):
         claims waited 0.1 s on average and seconds at worst, each a question in flight held
         back. A thread lock hands the write over the moment it is free; only another process's
-        writer is still polled for (`_begin`), in steps of a few milliseconds.
+        writer is still polled for (`sqlite_writes.begin_waiting`), in steps of a few milliseconds.
         """
         if not wait:
             # Another worker of this process writing holds it for a transaction, a fraction of a
@@ -268,13 +233,13 @@ class Store:
                     if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                         return None  # another process is writing
                     raise
-                return _finish(db, work)
+                return finish(db, work)
             finally:
                 self._writing.release()
         with self._writing:
             db = self._now()
-            _begin(db, time.monotonic() + WRITE_WAIT_S)
-            return _finish(db, work)
+            begin_waiting(db)
+            return finish(db, work)
 
     def _now(self) -> sqlite3.Connection:
         """This thread's own connection that never waits for SQLite's write lock (busy timeout 0).
