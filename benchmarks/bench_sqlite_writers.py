@@ -6,7 +6,7 @@ Each thread has its own connection (as the store's pool gives each of its thread
 database with `busy_timeout` (as `storage.py` sets) and commits one small insert at a time, as a
 claim does, with 2 ms of other work between. Two ways are measured, each process printing its
 own line: every connection racing for the write lock through SQLite's busy handler (what the
-store does now), and the process's writers taking one `threading.Lock` first, so only one
+store did before `store/sqlite_writes.py`), and the process's writers taking one `threading.Lock` first, so only one
 connection per process waits in SQLite's busy handler, whose sleeps grow to 100 ms instead of
 queueing. The wall time of a transaction in its thread is printed: mean, p99 and longest.
 """
