@@ -245,11 +245,9 @@ class RecordingClient(ChatCompletionClient):
         cache = self.session.cache if spec.cache != "off" else None
         replay = self.session.replay
         key = cache_key(request) if cache is not None or replay is not None else ""
-        # Built from the call's own typed values, so not validated again: validating copied every
-        # message of the request, on every call.
-        event = TranscriptEvent.model_construct(kind="call", role=self.tag.role, agent=self.tag.agent,
-                                                step=self.tag.step, round=self.tag.round, turn=self.tag.turn,
-                                                messages=oai, model=spec.model_name, act=self.tag.act)
+        event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
+                                round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name,
+                                act=self.tag.act)
         if self.overrides:
             event.data["sampling"] = dict(self.overrides)
         if self.session.label is not None:
