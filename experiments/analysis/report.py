@@ -88,7 +88,9 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
     same questions is added, in the measure the budget was matched in.
     """
-    budgets = {id(r): Summary.view(r.summary).budget for r in rows}
+    # Only a summary that holds a budget is read as a model: the others have none to read.
+    budgets = {id(r): Summary.view(r.summary).budget if r.summary.get("budget") is not None else None
+               for r in rows}
     matched = any(b is not None for b in budgets.values())
     out = []
     for cond in conditions:
