@@ -190,8 +190,8 @@ def main() -> None:
               f"target {TARGETS['process']}")
         if args.breakdown:
             load = os.getloadavg()[0]
-            cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", "breakdown", str(run_dir)]
-            lines = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.splitlines()
+            argv = [sys.executable, "-m", "benchmarks.bench_report", "--phase", "breakdown", str(run_dir)]
+            lines = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.splitlines()
             print(f"  where one `report`'s cpu goes (a fresh process, load {load:.2f}; the floor's cpu {f_cpu:.2f} s):")
             for line in lines:
                 s, _, part = line.partition(" ")

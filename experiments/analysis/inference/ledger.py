@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from medpanel.experiments.analysis.quick_init import quick_init
+
 __all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
            "rates_of", "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
@@ -72,6 +74,7 @@ def _usage(event: Any) -> tuple[int, int]:
     return int(_get(u, "prompt_tokens", 0) or 0), int(_get(u, "completion_tokens", 0) or 0)
 
 
+@quick_init  # one per model call a report keeps: 110,000 on a full-protocol run
 @dataclass(frozen=True, slots=True)
 class CallCost:
     """One model call as the ledger counts it (what a report keeps of each call event)."""
