@@ -105,7 +105,7 @@ def breakdown(run_dir: Path) -> None:
     parts: list[tuple[str, float]] = []
     c = cpu()
     import medpanel.experiments.cli.inspect  # noqa: F401  what `medpanel report` imports before it reads
-    from medpanel.experiments.analysis.digest import gc_paused, read_digests
+    from medpanel.experiments.analysis.digest import gc_frozen, gc_paused, read_digests
     from medpanel.experiments.analysis.report import build_tables, write_report
     from medpanel.experiments.cli.output import _read, print_header, print_table
     parts.append(("imports (CLI, analysis)", cpu() - c))
@@ -116,14 +116,15 @@ def breakdown(run_dir: Path) -> None:
     with gc_paused():
         digests = list(read_digests(run_dir, rows, scoring=record.scoring))
     parts.append(("transcripts read into digests", cpu() - c))
-    c = cpu()
-    with contextlib.suppress(ImportError):  # the fits' imports, timed apart from the fits
-        import statsmodels.discrete.conditional_models
-        import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
-    parts.append(("imports on first use (statsmodels)", cpu() - c))
-    c = cpu()
-    tables = build_tables(rows, record, digests=digests)
-    parts.append(("tables", cpu() - c))
+    with gc_frozen():  # as `read_run_tables` builds them
+        c = cpu()
+        with contextlib.suppress(ImportError):  # the fits' imports, timed apart from the fits
+            import statsmodels.discrete.conditional_models
+            import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
+        parts.append(("imports on first use (statsmodels)", cpu() - c))
+        c = cpu()
+        tables = build_tables(rows, record, digests=digests)
+        parts.append(("tables", cpu() - c))
     c = cpu()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         print_header(record, rows)
