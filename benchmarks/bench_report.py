@@ -10,7 +10,10 @@ Without `--run-dir` it first runs the c x r panel 2x2 with the scripted model on
 The floor is one decoding of every transcript (its bytes read and parsed as JSON, nothing
 else), in a fresh process like the others; each figure is also printed as a multiple of it (CPU
 over the floor's CPU, which the load average moves less than wall time). The whole process is
-`python -m medpanel report RUN_DIR` from exec to exit, imports included.
+`python -m medpanel report RUN_DIR` from exec to exit, imports included. `--breakdown` also prints
+where one `report`'s CPU goes, in a fresh process: the CLI's imports, the store's rows, the
+transcripts read into digests (beside the floor's decoding), the model fits' imports (statsmodels,
+on first use), the tables, and printing and writing them.
 Targets, for the 862 x 4 run at 3 x 3: `report` <= 2x the floor and <= 300 MB, `report --html` <= 6x
 the floor, the whole `medpanel report` process <= 4 s. To compare two checkouts, run each one's
 interpreter on the same `--run-dir`, back to back, and read the load printed beside each figure.
@@ -93,6 +96,46 @@ def phase(run_dir: Path, html: bool) -> None:
     print(f"{time.perf_counter() - w:.2f} {time.process_time() - c:.2f} {peak:.0f}")
 
 
+def breakdown(run_dir: Path) -> None:
+    """Where one `report`'s CPU goes, each part timed alone in this fresh process, in the order the
+    command does them; prints one `part cpu_s` line per part."""
+    def cpu() -> float:
+        return time.process_time()
+
+    parts: list[tuple[str, float]] = []
+    c = cpu()
+    import medpanel.experiments.cli.inspect  # noqa: F401  what `medpanel report` imports before it reads
+    from medpanel.experiments.analysis.digest import gc_frozen, gc_paused, read_digests
+    from medpanel.experiments.analysis.report import build_tables, write_report
+    from medpanel.experiments.cli.output import _read, print_header, print_table
+    parts.append(("imports (CLI, analysis)", cpu() - c))
+    c = cpu()
+    record, rows = _read(run_dir)
+    parts.append(("store: run.json and rows", cpu() - c))
+    c = cpu()
+    with gc_paused():
+        digests = list(read_digests(run_dir, rows, scoring=record.scoring))
+    parts.append(("transcripts read into digests", cpu() - c))
+    with gc_frozen():  # as `read_run_tables` builds them
+        c = cpu()
+        with contextlib.suppress(ImportError):  # the fits' imports, timed apart from the fits
+            import statsmodels.discrete.conditional_models
+            import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
+        parts.append(("imports on first use (statsmodels)", cpu() - c))
+        c = cpu()
+        tables = build_tables(rows, record, digests=digests)
+        parts.append(("tables", cpu() - c))
+    c = cpu()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        print_header(record, rows)
+        for t in tables:
+            print_table(t, where="report/")
+        write_report(run_dir, tables)
+    parts.append(("printed and written", cpu() - c))
+    for name, s in parts:
+        print(f"{s:.2f} {name}")
+
+
 def measure(run_dir: Path, name: str) -> tuple[float, float, float]:
     cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", name, str(run_dir)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
@@ -112,11 +155,15 @@ def main() -> None:
     ap.add_argument("--subsets", default=",".join(SUBSETS))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--turns", type=int, default=3)
-    ap.add_argument("--phase", choices=["floor", "report", "html"], help=argparse.SUPPRESS)
+    ap.add_argument("--breakdown", action="store_true", help="Also print where one `report`'s CPU goes.")
+    ap.add_argument("--phase", choices=["floor", "report", "html", "breakdown"], help=argparse.SUPPRESS)
     ap.add_argument("phase_run", nargs="?", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.phase == "floor":
         floor(args.phase_run)
+        return
+    if args.phase == "breakdown":
+        breakdown(args.phase_run)
         return
     if args.phase:
         phase(args.phase_run, args.phase == "html")
@@ -142,6 +189,14 @@ def main() -> None:
         wall, cpu = whole_process(run_dir)
         print(f"  whole `python -m medpanel report` process wall {wall:6.2f} s  cpu {cpu:6.2f} s  load {load:.2f}   "
               f"target {TARGETS['process']}")
+        if args.breakdown:
+            load = os.getloadavg()[0]
+            argv = [sys.executable, "-m", "benchmarks.bench_report", "--phase", "breakdown", str(run_dir)]
+            lines = subprocess.run(argv, check=True, capture_output=True, text=True).stdout.splitlines()
+            print(f"  where one `report`'s cpu goes (a fresh process, load {load:.2f}; the floor's cpu {f_cpu:.2f} s):")
+            for line in lines:
+                s, _, part = line.partition(" ")
+                print(f"    {part:38s} {float(s):6.2f} s  = {float(s) / f_cpu:4.2f}x the floor's cpu")
 
 
 if __name__ == "__main__":

@@ -97,3 +97,17 @@ def test_a_bad_batch_block_is_one_line_naming_the_field(tmp_path: Path, block: s
     sc = write(tmp_path / "s.yaml", f"name: b\npipeline: generalist\ndataset: {{source: sample}}\nmodel: {block}\n")
     rc, _out, err = invoke(["validate", str(sc)])
     assert rc == 2 and words in err and err.count("\n") == 1 and "Traceback" not in err, err
+
+
+def test_the_ledger_prices_each_call_at_its_own_rate_whatever_came_before_it() -> None:
+    # The ledger prices a (model, batch) pair once: a batch call, a cache hit of a batch call and a
+    # direct call of one model, in any order, cost what each costs alone.
+    prices = {"m": Price(input=2.0, output=8.0, batch_input=0.5, batch_output=1.0)}
+    calls = [_call(1_000_000, 1_000_000, batch="b1"), _call(1_000_000, 1_000_000, batch="b2", hit=True),
+             _call(1_000_000, 1_000_000)]
+    alone = [condition_totals(ledger({"c0": [c]}, prices))["c0"] for c in calls]
+    for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0]):
+        tot = condition_totals(ledger({"c0": [calls[i] for i in order]}, prices))["c0"]
+        assert tot.usd == pytest.approx(sum(a.usd for a in alone)) == pytest.approx(1.5 + 10.0)
+        assert tot.usd_saved == pytest.approx(sum(a.usd_saved for a in alone)) == pytest.approx(10.0)
+        assert tot.usd_saved_by_batch == pytest.approx(10.0 - 1.5)

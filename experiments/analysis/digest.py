@@ -219,6 +219,20 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def gc_frozen() -> Iterator[None]:
+    """The objects alive now (a run's digests: half a million on a full-protocol one) left out of the
+    cycle collector's passes while the tables and figures are built from them: the builders allocate
+    enough (a pydantic view of every row's summary per table, the model fits) to set off full passes,
+    each of which would walk every digest again (three quarters of those tables' time). What they
+    make is collected as usual; the frozen objects are the collector's again afterwards."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def read_digests(run_dir: Path, rows: Iterable[Row], *, scoring: str = "exact_set") -> Iterator[RowDigest]:
     """Each row's digest, in row order, one transcript read at a time (a generator: the caller
     decides what it keeps, and no document outlives its row's turn)."""

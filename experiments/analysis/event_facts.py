@@ -23,6 +23,7 @@ from typing_extensions import Required, TypedDict
 
 from medpanel.agents.events import Act
 from medpanel.agents.types import EventKind
+from medpanel.experiments.analysis.quick_init import quick_init
 from medpanel.experiments.run.store.records_v1 import act_v1
 
 KINDS: frozenset[str] = frozenset(get_args(EventKind))
@@ -131,6 +132,7 @@ class BadField(ValueError):
         self.where = where
 
 
+@quick_init  # one per transcript event: 150,000 on a full-protocol report
 @dataclass(frozen=True, slots=True)
 class EventFacts:
     kind: str

@@ -17,7 +17,7 @@ from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_p
 from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
-from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_digests
+from medpanel.experiments.analysis.digest import RowDigest, gc_frozen, gc_paused, read_digests
 from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.methods import reports
@@ -88,7 +88,9 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     With budget_match (rows whose summary has `budget`) the reference condition's own compute on the
     same questions is added, in the measure the budget was matched in.
     """
-    budgets = {id(r): Summary.view(r.summary).budget for r in rows}
+    # Only a summary that holds a budget is read as a model: the others have none to read.
+    budgets = {id(r): Summary.view(r.summary).budget if r.summary.get("budget") is not None else None
+               for r in rows}
     matched = any(b is not None for b in budgets.values())
     out = []
     for cond in conditions:
@@ -272,7 +274,8 @@ def read_run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> RunTab
     transitions and the cost ledger from one streamed read of its transcripts, 10,000 resamples."""
     with gc_paused():
         digests = list(read_digests(run_dir, rows, scoring=record.scoring))
-    return RunTables(rows, digests, build_tables(rows, record, digests=digests))
+    with gc_frozen():
+        return RunTables(rows, digests, build_tables(rows, record, digests=digests))
 
 
 def run_tables(run_dir: Path, rows: list[Row], record: RunRecord) -> list[Table]:

@@ -27,7 +27,7 @@ INTERVENTIONS = ("critique", "brief", "clear_verdict", "recruit", "focused_round
 PATHWAYS = ("parametric", "local", "dynamic")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cell:
     """One agent after one stage."""
 
@@ -41,7 +41,7 @@ class Cell:
         return text if self.status == "answered" else f"{text}*"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Intervention:
     kind: str
     """One of `INTERVENTIONS`."""
@@ -61,7 +61,7 @@ class Intervention:
         return f"{self.kind}[{inner}]" if inner else self.kind
 
 
-@dataclass
+@dataclass(slots=True)
 class Stage:
     label: str
     cells: dict[str, Cell]
@@ -95,7 +95,7 @@ class Flip:
     """The last flip: from here on the majority stayed what the final answer is."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Trajectory:
     condition: str
     dataset: str

@@ -26,7 +26,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
-from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_with_document
+from medpanel.experiments.analysis.digest import RowDigest, gc_frozen, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.plots import write_plots
@@ -178,23 +178,24 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
     if audit is not None:
         leak_doc = finish_audit(data.run_dir, audit, data.rows, provenance_file)
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
-    ts = [d.trajectory for d in digests]  # for the transition figures
-    tables = (list(shared.tables) if shared is not None else
-              build_tables(data.rows, data.record, n_boot=n_boot, digests=digests) if data.rows else [])
-    run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
-    if leak_doc and data.rows:
-        tables.append(leakage_table(leak_doc))
-    plot_files: list[Path] = []
-    transition_files: list[Path] = []
-    if plots and data.rows:
-        plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
-        plot_files += write_study_plots(data.rows, data.record, comparison_pairs(data.record, conditions),
-                                        out / "plots", n_boot=n_boot)
-        for method in reports():  # a method's own figures (the Table 7 run's accuracy-vs-tokens Pareto ...)
-            plot_files += method.figures(data.rows, conditions, data.record, out / "plots", n_boot=n_boot)
-        written += plot_files
-        transition_files = write_transition_plots(ts, out / "plots", conditions)
-        written += transition_files
+    with gc_frozen():  # the digests, kept out of the collector's passes while tables and figures are made
+        ts = [d.trajectory for d in digests]  # for the transition figures
+        tables = (list(shared.tables) if shared is not None else
+                  build_tables(data.rows, data.record, n_boot=n_boot, digests=digests) if data.rows else [])
+        run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
+        if leak_doc and data.rows:
+            tables.append(leakage_table(leak_doc))
+        plot_files: list[Path] = []
+        transition_files: list[Path] = []
+        if plots and data.rows:
+            plot_files = write_plots(data.rows, conditions, out / "plots", n_boot=n_boot)
+            plot_files += write_study_plots(data.rows, data.record, comparison_pairs(data.record, conditions),
+                                            out / "plots", n_boot=n_boot)
+            for method in reports():  # a method's own figures (the Table 7 run's accuracy-vs-tokens Pareto ...)
+                plot_files += method.figures(data.rows, conditions, data.record, out / "plots", n_boot=n_boot)
+            written += plot_files
+            transition_files = write_transition_plots(ts, out / "plots", conditions)
+            written += transition_files
     written += pages
     filters = {
         "condition": conditions, "dataset": sorted({r.dataset for r in data.rows}),

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from medpanel.experiments.analysis.quick_init import quick_init
+
 __all__ = ["CallCost", "LedgerLine", "PriceLike", "compact_ledger", "condition_totals", "ledger", "ledger_from_compact",
            "rates_of", "usd_per_extra_correct", "usd_per_extra_correct_rows"]
 
@@ -72,6 +74,7 @@ def _usage(event: Any) -> tuple[int, int]:
     return int(_get(u, "prompt_tokens", 0) or 0), int(_get(u, "completion_tokens", 0) or 0)
 
 
+@quick_init  # one per model call a report keeps: 110,000 on a full-protocol run
 @dataclass(frozen=True, slots=True)
 class CallCost:
     """One model call as the ledger counts it (what a report keeps of each call event)."""
@@ -117,6 +120,8 @@ def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike])
     JSON dicts) -> one line per (condition, role, step), in order of first appearance. Events that
     are not calls are skipped."""
     lines: dict[tuple[str, str, str], LedgerLine] = {}
+    # A run's 100,000 calls name a handful of models: each (model, batch) is priced once.
+    rates: dict[tuple[str, bool], tuple[float, float]] = {}
     for cond, evs in events.items():
         for e in evs:
             c = e if isinstance(e, CallCost) else CallCost.of(e)
@@ -128,7 +133,11 @@ def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike])
                 line = lines[key] = LedgerLine(*key)
             pt, ct = c.prompt_tokens, c.completion_tokens
             price = prices.get(c.model)
-            p_in, p_out = rates_of(price, c.batch and not c.cache_hit) if price is not None else (0.0, 0.0)
+            batch = c.batch and not c.cache_hit
+            rate = rates.get((c.model, batch))
+            if rate is None:
+                rate = rates[(c.model, batch)] = rates_of(price, batch) if price is not None else (0.0, 0.0)
+            p_in, p_out = rate
             usd = (pt * p_in + ct * p_out) / 1e6
             if c.cache_hit:
                 line.cache_hits += 1
