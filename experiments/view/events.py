@@ -38,17 +38,17 @@ def _size(v: Any) -> int:
 # -- differences between conditions ------------------------------------------------------------
 
 
-def event_signature(e: dict[str, Any]) -> tuple[str, str, str, str]:
+def event_signature(e: dict[str, object]) -> tuple[str, str, str, str]:
     """What an event said: (kind, role, step, parsed fields or content). Timing and cache state are ignored."""
     if e.get("kind") == "call":
-        body: Any = e.get("parsed") if e.get("parsed") is not None else e.get("content", "")
+        body: object = e.get("parsed") if e.get("parsed") is not None else e.get("content", "")
     else:
         body = [e.get("content", ""), e.get("data") or {}]
     return (str(e.get("kind", "")), str(e.get("role", "")), str(e.get("step", "")),
             json.dumps(body, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> int | None:
+def first_difference(ref: list[dict[str, object]], other: list[dict[str, object]]) -> int | None:
     """Index of the first event where `other` departs from `ref`; None when the debates are identical.
     Signatures are compared event by event and stop at the first difference (most debates of two
     conditions part within a few events)."""
@@ -88,7 +88,7 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _parsed_badges(parsed: Any) -> list[tuple[str, str]]:
+def _parsed_badges(parsed: object) -> list[tuple[str, str]]:
     """The reply's answer, the Challenger's material weakness and the recruiter's "needed"."""
     out: list[tuple[str, str]] = []
     if not isinstance(parsed, dict):

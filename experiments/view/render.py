@@ -29,7 +29,7 @@ _SHORT = 64
 _MAX_ESCAPED = 200_000
 
 
-def _esc(v: Any) -> str:
+def _esc(v: object) -> str:
     """`markupsafe.escape(v)` as text, without building a Markup for each of the millions of leaves
     a run's pages hold: a plain string gets the same five replacements (a short one once per build),
     anything else (Markup, numbers, objects with `__html__`) goes through markupsafe itself."""
@@ -47,7 +47,7 @@ def _esc(v: Any) -> str:
     return str(escape(v))
 
 
-def safe_url(url: Any) -> str:
+def safe_url(url: object) -> str:
     """The URL if it is http(s) (credentials removed), else '' (no javascript:, data:, file: links)."""
     if not isinstance(url, str) or not url.strip():
         return ""
@@ -61,7 +61,7 @@ def safe_url(url: Any) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
 
 
-def num(v: Any, digits: int = 2) -> str:
+def num(v: object, digits: int = 2) -> str:
     if isinstance(v, bool) or v is None:
         return str(v)
     if isinstance(v, float):
@@ -69,7 +69,7 @@ def num(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def pretty(v: Any) -> str:
+def pretty(v: object) -> str:
     """A scalar as the page prints it: booleans as yes/no, None as a dash."""
     if isinstance(v, str):
         return v
@@ -80,13 +80,13 @@ def pretty(v: Any) -> str:
     return str(v)
 
 
-def render_value(v: Any, depth: int = 0) -> Markup:
+def render_value(v: object, depth: int = 0) -> Markup:
     """Mappings as definition lists, lists of structures as ordered lists, flat lists inline,
     long text in a block, scalars as `pretty` prints them; every leaf escaped."""
     return Markup("".join(_parts(v, depth, [])))
 
 
-def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
+def _parts(v: object, depth: int, out: list[str]) -> list[str]:
     if depth > MAX_DEPTH:
         out += ('<span class="dim">', _esc(v), "</span>")
     elif isinstance(v, Mapping):

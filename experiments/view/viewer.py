@@ -61,7 +61,7 @@ def environment() -> Environment:
     return env
 
 
-def _redact(url: Any) -> str:
+def _redact(url: object) -> str:
     if not isinstance(url, str) or "@" not in url:
         return "" if url is None else str(url)
     try:
@@ -79,11 +79,11 @@ def page_name(dataset: str, qid: str) -> str:
 
 
 
-def _table_view(t: Table) -> dict[str, Any]:
+def _table_view(t: Table) -> dict[str, object]:
     return {"title": t.title, "columns": t.columns, "rows": [[_num(v) for v in r] for r in t.rows], "note": t.note}
 
 
-def run_header(data: RunData) -> dict[str, Any]:
+def run_header(data: RunData) -> dict[str, object]:
     record, sc = data.record, data.record.scenario
     model = record.model
     return {
