@@ -23,7 +23,7 @@ __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "b
            "preload"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # `PostedChat` was defined here; it lives with the SDK it needs (posted_chat.py), imported when
     # asked for, so that start-up does not load the openai SDK for a run that never calls it.
     if name == "PostedChat":

@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.plan import ConditionPlan, PlanError
@@ -86,7 +86,7 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
         return self.plan_model(slug=condition.slug, flags=condition.flags,  # type: ignore[return-value]
                                variant=str(variant) if variant is not None else None)
 
-    def read_plan(self, stored: dict[str, Any], settings: SettingsT) -> PlanT:
+    def read_plan(self, stored: dict[str, object], settings: SettingsT) -> PlanT:
         """A plan read back from run.json. A pipeline whose plan gained decoded fields re-decodes a plan
         stored without them here, so a run started by an older version still resumes."""
         return self.plan_model.model_validate(stored)  # type: ignore[return-value]
@@ -98,7 +98,7 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
         """Can this condition spend a per-question budget (`budget_match`)? Default: no."""
         return False
 
-    def with_budget(self, settings: SettingsT, budget: dict[str, Any]) -> SettingsT:
+    def with_budget(self, settings: SettingsT, budget: dict[str, object]) -> SettingsT:
         """These settings with one question's budget (only for conditions that `accepts_budget`)."""
         raise PlanError(f"{type(self).__name__} cannot spend a per-question budget", field="budget_match")
 

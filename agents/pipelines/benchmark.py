@@ -107,7 +107,7 @@ def condition_for(slug: str, pipeline: str) -> Condition:
     return Condition(slug=slug, pipeline=pipeline, flags=flags)
 
 
-def reply_caps(method: str, settings: BenchmarkSettings) -> dict[str, Any]:
+def reply_caps(method: str, settings: BenchmarkSettings) -> dict[str, object]:
     """The per-call override of `max_tokens` for `method`'s calls (every stage alike: the benchmark's code
     caps zero-shot's one call and no other). `{}` under `reply_caps: model` keeps `model.max_tokens`."""
     if settings.reply_caps == "model":
