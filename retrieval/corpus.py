@@ -213,7 +213,7 @@ def ingest(
     *,
     dense: bool = False,
     progress: bool = True,
-    embedding_function: Any | None = None,
+    embedding_function: object | None = None,
     console: Console | None = None,
 ) -> IngestReport:
     """Read MedRAG JSONL files (or folders of them) into corpus NAME; upsert by id.
