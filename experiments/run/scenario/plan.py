@@ -194,7 +194,7 @@ class Plan:
         """Each condition's model (`models:`), routed roles (`roles:`) and prompt overrides."""
         return RunAxes.of(self.scenario, self.conditions, self.model_spec)
 
-    def accommodations(self) -> dict[str, Any]:
+    def accommodations(self) -> dict[str, object]:
         """The small-model limits in force for this run (context window, passage and string lengths)."""
         sc = self.scenario
         resolved = self.resolvable()

@@ -85,10 +85,10 @@ class _LineLoader(yaml.SafeLoader):
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[object, object]:
     # A repeated key would silently replace the first (a dropped `max_calls` budget, say). Keys
     # merged in with `<<: *anchor` may be overridden: that is what a merge is for.
-    first: dict[Any, int] = {}
+    first: dict[object, int] = {}
     for key_node, _ in node.value:
         if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
             continue
