@@ -33,7 +33,7 @@ __all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_item
 LEAKAGE_FILE = "leakage.json"
 
 
-def evidence_items(event: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+def evidence_items(event: Mapping[str, object]) -> Iterator[tuple[str, int, Mapping[str, object]]]:
     """(key, index, item) for each passage-like dict an event carries in its data."""
     for p in passages_of([event]):
         yield p.key, p.index, p.item
@@ -72,8 +72,8 @@ def _key(row: Row) -> tuple[str, str, str, int]:
     return (row.condition, row.dataset, row.qid, row.repeat)
 
 
-def _audit_row(d: RowDigest, probes: dict[tuple[Any, ...], QuestionProbe],
-               provenance: dict[tuple[str, str], dict[str, Any]], th: Thresholds) -> _RowAudit:
+def _audit_row(d: RowDigest, probes: dict[tuple[object, ...], QuestionProbe],
+               provenance: dict[tuple[str, str], dict[str, object]], th: Thresholds) -> _RowAudit:
     out = _RowAudit()
     if not d.passages:
         return out
@@ -96,11 +96,11 @@ class Audit:
     transcripts (the HTML report's one pass) has each row's hits as it reads the row, then the
     whole document (`document`) once every row is checked."""
 
-    def __init__(self, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+    def __init__(self, provenance: dict[tuple[str, str], dict[str, object]] | None = None,
                  thresholds: Thresholds | None = None) -> None:
         self.th = thresholds or Thresholds()
         self.provenance = provenance or {}
-        self.probes: dict[tuple[Any, ...], QuestionProbe] = {}
+        self.probes: dict[tuple[object, ...], QuestionProbe] = {}
         self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, _RowAudit]] = {}
 
     def check(self, d: RowDigest) -> list[dict[str, Any]]:
@@ -148,7 +148,7 @@ class Audit:
                 "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
 
 
-def _hits(row: Row, checked: _RowAudit) -> list[dict[str, Any]]:
+def _hits(row: Row, checked: _RowAudit) -> list[dict[str, object]]:
     out = []
     for p, found in checked.found:
         item = p.item
@@ -160,9 +160,9 @@ def _hits(row: Row, checked: _RowAudit) -> list[dict[str, Any]]:
     return out
 
 
-def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, object]] | None = None,
               thresholds: Thresholds | None = None,
-              digests: Sequence[RowDigest] | None = None) -> dict[str, Any]:
+              digests: Sequence[RowDigest] | None = None) -> dict[str, object]:
     """Check every passage of every transcript; returns the leakage.json document. `digests` (one
     per row, as `digest.read_digests` reads them) spares a second read of every transcript; without
     them the transcripts are read here, one at a time."""
@@ -187,7 +187,7 @@ def leakage_table(doc: dict[str, Any]) -> Table:
                  note=note)
 
 
-def write_leakage(run_dir: Path, doc: dict[str, Any]) -> Path:
+def write_leakage(run_dir: Path, doc: dict[str, object]) -> Path:
     text = json.dumps(doc, indent=1, ensure_ascii=False)
     return Confined(run_dir, private=False).write(f"report/{LEAKAGE_FILE}", text, durable=False)
 

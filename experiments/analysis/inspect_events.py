@@ -118,7 +118,7 @@ class _Ids:
         return rid
 
 
-def _content(m: dict[str, Any]) -> str:
+def _content(m: dict[str, object]) -> str:
     c = m.get("content", "")
     if isinstance(c, str):
         return c
@@ -234,7 +234,7 @@ def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any
     return messages
 
 
-def _card_meta(ev: TranscriptEvent, n: int) -> dict[str, Any]:
+def _card_meta(ev: TranscriptEvent, n: int) -> dict[str, object]:
     """A card's metadata: who and where; the tokens and the messages sent are in its model event."""
     meta = {k: v for k, v in _meta(ev, n).items() if k in ("agent", "medpanel_role", "kind", "step", "round", "turn",
                                                            "event", "error")}
