@@ -144,7 +144,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         own.unlink(f"report/questions/{old.name}")
     shared = shared if shared is not None and shared.matches(data.rows) else None
     audit, provenance_file = reopen_audit(data.run_dir, provenance_file=provenance) if data.rows else (None, None)
-    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    leaks: dict[tuple[str, str, str, int], list[dict[str, object]]] = {}
     digest_of: dict[tuple[str, str, str, int], RowDigest] = {}
     if shared is not None:
         for d in shared.digests:
