@@ -221,7 +221,7 @@ def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any
     """The Messages tab: the question, then one card per transcript event, each naming its agent."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
 
-    messages: list[Any] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
+    messages: list[object] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
     for n, ev in enumerate(evs):
         is_call = ev.kind == "call"
         text = _text(ev)
