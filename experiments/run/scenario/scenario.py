@@ -84,7 +84,7 @@ class DatasetSpec(_Strict):
     """`source: hf`: the split of a saved DatasetDict folder."""
     preset: PresetName | None = None
     """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
-    fields: dict[str, Any] | None = None
+    fields: dict[str, object] | None = None
     """`source: hf`: the columns of the question's fields (experiments/run/sources/hf_presets.py: HFFields)."""
     parts: list[DatasetPart] | None = None
     """Several named benchmarks in one run, each a dataset block of its own (`dataset_parts.py`)."""
