@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from autogen_core.models import ChatCompletionClient
+
 from medpanel.agents.model.backends import ModelSpec, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
@@ -23,6 +25,9 @@ from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import prompt_overrides
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
 
+ClientFactory = Callable[[ModelSpec], ChatCompletionClient]
+"""Builds the raw client of a model spec in place of `build_client` (tests, `medpanel.run`'s own)."""
+
 
 class ClientPool:
     """The raw clients one worker shares across the questions it runs on one event loop.
@@ -34,9 +39,9 @@ class ClientPool:
     """
 
     def __init__(self) -> None:
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, ChatCompletionClient] = {}
 
-    def get(self, spec: ModelSpec, base_url: str | None) -> Any | None:
+    def get(self, spec: ModelSpec, base_url: str | None) -> ChatCompletionClient | None:
         if spec.backend == "scripted":
             return None
         key = f"{base_url}|{spec.model_dump_json()}"
@@ -57,7 +62,7 @@ class Route:
     label: str
     spec: ModelSpec
     base_url: str | None = None
-    before_call: Callable[[], Any] | None = None
+    before_call: Callable[[], object] | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +103,9 @@ async def run_resolved(
     cache: ResponseCache | None = None,
     repeat: int = 0,
     scoring: str = "exact_set",
-    hooks: list[Callable[[TranscriptEvent], Any]] | None = None,
-    client_factory: Callable[[ModelSpec], Any] | None = None,
-    before_call: Callable[[], Any] | None = None,
+    hooks: list[Callable[[TranscriptEvent], object]] | None = None,
+    client_factory: ClientFactory | None = None,
+    before_call: Callable[[], object] | None = None,
     clients: ClientPool | None = None,
     label: str | None = None,
     routes: dict[str, Route] | None = None,
@@ -116,7 +121,7 @@ async def run_resolved(
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
-    own: list[Any] = [] if shared is not None else [inner]
+    own: list[ChatCompletionClient] = [] if shared is not None else [inner]
     role_routes: dict[str, RoleRoute] = {}
     for role, route in (routes or {}).items():
         rspec = route.spec.model_copy(update={"seed": (route.spec.seed or 0) + repeat}) if repeat else route.spec

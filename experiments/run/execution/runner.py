@@ -24,7 +24,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from medpanel.agents.model.backends import preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
+from medpanel.agents.pipelines.run import ClientFactory
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import batches, directory, processes, shares, signals
@@ -72,7 +73,7 @@ class Runner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stop = Stop()
         self.tally = Tally()
-        self.client_factory: Callable[[object], object] | None = None
+        self.client_factory: ClientFactory | None = None
         """Tests and benchmarks inject a scripted client factory here."""
         self.replay: Replay | None = None
         """`--replay RUN_DIR`: answer from that run's stored responses (agents/model/replay.py)."""

@@ -32,7 +32,7 @@ from typing import Any
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
+from medpanel.agents.pipelines.run import ClientFactory, ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.plan import Plan
@@ -67,7 +67,7 @@ class Shared:
     cache: ResponseCache | None = None
     replay: Replay | None = None
     base_url: str | None = None
-    client_factory: Callable[[object], object] | None = None
+    client_factory: ClientFactory | None = None
     model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
     """`models:` blocks with their own budget or rate limit, by label."""
     retry_errors: bool = False
