@@ -8,6 +8,7 @@ not thread-safe (DESIGN.md, known traps).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, ModelInfo
@@ -61,6 +62,12 @@ def preload(spec: ModelSpec) -> None:
         importlib.import_module(name)
     if azure:
         _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
+
+
+RawClient = ChatCompletionClient
+"""What `build_client` builds: the model room's client type, named for the rooms that hold one."""
+ClientFactory = Callable[[ModelSpec], ChatCompletionClient]
+"""Builds the raw client of a model spec in place of `build_client` (tests, `medpanel.run`'s own)."""
 
 
 def _model_info(spec: ModelSpec) -> ModelInfo:

@@ -11,9 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from autogen_core.models import ChatCompletionClient
-
-from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.backends import ClientFactory, ModelSpec, RawClient, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
 from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.model.limits import RateLimits
@@ -24,9 +22,6 @@ from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import prompt_overrides
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, score
-
-ClientFactory = Callable[[ModelSpec], ChatCompletionClient]
-"""Builds the raw client of a model spec in place of `build_client` (tests, `medpanel.run`'s own)."""
 
 
 class ClientPool:
@@ -39,9 +34,9 @@ class ClientPool:
     """
 
     def __init__(self) -> None:
-        self._clients: dict[str, ChatCompletionClient] = {}
+        self._clients: dict[str, RawClient] = {}
 
-    def get(self, spec: ModelSpec, base_url: str | None) -> ChatCompletionClient | None:
+    def get(self, spec: ModelSpec, base_url: str | None) -> RawClient | None:
         if spec.backend == "scripted":
             return None
         key = f"{base_url}|{spec.model_dump_json()}"
@@ -121,7 +116,7 @@ async def run_resolved(
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
-    own: list[ChatCompletionClient] = [] if shared is not None else [inner]
+    own: list[RawClient] = [] if shared is not None else [inner]
     role_routes: dict[str, RoleRoute] = {}
     for role, route in (routes or {}).items():
         rspec = route.spec.model_copy(update={"seed": (route.spec.seed or 0) + repeat}) if repeat else route.spec

@@ -29,11 +29,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.model.backends import preload
+from medpanel.agents.model.backends import ClientFactory, preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.pipelines.run import ClientFactory
 from medpanel.agents.redact import install_log_redaction, redact, redact_url
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import batches, directory, processes, shares, signals

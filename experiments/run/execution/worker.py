@@ -29,10 +29,11 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from medpanel.agents.model.backends import ClientFactory
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.model.replay import Replay
-from medpanel.agents.pipelines.run import ClientFactory, ClientPool, Route, run_resolved
+from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
 from medpanel.agents.types import QuestionResult
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.plan import Plan
