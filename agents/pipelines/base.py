@@ -22,7 +22,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.plan import ConditionPlan, PlanError
@@ -110,3 +110,9 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
     async def __call__(self, question: Question, plan: PlanT, session: QuestionSession,
                        settings: SettingsT) -> Outcome:
         """Answer one question. Build the question's agents here (never share them across questions)."""
+
+
+SomePipeline = Pipeline[Any, Any]
+"""A pipeline of whichever settings and plan: what the registry, the planner and the runner hold.
+Its settings and plan types are its own (each pipeline's `settings_model` checks them), so they
+cannot be named where pipelines of several methods sit side by side."""

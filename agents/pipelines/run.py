@@ -17,7 +17,7 @@ from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHal
 from medpanel.agents.model.limits import RateLimits
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.route import RoleRoute
-from medpanel.agents.pipelines.base import Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import PipelineSettings, SomePipeline
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import prompt_overrides
@@ -67,7 +67,7 @@ class Resolved:
     A run resolves each condition once, in planning (`experiments/run/scenario/plan.py`), and every question
     of the condition reuses it: no lookup or validation per question."""
 
-    pipeline: Pipeline[Any, Any]
+    pipeline: SomePipeline
     settings: PipelineSettings
     plan: ConditionPlan
 
