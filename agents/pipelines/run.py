@@ -7,13 +7,12 @@ transcript shows how far the debate got.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from medpanel.agents.model.backends import ClientFactory, ModelSpec, RawClient, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
-from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.client import Gate, Hook, ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.model.limits import RateLimits
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.route import RoleRoute
@@ -57,7 +56,7 @@ class Route:
     label: str
     spec: ModelSpec
     base_url: str | None = None
-    before_call: Callable[[], object] | None = None
+    before_call: Gate | None = None
 
 
 @dataclass(frozen=True)
@@ -98,9 +97,9 @@ async def run_resolved(
     cache: ResponseCache | None = None,
     repeat: int = 0,
     scoring: str = "exact_set",
-    hooks: list[Callable[[TranscriptEvent], object]] | None = None,
+    hooks: list[Hook] | None = None,
     client_factory: ClientFactory | None = None,
-    before_call: Callable[[], object] | None = None,
+    before_call: Gate | None = None,
     clients: ClientPool | None = None,
     label: str | None = None,
     routes: dict[str, Route] | None = None,
