@@ -240,7 +240,7 @@ class PageContext:
 
 
 def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
-                  digest_of: dict[tuple[str, str, str, int], Any], ctx: PageContext,
+                  digest_of: Mapping[tuple[str, str, str, int], RowDigest], ctx: PageContext,
                   docs: Mapping[tuple[str, str, str, int], dict[str, Any] | None] | None = None
                   ) -> tuple[str, list[dict[str, Any]]]:
     """One question's page (every condition's debate on it side by side) and its rows of the index's
