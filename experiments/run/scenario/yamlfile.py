@@ -183,7 +183,7 @@ def yaml_problem(exc: yaml.YAMLError | Refused) -> tuple[int | None, str]:
     return (mark.line + 1 if mark else None), f"malformed YAML ({problem}). Fix the syntax there"
 
 
-def strip_lines(obj: Any, lines: dict[tuple[Any, ...], int], path: tuple[Any, ...] = ()) -> Any:
+def strip_lines(obj: Any, lines: dict[tuple[object, ...], int], path: tuple[object, ...] = ()) -> Any:
     if isinstance(obj, dict):
         for key, line in obj.pop("__lines__", {}).items():
             lines[(*path, key)] = line
@@ -220,7 +220,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> No
         node[parts[-1]] = strip_lines(parsed, {})
 
 
-def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[str, Any], dict[tuple[object, ...], int]]:
     """A scenario file as data, `--set` overrides applied, and the YAML line of every key: not yet
     validated (`scenario.load_scenario` does that). Every problem is one `UserError` line."""
     file = str(path)
@@ -237,7 +237,7 @@ def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[
         raise UserError(f"{f'line {line}: ' if line else ''}{problem}", file=file) from None
     if not isinstance(raw, dict):
         raise UserError("the top level must be a mapping with at least `name:`", file=file)
-    lines: dict[tuple[Any, ...], int] = {}
+    lines: dict[tuple[object, ...], int] = {}
     data = strip_lines(raw, lines)
     apply_overrides(data, overrides or [], file)
     return data, lines
