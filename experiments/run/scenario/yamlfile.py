@@ -220,7 +220,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> No
         node[parts[-1]] = strip_lines(parsed, {})
 
 
-def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[str, Any], dict[tuple[object, ...], int]]:
+def read_scenario(path: Path, overrides: list[str] | None = None
+                  ) -> tuple[dict[str, Any], dict[tuple[object, ...], int]]:
     """A scenario file as data, `--set` overrides applied, and the YAML line of every key: not yet
     validated (`scenario.load_scenario` does that). Every problem is one `UserError` line."""
     file = str(path)
