@@ -25,7 +25,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict, cast
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -88,6 +88,16 @@ class Thresholds:
     """Upstream title matches need a normalized title at least this long."""
 
 
+class HitFields(TypedDict):
+    """A `LeakHit` as leakage.json lists it (`LeakHit.as_dict`)."""
+
+    detector: str
+    score: float
+    threshold: float
+    detail: str
+    kind: str
+
+
 @dataclass(frozen=True)
 class LeakHit:
     """One detector firing on one passage."""
@@ -107,8 +117,8 @@ class LeakHit:
         if not self.kind:
             object.__setattr__(self, "kind", UPSTREAM_KIND if self.detector in UPSTREAM else DIRECT_KIND)
 
-    def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+    def as_dict(self) -> HitFields:
+        return cast("HitFields", asdict(self))  # the dataclass's own fields, as `HitFields` names them
 
 
 def normalize(text: str) -> str:

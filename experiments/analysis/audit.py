@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
@@ -26,7 +26,16 @@ from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.jsonline import lines_of
 from medpanel.experiments.run.store.rundir import read_questions
 from medpanel.experiments.run.store.store import Row
-from medpanel.retrieval.leakage import DIRECT, DIRECT_KIND, UPSTREAM, UPSTREAM_KIND, LeakHit, QuestionProbe, Thresholds
+from medpanel.retrieval.leakage import (
+    DIRECT,
+    DIRECT_KIND,
+    UPSTREAM,
+    UPSTREAM_KIND,
+    HitFields,
+    LeakHit,
+    QuestionProbe,
+    Thresholds,
+)
 
 __all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_items", "finish_audit", "leakage_table",
            "load_provenance", "read_leakage", "refresh_leakage", "reopen_audit", "write_leakage"]
@@ -103,7 +112,7 @@ class Audit:
         self.probes: dict[tuple[object, ...], QuestionProbe] = {}
         self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, _RowAudit]] = {}
 
-    def check(self, d: RowDigest) -> list[dict[str, Any]]:
+    def check(self, d: RowDigest) -> list[HitRecord]:
         """Check one row's passages; its hits, as the document lists them."""
         checked = _audit_row(d, self.probes, self.provenance, self.th)
         self.audited[_key(d.row)] = (d, checked)
@@ -112,7 +121,7 @@ class Audit:
     def document(self, rows: list[Row]) -> dict[str, Any]:
         """The leakage.json document of `rows` (each checked before), counted and listed in
         (dataset, qid, condition, repeat) order."""
-        hits: list[dict[str, Any]] = []
+        hits: list[HitRecord] = []
         cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
             lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0,
                      "upstream_passages": 0, "direct_questions": 0, "upstream_questions": 0,
@@ -148,8 +157,26 @@ class Audit:
                 "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
 
 
-def _hits(row: Row, checked: _RowAudit) -> list[dict[str, object]]:
-    out = []
+class HitRecord(TypedDict):
+    """One passage with leak hits, as leakage.json lists it and the question pages mark it."""
+
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    event: int
+    role: str
+    step: str
+    key: str
+    index: int
+    doc_id: str
+    title: str
+    url: str
+    hits: list[HitFields]
+
+
+def _hits(row: Row, checked: _RowAudit) -> list[HitRecord]:
+    out: list[HitRecord] = []
     for p, found in checked.found:
         item = p.item
         out.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,

@@ -17,6 +17,7 @@ from medpanel.experiments.analysis.audit import evidence_items
 from medpanel.experiments.analysis.report import default_comparisons
 from medpanel.experiments.run.store.records import RunRecord
 from medpanel.experiments.run.store.store import Row
+from medpanel.retrieval.leakage import HitFields
 
 LARGE_CHARS = 600
 """Event data values bigger than this (as JSON) are folded into a <details> element."""
@@ -129,7 +130,7 @@ def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[HitFields]) -> dict[str, Any]:
     known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
     return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
             "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
@@ -139,7 +140,7 @@ def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, An
 
 
 def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
-               leak: dict[tuple[int, str, int], list[dict[str, Any]]]) -> dict[str, Any]:
+               leak: dict[tuple[int, str, int], list[HitFields]]) -> dict[str, Any]:
     data = dict(e.get("data") or {})
     evidence = []
     for key, i, item in evidence_items(e) if data else ():

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
+from medpanel.experiments.analysis.audit import LEAKAGE_FILE, HitRecord, finish_audit, leakage_table, reopen_audit
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.methods import reports
@@ -44,6 +44,7 @@ from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty
 from medpanel.experiments.view.render import render_event, render_events, render_value, safe_url
 from medpanel.experiments.view.server import make_server as make_server  # re-exported: callers serve through it
+from medpanel.retrieval.leakage import HitFields
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
@@ -144,7 +145,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         own.unlink(f"report/questions/{old.name}")
     shared = shared if shared is not None and shared.matches(data.rows) else None
     audit, provenance_file = reopen_audit(data.run_dir, provenance_file=provenance) if data.rows else (None, None)
-    leaks: dict[tuple[str, str, str, int], list[dict[str, object]]] = {}
+    leaks: dict[tuple[str, str, str, int], list[HitRecord]] = {}
     digest_of: dict[tuple[str, str, str, int], RowDigest] = {}
     if shared is not None:
         for d in shared.digests:
@@ -223,13 +224,13 @@ class PageContext:
     pairs: list[tuple[str, str]]
     repeats: int
     order: dict[str, int]
-    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]]
+    leaks: dict[tuple[str, str, str, int], list[HitRecord]]
     messages: str
     header: dict[str, Any]
     """`run_header(data)`: the same on every page of a build, made once (it counts the whole run's rows)."""
 
     @classmethod
-    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[HitRecord]],
            messages: str) -> PageContext:
         conditions = data.conditions
         repeats = max([r.repeat for r in data.rows], default=0) + 1
@@ -265,7 +266,7 @@ def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
             question = doc.get("question", {})
         col = f"c{n}"
         row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
-        leak_map: dict[tuple[int, str, int], list[dict[str, Any]]] = defaultdict(list)
+        leak_map: dict[tuple[int, str, int], list[HitFields]] = defaultdict(list)
         for h in row_leaks:
             leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])
         raw_events = (doc or {}).get("events", [])
