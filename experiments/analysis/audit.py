@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
@@ -31,7 +31,6 @@ from medpanel.retrieval.leakage import (
     DIRECT_KIND,
     UPSTREAM,
     UPSTREAM_KIND,
-    HitFields,
     LeakHit,
     QuestionProbe,
     Thresholds,
@@ -157,6 +156,16 @@ class Audit:
                 "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
 
 
+class HitFields(TypedDict):
+    """A `LeakHit` as leakage.json lists it (`LeakHit.as_dict`: its dataclass fields)."""
+
+    detector: str
+    score: float
+    threshold: float
+    detail: str
+    kind: str
+
+
 class HitRecord(TypedDict):
     """One passage with leak hits, as leakage.json lists it and the question pages mark it."""
 
@@ -183,7 +192,7 @@ def _hits(row: Row, checked: _RowAudit) -> list[HitRecord]:
                     "repeat": row.repeat, "event": p.event, "role": p.role, "step": p.step, "key": p.key,
                     "index": p.index, "doc_id": str(item.get("doc_id") or item.get("id") or ""),
                     "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
-                    "hits": [h.as_dict() for h in found]})
+                    "hits": [cast("HitFields", h.as_dict()) for h in found]})
     return out
 
 

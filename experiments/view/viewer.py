@@ -25,7 +25,14 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, HitRecord, finish_audit, leakage_table, reopen_audit
+from medpanel.experiments.analysis.audit import (
+    LEAKAGE_FILE,
+    HitFields,
+    HitRecord,
+    finish_audit,
+    leakage_table,
+    reopen_audit,
+)
 from medpanel.experiments.analysis.digest import RowDigest, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.methods import reports
@@ -44,7 +51,6 @@ from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import pretty as _pretty
 from medpanel.experiments.view.render import render_event, render_events, render_value, safe_url
 from medpanel.experiments.view.server import make_server as make_server  # re-exported: callers serve through it
-from medpanel.retrieval.leakage import HitFields
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MESSAGE_MODES = ("none", "last", "all")
