@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from medpanel.experiments.analysis.audit import evidence_items
+from medpanel.experiments.analysis.audit import HitFields, evidence_items
 from medpanel.experiments.analysis.report import default_comparisons
 from medpanel.experiments.run.store.records import RunRecord
 from medpanel.experiments.run.store.store import Row
-from medpanel.retrieval.leakage import HitFields
 
 LARGE_CHARS = 600
 """Event data values bigger than this (as JSON) are folded into a <details> element."""
@@ -130,7 +129,56 @@ def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[HitFields]) -> dict[str, Any]:
+class EvidenceView(TypedDict):
+    """One retrieved passage as its event's card lists it (`render._evidence`)."""
+
+    anchor: str
+    title: str
+    doc_id: str
+    url: str
+    source: str
+    year: object
+    quality: object
+    score: object
+    text: str
+    extra: dict[str, object]
+    hits: list[HitFields]
+
+
+class EventView(TypedDict):
+    """One event's card as the question page draws it (`render.render_event`); the page marks the
+    first difference between compared columns (`diff`) and a majority's flip (`flip`) on it after."""
+
+    idx: int
+    anchor: str
+    kind: str
+    role: str
+    role_class: str
+    agent: str
+    round: object
+    turn: object
+    step: str
+    content: str
+    parsed: dict[str, object] | None
+    data: dict[str, object]
+    data_large: dict[str, object]
+    evidence: list[EvidenceView]
+    messages: list[dict[str, object]]
+    messages_total: int
+    usage: dict[str, object]
+    latency_s: float
+    model: str
+    cache_hit: bool
+    invalid: bool
+    error: object
+    badges: list[tuple[str, str]]
+    weak: bool
+    diff: list[str]
+    leak: list[str]
+    flip: NotRequired[dict[str, object]]
+
+
+def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[HitFields]) -> EvidenceView:
     known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
     return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
             "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
@@ -140,14 +188,14 @@ def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[HitFields]) 
 
 
 def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
-               leak: dict[tuple[int, str, int], list[HitFields]]) -> dict[str, Any]:
+               leak: dict[tuple[int, str, int], list[HitFields]]) -> EventView:
     data = dict(e.get("data") or {})
     evidence = []
     for key, i, item in evidence_items(e) if data else ():
         evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
         data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
-    large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
+    large: dict[str, object] = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
     for k in large:
         data.pop(k)
     msgs = list(e.get("messages") or [])

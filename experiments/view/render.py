@@ -11,10 +11,11 @@ is escaped as `markupsafe.escape` escapes it: nothing is marked safe unescaped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from markupsafe import Markup, escape
+
+from medpanel.experiments.view.events import EventView, EvidenceView
 
 MAX_DEPTH = 6
 """Below this depth a value is shown as its escaped text (a model can send deeply nested JSON)."""
@@ -118,7 +119,7 @@ def _parts(v: object, depth: int, out: list[str]) -> list[str]:
     return out
 
 
-def render_event(ev: Mapping[str, Any]) -> Markup:
+def render_event(ev: EventView) -> Markup:
     """One event's card (`events.event_view`'s dict): header, badges, notes, parsed fields or the
     reply, data, evidence, error, and for a call the messages shown and the raw reply."""
     e = _esc
@@ -169,12 +170,12 @@ def render_event(ev: Mapping[str, Any]) -> Markup:
     return Markup("".join(out))
 
 
-def render_events(events: list[Mapping[str, Any]]) -> Markup:
+def render_events(events: list[EventView]) -> Markup:
     """A column's event cards, each followed by a newline (what the page's loop over `render_event` wrote)."""
     return Markup("".join(f"{render_event(ev)}\n" for ev in events))
 
 
-def _evidence(passages: list[Mapping[str, Any]]) -> str:
+def _evidence(passages: list[EvidenceView]) -> str:
     e = _esc
     n = len(passages)
     out = [f'<div class="brief">\n<div class="briefh">evidence: {n} passage{"s" if n != 1 else ""}</div>\n'
