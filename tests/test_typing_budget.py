@@ -21,8 +21,8 @@ CODE_FOLDERS = ("agents", "experiments", "methods", "retrieval", "medpanel")
 """The code folders; medpanel/agents and the like are links to the others, counted once."""
 BUDGET_PER_1000_LINES = 12.0
 """The goal (the anchors inspect_ai, autogen-agentchat and optuna sit at 8-10)."""
-CEILING_PER_1000_LINES = 15.0
-"""The figure reached so far (24.1 before the count began): lower it as `Any` goes, never raise it."""
+CEILING_PER_1000_LINES = 14.5
+"""The figure reached so far (24.1 before the count began, 14.4 now): lower it as `Any` goes, never raise it."""
 ANY = re.compile(r"\bAny\b")
 ALIAS = re.compile(r"^\s*(\w+)\s*(?::\s*TypeAlias\s*)?=\s*(?:typing\.)?Any\s*(?:#.*)?$", re.MULTILINE)
 
