@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.store.files import safe_stem
+
+Qualify = Callable[[str | None], str]
+"""Names a model as `backend/name` (the export's `_qualifier`): the one form Inspect's log uses."""
 
 
 def when(t: float) -> datetime:
@@ -147,7 +151,7 @@ class SampleEvents:
     role_usage: dict[str, Any]
 
 
-def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Any, config: Any) -> SampleEvents:
+def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Qualify, config: Any) -> SampleEvents:
     """The Inspect events of one transcript; `qualify` names a model the way `eval.model` does."""
     from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, SpanEndEvent
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
@@ -217,7 +221,7 @@ def spent(event: Any) -> bool:
     return event.event == "model" and event.output.usage is not None and event.cache != "read"
 
 
-def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any, prefix: str) -> list[Any]:
+def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Qualify, prefix: str) -> list[Any]:
     """The Messages tab: the question, then one card per transcript event, each naming its agent."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
 
