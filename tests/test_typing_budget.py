@@ -22,7 +22,7 @@ CODE_FOLDERS = ("agents", "experiments", "methods", "retrieval", "medpanel")
 BUDGET_PER_1000_LINES = 12.0
 """The goal (the anchors inspect_ai, autogen-agentchat and optuna sit at 8-10)."""
 CEILING_PER_1000_LINES = 14.5
-"""The figure reached so far (24.1 before the count began, 14.4 now): lower it as `Any` goes, never raise it."""
+"""The figure reached so far (24.1 before the count began, 14.3 now): lower it as `Any` goes, never raise it."""
 ANY = re.compile(r"\bAny\b")
 ALIAS = re.compile(r"^\s*(\w+)\s*(?::\s*TypeAlias\s*)?=\s*(?:typing\.)?Any\s*(?:#.*)?$", re.MULTILINE)
 
