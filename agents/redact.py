@@ -117,7 +117,7 @@ def _masked(match: re.Match[str]) -> str:
     return match.group(1) + MASK
 
 
-def redact_any(value: Any) -> Any:
+def redact_any(value: object) -> object:
     """`redact` over every string of a JSON-like value (dicts, lists, strings)."""
     if isinstance(value, str):
         return redact(value)
@@ -183,7 +183,7 @@ def install_log_redaction() -> None:
         _installed = True
     previous = logging.getLogRecordFactory()
 
-    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
         record = previous(*args, **kwargs)
         try:
             message = record.getMessage()

@@ -75,13 +75,13 @@ class Summary(BaseModel):
             model._order = list(value)
         return model
 
-    def __setattr__(self, name: str, value: Any) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         super().__setattr__(name, value)
         if name in type(self).model_fields and name not in self._order:
             self._order.append(name)  # an assigned fact comes after those given before it
 
     @classmethod
-    def view(cls, facts: Mapping[str, Any]) -> Self:
+    def view(cls, facts: Mapping[str, object]) -> Self:
         """A stored summary (a row's, a transcript's) read as this model: the facts it declares."""
         return cls.model_validate({k: v for k, v in facts.items() if k in cls.model_fields})
 

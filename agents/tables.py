@@ -42,7 +42,7 @@ class Table:
         lower-case, words joined by underscores ("Cost per question" -> cost_per_question)."""
         return self.title.lower().split("(")[0].strip().replace(" ", "_").replace("-", "_")
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self) -> object:
         """The grid as a pandas DataFrame (the `[pandas]` extra); the title and note are in `.attrs`."""
         try:
             import pandas  # optional: the [pandas] extra
@@ -70,7 +70,7 @@ class Table:
         return "\n".join(lines) + "\n"
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: object) -> str:
     if isinstance(v, float):
         return f"{v:.2f}"
     return str(v)

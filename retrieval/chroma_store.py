@@ -16,7 +16,7 @@ CHROMA_DIR = "chroma"
 COLLECTION = "passages"
 
 
-def open_client(corpus_dir: Path) -> Any:
+def open_client(corpus_dir: Path) -> object:
     import chromadb
     from chromadb.config import Settings
 

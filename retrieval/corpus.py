@@ -91,7 +91,7 @@ class Manifest(BaseModel):
     """Documents in the ChromaDB collection."""
     files: list[str] = Field(default_factory=list)
     """Every input file ever ingested into this corpus (absolute paths)."""
-    bm25: dict[str, Any] = Field(default_factory=dict)
+    bm25: dict[str, object] = Field(default_factory=dict)
     """BM25 settings (tokenizer, parameters) so a reader knows how the index was built."""
     revision: str = ""
     """Changes whenever the documents or indexes change; caches of loaded retrievers key on it."""
@@ -213,7 +213,7 @@ def ingest(
     *,
     dense: bool = False,
     progress: bool = True,
-    embedding_function: Any | None = None,
+    embedding_function: object | None = None,
     console: Console | None = None,
 ) -> IngestReport:
     """Read MedRAG JSONL files (or folders of them) into corpus NAME; upsert by id.

@@ -107,7 +107,7 @@ class LeakHit:
         if not self.kind:
             object.__setattr__(self, "kind", UPSTREAM_KIND if self.detector in UPSTREAM else DIRECT_KIND)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
@@ -292,7 +292,7 @@ def _norm_url(url: str) -> str:
     return f"{host}{path}" + (f"?{parts.query}" if parts.query else "")
 
 
-def identifiers(record: Mapping[str, Any]) -> dict[str, set[str]]:
+def identifiers(record: Mapping[str, object]) -> dict[str, set[str]]:
     """PMIDs, PMC ids, DOIs, URLs and titles named by a provenance record or an evidence item."""
     out: dict[str, set[str]] = {"pmid": set(), "pmcid": set(), "doi": set(), "url": set(), "title": set()}
     for key in ("pmid", "pubmed_id"):
@@ -319,7 +319,7 @@ def identifiers(record: Mapping[str, Any]) -> dict[str, set[str]]:
     return out
 
 
-def upstream_source_match(provenance: Mapping[str, Any] | None, evidence: Mapping[str, Any],
+def upstream_source_match(provenance: Mapping[str, object] | None, evidence: Mapping[str, object],
                           th: Thresholds) -> LeakHit | None:
     """The evidence is the item's source document: same PMID / PMC id / DOI / URL / exact title."""
     if not provenance:
@@ -361,11 +361,11 @@ class QuestionProbe:
                    gold=tuple(question.get("gold") or ()), provenance=dict(provenance) if provenance else None,
                    thresholds=thresholds or Thresholds())
 
-    def check(self, evidence: Mapping[str, Any]) -> list[LeakHit]:
+    def check(self, evidence: Mapping[str, object]) -> list[LeakHit]:
         return audit_passage(self, evidence)
 
 
-def audit_passage(probe: QuestionProbe, evidence: Mapping[str, Any]) -> list[LeakHit]:
+def audit_passage(probe: QuestionProbe, evidence: Mapping[str, object]) -> list[LeakHit]:
     """Every detector on one evidence item (a dict with text/content, title, doc_id, url ...).
 
     When the passage is the item's identified source document and neither the options nor the
@@ -388,7 +388,7 @@ def audit_passage(probe: QuestionProbe, evidence: Mapping[str, Any]) -> list[Lea
     return found
 
 
-def _as_list(v: Any) -> list[Any]:
+def _as_list(v: object) -> list[object]:
     if v is None or v == "":
         return []
     return list(v) if isinstance(v, list | tuple | set) else [v]

@@ -224,7 +224,7 @@ def _cached_retriever(corpus_dir: Path, kind: str, revision: str) -> Retriever:
     )
 
 
-def open_retriever(corpus: str | Path, kind: str = "bm25", *, embedding_function: Any | None = None) -> Retriever:
+def open_retriever(corpus: str | Path, kind: str = "bm25", *, embedding_function: object | None = None) -> Retriever:
     """A retriever over corpus NAME (under `$MEDPANEL_HOME/corpora`) or a corpus folder path.
 
     `quickstart` and `quickstart-web` are ingested from the packaged files on first use.

@@ -17,8 +17,6 @@ the rationale and the evidence with provenance and quality tiers, never a recomm
 
 from __future__ import annotations
 
-from typing import Any
-
 from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
@@ -101,10 +99,10 @@ def prepare_channel(settings: KnowledgeSettings) -> None:
     open_source(settings.web_spec()).open()
 
 
-def brief_points(decision: Decision, n_local: int, per_source: int = 3) -> list[dict[str, Any]]:
+def brief_points(decision: Decision, n_local: int, per_source: int = 3) -> list[dict[str, object]]:
     """The adjudication as brief points: route and rationale first, then cited evidence. The
     adjudicated letter is left out on purpose: the brief informs the debate, it does not vote."""
-    points: list[dict[str, Any]] = []
+    points: list[dict[str, object]] = []
     guard = decision.guard.get("outcome", "not_triggered")
     head = f"Cross-source adjudication: route {decision.route} (confidence {decision.confidence})."
     if guard != "not_triggered":

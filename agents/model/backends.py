@@ -8,6 +8,7 @@ not thread-safe (DESIGN.md, known traps).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from autogen_core.models import ChatCompletionClient, ModelInfo
@@ -23,7 +24,7 @@ __all__ = ["LOCAL_ACCOMMODATIONS", "BackendError", "ModelSpec", "PostedChat", "b
            "preload"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # `PostedChat` was defined here; it lives with the SDK it needs (posted_chat.py), imported when
     # asked for, so that start-up does not load the openai SDK for a run that never calls it.
     if name == "PostedChat":
@@ -61,6 +62,12 @@ def preload(spec: ModelSpec) -> None:
         importlib.import_module(name)
     if azure:
         _http_client(spec)  # builds (never opens) a transport: imports httpcore and the TLS helpers
+
+
+RawClient = ChatCompletionClient
+"""What `build_client` builds: the model room's client type, named for the rooms that hold one."""
+ClientFactory = Callable[[ModelSpec], ChatCompletionClient]
+"""Builds the raw client of a model spec in place of `build_client` (tests, `medpanel.run`'s own)."""
 
 
 def _model_info(spec: ModelSpec) -> ModelInfo:

@@ -106,7 +106,7 @@ class BatchAPI:
     async def retrieve(self, batch_id: str) -> dict[str, Any]:
         return await self._json("GET", f"/batches/{batch_id}")
 
-    async def list_batches(self) -> list[dict[str, Any]]:
+    async def list_batches(self) -> list[dict[str, object]]:
         """The most recent batches (`GET /batches?limit=100`), newest first."""
         data = (await self._json("GET", "/batches", params={"limit": "100"})).get("data")
         return [d for d in data if isinstance(d, dict)] if isinstance(data, list) else []

@@ -43,7 +43,7 @@ def _failure(path: Path, exc: BaseException) -> StorageFailure:
     return StorageFailure(f"cannot write the response cache {path}: {storage_cause(exc)}")
 
 
-def cache_key(request: dict[str, Any]) -> str:
+def cache_key(request: dict[str, object]) -> str:
     blob = json.dumps(request, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -75,7 +75,7 @@ class ResponseCache:
             raise _failure(self.path, exc) from exc
         return value if isinstance(value, dict) else None
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
+    def put(self, key: str, value: dict[str, object]) -> None:
         # A reply that echoes a key must not sit in the run directory verbatim.
         try:
             self._store.set(key, {k: redact(v) if isinstance(v, str) else v for k, v in value.items()})

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,11 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import capped_schema, schema_of, strict_response_format
 from medpanel.agents.redact import redact
 from medpanel.agents.types import TranscriptEvent, Usage
+
+Hook = Callable[[TranscriptEvent], object]
+"""Called with every event a session records (the runner's cost and progress tally)."""
+Gate = Callable[[], Awaitable[object]]
+"""Awaited before every model call (the endpoint's health, the run's budget): it may wait or raise."""
 
 
 class RunHalted(RuntimeError):
@@ -114,9 +119,9 @@ class QuestionSession:
     base_url: str | None = None
     cache: ResponseCache | None = None
     events: list[TranscriptEvent] = field(default_factory=list)
-    hooks: list[Any] = field(default_factory=list)
+    hooks: list[Hook] = field(default_factory=list)
     """Callables `(event) -> None` run after every call (budgets, progress)."""
-    before_call: Any = None
+    before_call: Gate | None = None
     """An async callable awaited before every request that goes to the model (not cache hits):
     the run's shared rate limit, and the halt check that raises `RunHalted` once a budget is spent."""
     limits: RateLimits | None = None

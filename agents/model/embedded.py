@@ -6,7 +6,7 @@ import contextlib
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 from medpanel.agents.model.cores import EmbeddedPool, layout, machine_cores
 from medpanel.agents.model.llama_server import (
@@ -35,7 +35,7 @@ def embedded_server(spec: ModelSpec, *, log_path: Path | None = None) -> Embedde
     return EmbeddedPool(plan, n_ctx=n_ctx, log_path=log_path)
 
 
-def served_by(spec: ModelSpec) -> dict[str, Any] | None:
+def served_by(spec: ModelSpec) -> dict[str, object] | None:
     """What serves the embedded model, for run.json: the program, its version, how many requests it
     decodes at once, and how on this machine's cores (servers, threads each, slots each, cores).
     None for every other backend. A missing program is recorded as such (the
@@ -47,7 +47,7 @@ def served_by(spec: ModelSpec) -> dict[str, Any] | None:
         with contextlib.suppress(metadata.PackageNotFoundError):
             version = metadata.version("llama-cpp-python")
         return {"server": "llama-cpp-python", "version": version, "parallel": 1}
-    record: dict[str, Any] = {"server": "llama-server", "version": None, "parallel": spec.local_parallel,
+    record: dict[str, object] = {"server": "llama-server", "version": None, "parallel": spec.local_parallel,
                               "built_by": None}
     record |= layout(spec.local_parallel, machine_cores(), servers=spec.local_servers,
                      threads=spec.local_threads).record()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import sys
 import urllib.parse
 from types import ModuleType
-from typing import Any
 
 CONTEXT_MARKERS = (
     "maximum context length",  # vLLM, OpenAI: "This model's maximum context length is N tokens"
@@ -29,7 +28,7 @@ def loaded(name: str) -> ModuleType | None:
     return sys.modules.get(name)
 
 
-def _body(exc: BaseException) -> dict[str, Any] | None:
+def _body(exc: BaseException) -> dict[str, object] | None:
     body = getattr(exc, "body", None)
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         body = body["error"]  # a body the SDK did not unwrap

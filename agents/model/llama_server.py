@@ -25,7 +25,6 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.model.local_server import INSTALL_HINT, LocalModelError, ServerProcess, find_gguf, free_port
 
@@ -79,7 +78,7 @@ def venv_binary() -> Path:
     return Path(sys.prefix) / "bin" / "llama-server"
 
 
-def build_record(binary: Path) -> dict[str, Any] | None:
+def build_record(binary: Path) -> dict[str, object] | None:
     """`make embedded`'s note beside the program (release, flags), or None for any other program."""
     note = binary.parent / BUILD_RECORD
     try:

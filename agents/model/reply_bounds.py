@@ -99,7 +99,7 @@ def checked_usage(prompt: object, completion: object, cached: object = 0) -> tup
             usage_figure(cached, "prompt_tokens_details.cached_tokens"))
 
 
-def stored_usage_ok(entry: dict[str, Any]) -> bool:
+def stored_usage_ok(entry: dict[str, object]) -> bool:
     """A cached or replayed reply's usage is within bounds (an entry written before the bounds
     existed may hold an endpoint's absurd figure: it is then asked again, never stored)."""
     try:
@@ -109,7 +109,7 @@ def stored_usage_ok(entry: dict[str, Any]) -> bool:
     return True
 
 
-def completion_choices(payload: Any) -> list[dict[str, Any]] | None:
+def completion_choices(payload: object) -> list[dict[str, object]] | None:
     """The completion's `choices` when it has one to read, else None; a list longer than
     `MAX_CHOICES` is a `BadReply`."""
     choices = payload.get("choices") if isinstance(payload, dict) else None
@@ -121,7 +121,7 @@ def completion_choices(payload: Any) -> list[dict[str, Any]] | None:
     return choices
 
 
-def usage_of(payload: dict[str, Any]) -> tuple[int, int, int]:
+def usage_of(payload: dict[str, object]) -> tuple[int, int, int]:
     """A parsed completion's checked usage: (prompt, completion, cached prompt tokens)."""
     usage = payload.get("usage")
     if usage is None:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 from autogen_core.models import ChatCompletionClient
 
-from medpanel.agents.model.client import QuestionSession
+from medpanel.agents.model.client import Gate, QuestionSession
 from medpanel.agents.model.spec import ModelSpec
 
 
@@ -19,7 +18,7 @@ class RoleRoute:
     label: str
     spec: ModelSpec
     inner: ChatCompletionClient
-    before_call: Any = None
+    before_call: Gate | None = None
 
 
 def for_role(session: QuestionSession, role: str) -> QuestionSession:

@@ -82,7 +82,7 @@ def bounded_hook(max_reply_bytes: int) -> Callable[[Any], Awaitable[None]]:
     return hook
 
 
-def sdk_http_client(timeout_s: float, max_reply_bytes: int) -> Any:
+def sdk_http_client(timeout_s: float, max_reply_bytes: int) -> object:
     """The SDK's own client class, with no redirect followed and the reply hook."""
     return openai.DefaultAsyncHttpxClient(verify=ssl_context(), timeout=timeout_s, follow_redirects=False,
                                           headers={"Accept-Encoding": ENCODINGS},

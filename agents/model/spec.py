@@ -164,7 +164,7 @@ class ModelSpec(BaseModel):
 
     @field_validator("cache", mode="before")
     @classmethod
-    def _bare_off(cls, v: Any) -> Any:
+    def _bare_off(cls, v: object) -> object:
         # YAML 1.1 reads a bare `cache: off` as false: that is what the user wrote, so it means "off".
         return "off" if v is False else v
 

@@ -50,7 +50,7 @@ class BareAnswer(AnswerReply):
 
     @model_validator(mode="before")
     @classmethod
-    def _not_asked(cls, data: Any) -> Any:
+    def _not_asked(cls, data: object) -> object:
         return {k: v for k, v in data.items() if k != "reasoning"} if isinstance(data, dict) else data
 
 
@@ -202,14 +202,14 @@ def reask_message(reason: str, model: type[BaseModel]) -> str:
 
 
 @functools.lru_cache(maxsize=512)
-def strict_response_format(model: type[BaseModel]) -> dict[str, Any]:
+def strict_response_format(model: type[BaseModel]) -> dict[str, object]:
     """OpenAI's strict `json_schema` response format for a pydantic model (what `parse` would send),
     built without importing the SDK (`strict_schema`)."""
     return strict_format(model)
 
 
 @functools.lru_cache(maxsize=512)
-def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, Any]:
+def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, object]:
     return cap_strings(schema_of(model), cap)
 
 

@@ -86,7 +86,7 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
         return self.plan_model(slug=condition.slug, flags=condition.flags,  # type: ignore[return-value]
                                variant=str(variant) if variant is not None else None)
 
-    def read_plan(self, stored: dict[str, Any], settings: SettingsT) -> PlanT:
+    def read_plan(self, stored: dict[str, object], settings: SettingsT) -> PlanT:
         """A plan read back from run.json. A pipeline whose plan gained decoded fields re-decodes a plan
         stored without them here, so a run started by an older version still resumes."""
         return self.plan_model.model_validate(stored)  # type: ignore[return-value]
@@ -98,7 +98,7 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
         """Can this condition spend a per-question budget (`budget_match`)? Default: no."""
         return False
 
-    def with_budget(self, settings: SettingsT, budget: dict[str, Any]) -> SettingsT:
+    def with_budget(self, settings: SettingsT, budget: dict[str, object]) -> SettingsT:
         """These settings with one question's budget (only for conditions that `accepts_budget`)."""
         raise PlanError(f"{type(self).__name__} cannot spend a per-question budget", field="budget_match")
 
@@ -110,3 +110,9 @@ class Pipeline(abc.ABC, Generic[SettingsT, PlanT]):
     async def __call__(self, question: Question, plan: PlanT, session: QuestionSession,
                        settings: SettingsT) -> Outcome:
         """Answer one question. Build the question's agents here (never share them across questions)."""
+
+
+SomePipeline = Pipeline[Any, Any]
+"""A pipeline of whichever settings and plan: what the registry, the planner and the runner hold.
+Its settings and plan types are its own (each pipeline's `settings_model` checks them), so they
+cannot be named where pipelines of several methods sit side by side."""

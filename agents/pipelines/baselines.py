@@ -159,7 +159,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         """Only self-consistency can spend a given budget; direct and cot make one fixed call."""
         return plan.kind == "sc"
 
-    def with_budget(self, settings: BaselineSettings, budget: dict[str, Any]) -> BaselineSettings:
+    def with_budget(self, settings: BaselineSettings, budget: dict[str, object]) -> BaselineSettings:
         return settings.model_copy(update={"budget": SampleBudget.model_validate(budget)})
 
     async def __call__(self, question: Question, plan: BaselinePlan, session: QuestionSession,

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines import benchmark_flows as flows
-from medpanel.agents.pipelines.base import Outcome, Pipeline
+from medpanel.agents.pipelines.base import Outcome, Pipeline, SomePipeline
 from medpanel.agents.pipelines.baselines import session_spent
 from medpanel.agents.pipelines.benchmark_flows import BenchmarkSummary, permutation, shuffled
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
@@ -87,12 +87,12 @@ class BenchmarkPlan(ConditionPlan):
     """For a seed condition: that pipeline's own plan (its `plan_model` dump)."""
 
 
-INNER: dict[str, type[Pipeline[Any, Any]]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
+INNER: dict[str, type[SomePipeline]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
                                               "medagents": MedAgentsPipeline, "mdagents": MDAgentsPipeline,
                                               "kamac": KamacPipeline}
 
 
-def _inner(name: str) -> Pipeline[Any, Any]:
+def _inner(name: str) -> SomePipeline:
     return INNER[name]()
 
 
@@ -107,7 +107,7 @@ def condition_for(slug: str, pipeline: str) -> Condition:
     return Condition(slug=slug, pipeline=pipeline, flags=flags)
 
 
-def reply_caps(method: str, settings: BenchmarkSettings) -> dict[str, Any]:
+def reply_caps(method: str, settings: BenchmarkSettings) -> dict[str, object]:
     """The per-call override of `max_tokens` for `method`'s calls (every stage alike: the benchmark's code
     caps zero-shot's one call and no other). `{}` under `reply_caps: model` keeps `model.max_tokens`."""
     if settings.reply_caps == "model":

@@ -50,7 +50,7 @@ class BenchmarkSettings(BaselineSettings):
     kamac: dict[str, Any] = Field(default_factory=dict)
     """KAMAC's settings, for the `kamac` variant."""
 
-    def inner_settings(self, pipeline: str) -> dict[str, Any]:
+    def inner_settings(self, pipeline: str) -> dict[str, object]:
         """The settings block of the seed pipeline `pipeline` runs under (its pipeline validates it)."""
         blocks = {"panel": self.panel, "generalist": self.generalist, "medagents": self.medagents,
                   "mdagents": self.mdagents, "kamac": self.kamac}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -160,7 +160,7 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
             summaries.append(facts)
             decisions.append(",".join(outcome.answer))
         counts = Counter(votes.values())
-        record: dict[str, Any] = {"votes": votes, "counts": dict(counts), "rule": "majority over all groups"}
+        record: dict[str, object] = {"votes": votes, "counts": dict(counts), "rule": "majority over all groups"}
         answer: tuple[str, ...] = ()
         if counts:
             top = max(counts.values())

@@ -49,7 +49,7 @@ from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
 from medpanel.retrieval.sources import Source, SourceSpec, open_source, source_class
 
-SourceFactory = Callable[[ClearSettings, str], Any]
+SourceFactory = Callable[[ClearSettings, str], object]
 """(settings, kind or retriever) -> an object with `.search(query, k) -> list[Evidence]`."""
 
 
@@ -185,7 +185,7 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
                       summary: ClearSummary, rubric: freetext_files.Task | None,
                       grader: QuestionSession, judge_web: tuple[str, Any] | None = None) -> Outcome:
         q, s = ctx.question, ctx.settings
-        data: dict[str, Any] = {}
+        data: dict[str, object] = {}
         if isinstance(basis, Decision):
             summary.add(clear_facts(basis))
             data = {"route": basis.route, "rationale": basis.rationale, "confidence": basis.confidence,

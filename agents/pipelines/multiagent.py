@@ -7,12 +7,10 @@ repository where the two differ (`mdagents-original`, `medagents-original`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings, SomePipeline
 from medpanel.agents.pipelines.kamac import KamacPipeline, KamacSettings
 from medpanel.agents.pipelines.mdagents import MDAgentsPipeline, MDAgentsSettings
 from medpanel.agents.pipelines.medagents import MedAgentsPipeline, MedAgentsSettings
@@ -56,7 +54,7 @@ class MultiAgentPipeline(Pipeline[MultiAgentSettings, MultiAgentPlan]):
     requires_variant = True
 
     def __init__(self) -> None:
-        self.methods: dict[str, Pipeline[Any, Any]] = {
+        self.methods: dict[str, SomePipeline] = {
             "medagents": MedAgentsPipeline(), "mdagents": MDAgentsPipeline(), "kamac": KamacPipeline()}
 
     def plan(self, condition: Condition, settings: MultiAgentSettings) -> MultiAgentPlan:

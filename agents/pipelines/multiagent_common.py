@@ -37,7 +37,7 @@ def method_answer(question: Question, *, name: str = "Answer", reasoning: str | 
                         reasoning_hint=reasoning or REASONING)
 
 
-def sampled(agent: RoleAgent, sampling: Mapping[str, Any]) -> RoleAgent:
+def sampled(agent: RoleAgent, sampling: Mapping[str, object]) -> RoleAgent:
     """`agent` with these sampling overrides on every call it makes (`PROVIDER_TEMPERATURE`)."""
     agent.client.overrides.update(sampling)
     return agent
@@ -62,7 +62,7 @@ def answer_key(parsed: AnswerReply | None) -> str | None:
 
 
 def tally(session: QuestionSession, answers: dict[str, str | None], *, agent: str, step: str,
-          round: int = 0) -> dict[str, Any]:
+          round: int = 0) -> dict[str, object]:
     """The experts' majority (ties: first to reach the count, `baselines.vote`), recorded as a vote event."""
     names = list(answers)
     result = vote([tuple(a.split(",")) if a else None for a in answers.values()])
@@ -97,7 +97,7 @@ async def moderate(session: QuestionSession, question: Question, *, system: str,
     return (), {"rule": "no_valid_answer", "tally": result}
 
 
-def record_final(session: QuestionSession, method: str, answer: tuple[str, ...], **data: Any) -> None:
+def record_final(session: QuestionSession, method: str, answer: tuple[str, ...], **data: object) -> None:
     session.record(TranscriptEvent(kind="decision", role="pipeline", agent=method, step="final",
                                    content=",".join(answer) or "invalid", data={"answer": list(answer), **data}))
 

@@ -4,10 +4,9 @@ installed package's entry point in the `medpanel.pipelines` group (see `medpanel
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from medpanel import plugins
-from medpanel.agents.pipelines.base import Pipeline
+from medpanel.agents.pipelines.base import Pipeline, SomePipeline
 from medpanel.agents.pipelines.baselines import BaselinePipeline
 from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
 from medpanel.agents.pipelines.calibrated import CalibratedPipeline
@@ -21,7 +20,7 @@ from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 
 ENTRY_POINTS = "medpanel.pipelines"
 
-Factory = Callable[[], Pipeline[Any, Any]]
+Factory = Callable[[], SomePipeline]
 
 PIPELINES: dict[str, Factory] = {
     "panel": PanelPipeline,  # first: a report of a record that names no pipeline shows the panel's tables first
@@ -69,7 +68,7 @@ def known() -> list[str]:
     return sorted({*PIPELINES, *plugins.entry_point_names(ENTRY_POINTS)})
 
 
-def get_pipeline(name: str) -> Pipeline[Any, Any]:
+def get_pipeline(name: str) -> SomePipeline:
     """A fresh instance of the pipeline `name` names. One lookup per run: the runner keeps it."""
     factory = PIPELINES.get(name)
     if factory is None:

@@ -7,17 +7,16 @@ transcript shows how far the debate got.
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from medpanel.agents.model.backends import ModelSpec, build_client
+from medpanel.agents.model.backends import ClientFactory, ModelSpec, RawClient, build_client
 from medpanel.agents.model.cache import ResponseCache, StorageFailure
-from medpanel.agents.model.client import ModelCallError, QuestionSession, RunHalted
+from medpanel.agents.model.client import Gate, Hook, ModelCallError, QuestionSession, RunHalted
 from medpanel.agents.model.limits import RateLimits
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.model.route import RoleRoute
-from medpanel.agents.pipelines.base import Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import PipelineSettings, SomePipeline
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import prompt_overrides
@@ -34,9 +33,9 @@ class ClientPool:
     """
 
     def __init__(self) -> None:
-        self._clients: dict[str, Any] = {}
+        self._clients: dict[str, RawClient] = {}
 
-    def get(self, spec: ModelSpec, base_url: str | None) -> Any | None:
+    def get(self, spec: ModelSpec, base_url: str | None) -> RawClient | None:
         if spec.backend == "scripted":
             return None
         key = f"{base_url}|{spec.model_dump_json()}"
@@ -57,7 +56,7 @@ class Route:
     label: str
     spec: ModelSpec
     base_url: str | None = None
-    before_call: Callable[[], Any] | None = None
+    before_call: Gate | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class Resolved:
     A run resolves each condition once, in planning (`experiments/run/scenario/plan.py`), and every question
     of the condition reuses it: no lookup or validation per question."""
 
-    pipeline: Pipeline[Any, Any]
+    pipeline: SomePipeline
     settings: PipelineSettings
     plan: ConditionPlan
 
@@ -98,9 +97,9 @@ async def run_resolved(
     cache: ResponseCache | None = None,
     repeat: int = 0,
     scoring: str = "exact_set",
-    hooks: list[Callable[[TranscriptEvent], Any]] | None = None,
-    client_factory: Callable[[ModelSpec], Any] | None = None,
-    before_call: Callable[[], Any] | None = None,
+    hooks: list[Hook] | None = None,
+    client_factory: ClientFactory | None = None,
+    before_call: Gate | None = None,
     clients: ClientPool | None = None,
     label: str | None = None,
     routes: dict[str, Route] | None = None,
@@ -116,7 +115,7 @@ async def run_resolved(
         spec = spec.model_copy(update={"seed": (spec.seed or 0) + repeat})
     shared = clients.get(spec, base_url) if clients is not None and client_factory is None else None
     inner = shared or (client_factory(spec) if client_factory else build_client(spec, base_url=base_url))
-    own: list[Any] = [] if shared is not None else [inner]
+    own: list[RawClient] = [] if shared is not None else [inner]
     role_routes: dict[str, RoleRoute] = {}
     for role, route in (routes or {}).items():
         rspec = route.spec.model_copy(update={"seed": (route.spec.seed or 0) + repeat}) if repeat else route.spec

@@ -17,7 +17,7 @@ from medpanel.agents.types import Question
 PROMPTS = Prompts(__name__)
 
 
-def reasoning_hint(overrides: Mapping[str, Any] | None) -> str:
+def reasoning_hint(overrides: Mapping[str, object] | None) -> str:
     """What a reply's reasoning field asks for: full length when the call is sent with no reply cap
     (`max_tokens: None`, as the benchmark's code sends most calls), else brief, to fit the cap."""
     uncapped = overrides is not None and "max_tokens" in overrides and overrides["max_tokens"] is None
@@ -36,7 +36,7 @@ async def answer(session: QuestionSession, question: Question, kind: Literal["di
 
 
 async def sample(session: QuestionSession, question: Question, *, i: int, seed: int,
-                 temperature: float, overrides: Mapping[str, Any] | None = None) -> AnswerReply | None:
+                 temperature: float, overrides: Mapping[str, object] | None = None) -> AnswerReply | None:
     """Self-consistency sample `i`: a fresh agent that sees no other sample."""
     answer_type = answer_model(question.letters, multi=question.multi_answer, reasoning=True,
                                reasoning_hint=reasoning_hint(overrides))

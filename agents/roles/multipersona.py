@@ -31,7 +31,7 @@ ROLES: tuple[str, ...] = (
 NO_REPLY = "(no valid reply)"
 
 
-def _agent(session: QuestionSession, name: str, overrides: Mapping[str, Any]) -> RoleAgent:
+def _agent(session: QuestionSession, name: str, overrides: Mapping[str, object]) -> RoleAgent:
     agent = RoleAgent(session, name=name, role="multipersona", system_message=None)
     agent.client.overrides = dict(overrides)
     return agent
@@ -52,7 +52,7 @@ async def speak(session: QuestionSession, question: Question, *, index: int, rou
 
 
 async def decide(session: QuestionSession, question: Question, last: Sequence[tuple[str, str, str]],
-                 overrides: Mapping[str, Any]) -> AnswerReply | None:
+                 overrides: Mapping[str, object]) -> AnswerReply | None:
     """The senior expert: `last` is (role, reasoning, letters) of every role's last round."""
     answer_type = reasoned(question, overrides)
     thinking = "\n".join(f"{role}'s final thinking: {t}" for role, t, _ in last)

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDigest, passages_of, read_digests
@@ -26,14 +26,22 @@ from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.jsonline import lines_of
 from medpanel.experiments.run.store.rundir import read_questions
 from medpanel.experiments.run.store.store import Row
-from medpanel.retrieval.leakage import DIRECT, DIRECT_KIND, UPSTREAM, UPSTREAM_KIND, LeakHit, QuestionProbe, Thresholds
+from medpanel.retrieval.leakage import (
+    DIRECT,
+    DIRECT_KIND,
+    UPSTREAM,
+    UPSTREAM_KIND,
+    LeakHit,
+    QuestionProbe,
+    Thresholds,
+)
 
 __all__ = ["EVIDENCE_KEYS", "LEAKAGE_FILE", "Audit", "audit_run", "evidence_items", "finish_audit", "leakage_table",
            "load_provenance", "read_leakage", "refresh_leakage", "reopen_audit", "write_leakage"]
 LEAKAGE_FILE = "leakage.json"
 
 
-def evidence_items(event: Mapping[str, Any]) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+def evidence_items(event: Mapping[str, object]) -> Iterator[tuple[str, int, Mapping[str, object]]]:
     """(key, index, item) for each passage-like dict an event carries in its data."""
     for p in passages_of([event]):
         yield p.key, p.index, p.item
@@ -72,8 +80,8 @@ def _key(row: Row) -> tuple[str, str, str, int]:
     return (row.condition, row.dataset, row.qid, row.repeat)
 
 
-def _audit_row(d: RowDigest, probes: dict[tuple[Any, ...], QuestionProbe],
-               provenance: dict[tuple[str, str], dict[str, Any]], th: Thresholds) -> _RowAudit:
+def _audit_row(d: RowDigest, probes: dict[tuple[object, ...], QuestionProbe],
+               provenance: dict[tuple[str, str], dict[str, object]], th: Thresholds) -> _RowAudit:
     out = _RowAudit()
     if not d.passages:
         return out
@@ -96,14 +104,14 @@ class Audit:
     transcripts (the HTML report's one pass) has each row's hits as it reads the row, then the
     whole document (`document`) once every row is checked."""
 
-    def __init__(self, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+    def __init__(self, provenance: dict[tuple[str, str], dict[str, object]] | None = None,
                  thresholds: Thresholds | None = None) -> None:
         self.th = thresholds or Thresholds()
         self.provenance = provenance or {}
-        self.probes: dict[tuple[Any, ...], QuestionProbe] = {}
+        self.probes: dict[tuple[object, ...], QuestionProbe] = {}
         self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, _RowAudit]] = {}
 
-    def check(self, d: RowDigest) -> list[dict[str, Any]]:
+    def check(self, d: RowDigest) -> list[HitRecord]:
         """Check one row's passages; its hits, as the document lists them."""
         checked = _audit_row(d, self.probes, self.provenance, self.th)
         self.audited[_key(d.row)] = (d, checked)
@@ -112,7 +120,7 @@ class Audit:
     def document(self, rows: list[Row]) -> dict[str, Any]:
         """The leakage.json document of `rows` (each checked before), counted and listed in
         (dataset, qid, condition, repeat) order."""
-        hits: list[dict[str, Any]] = []
+        hits: list[HitRecord] = []
         cells: dict[tuple[str, str], dict[str, Any]] = defaultdict(
             lambda: {"questions": 0, "with_evidence": 0, "passages": 0, "direct_passages": 0,
                      "upstream_passages": 0, "direct_questions": 0, "upstream_questions": 0,
@@ -148,21 +156,49 @@ class Audit:
                 "passages": sum(c["passages"] for c in cells.values()), "summary": summary, "hits": hits}
 
 
-def _hits(row: Row, checked: _RowAudit) -> list[dict[str, Any]]:
-    out = []
+class HitFields(TypedDict):
+    """A `LeakHit` as leakage.json lists it (`LeakHit.as_dict`: its dataclass fields)."""
+
+    detector: str
+    score: float
+    threshold: float
+    detail: str
+    kind: str
+
+
+class HitRecord(TypedDict):
+    """One passage with leak hits, as leakage.json lists it and the question pages mark it."""
+
+    condition: str
+    dataset: str
+    qid: str
+    repeat: int
+    event: int
+    role: str
+    step: str
+    key: str
+    index: int
+    doc_id: str
+    title: str
+    url: str
+    hits: list[HitFields]
+
+
+def _hits(row: Row, checked: _RowAudit) -> list[HitRecord]:
+    out: list[HitRecord] = []
     for p, found in checked.found:
         item = p.item
         out.append({"condition": row.condition, "dataset": row.dataset, "qid": row.qid,
                     "repeat": row.repeat, "event": p.event, "role": p.role, "step": p.step, "key": p.key,
                     "index": p.index, "doc_id": str(item.get("doc_id") or item.get("id") or ""),
                     "title": str(item.get("title") or ""), "url": str(item.get("url") or ""),
-                    "hits": [h.as_dict() for h in found]})
+                    "hits": [cast("HitFields", h.as_dict()) for h in found]})
     return out
 
 
-def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, Any]] | None = None,
+def audit_run(run_dir: Path, rows: list[Row], *, provenance: dict[tuple[str, str], dict[str, object]] | None = None,
               thresholds: Thresholds | None = None,
-              digests: Sequence[RowDigest] | None = None) -> dict[str, Any]:
+              digests: Sequence[RowDigest] | None = None) -> dict[str, object]:
     """Check every passage of every transcript; returns the leakage.json document. `digests` (one
     per row, as `digest.read_digests` reads them) spares a second read of every transcript; without
     them the transcripts are read here, one at a time."""
@@ -187,7 +223,7 @@ def leakage_table(doc: dict[str, Any]) -> Table:
                  note=note)
 
 
-def write_leakage(run_dir: Path, doc: dict[str, Any]) -> Path:
+def write_leakage(run_dir: Path, doc: dict[str, object]) -> Path:
     text = json.dumps(doc, indent=1, ensure_ascii=False)
     return Confined(run_dir, private=False).write(f"report/{LEAKAGE_FILE}", text, durable=False)
 

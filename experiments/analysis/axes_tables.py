@@ -9,7 +9,6 @@ with a bootstrap CI, and which conclusions hold at every level.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -35,11 +34,11 @@ def _levels(conditions: Sequence[str], axis: str) -> list[str]:
     return list(dict.fromkeys(_cell(c, axis)[1] for c in conditions))
 
 
-def _outcomes(rows: list[Row], slug: str, repeat: int) -> dict[Any, bool]:
+def _outcomes(rows: list[Row], slug: str, repeat: int) -> dict[object, bool]:
     return {r.key: r.correct for r in rows if r.condition == slug and r.repeat == repeat}
 
 
-def interaction(a1: dict[Any, bool], b1: dict[Any, bool], a2: dict[Any, bool], b2: dict[Any, bool], *,
+def interaction(a1: dict[object, bool], b1: dict[object, bool], a2: dict[object, bool], b2: dict[object, bool], *,
                 n_boot: int = 10000, seed: int = 0) -> tuple[int, float, float, float]:
     """(n, diff of diffs in points, CI low, CI high): (b2 - a2) - (b1 - a1) per question, on the questions
     all four cells answered, with a percentile bootstrap over questions. Small on purpose, so the
@@ -79,7 +78,7 @@ def axis_tables(rows: list[Row], conditions: Sequence[str], pairs: Sequence[tupl
     rests = list(dict.fromkeys(_cell(c, axis)[0] for c in conditions))
     side = []
     for rest in rests:
-        line: list[Any] = [rest]
+        line: list[object] = [rest]
         for level in levels:
             sel = [r for r in rows if r.condition == _slug(rest, level, axis)]
             line.append(round(100.0 * sum(r.correct for r in sel) / len(sel), 1) if sel else "")

@@ -54,7 +54,7 @@ class Passage:
     key: str
     """Which of `EVIDENCE_KEYS` held it."""
     index: int
-    item: Mapping[str, Any]
+    item: Mapping[str, object]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ class RowDigest:
     calls: tuple[CallCost, ...]
     """Every model call, in event order (the cost ledger's input)."""
     passages: tuple[Passage, ...]
-    question: Mapping[str, Any]
+    question: Mapping[str, object]
     """The transcript's `question` (text, options, gold): what the leakage audit checks passages against."""
     decision: Decision | None
     mcq: bool
@@ -138,7 +138,7 @@ def _split(letters_text: str | None) -> list[str]:
     return [x for x in (letters_text or "").split(",") if x]
 
 
-def stand_in(row: Row) -> dict[str, Any]:
+def stand_in(row: Row) -> dict[str, object]:
     """A missing transcript's document, built from its row: no events, so its first state is invalid."""
     return {"condition": row.condition, "question": {"dataset": row.dataset, "qid": row.qid},
             "repeat": row.repeat, "answer": _split(row.answer), "gold": _split(row.gold), "correct": row.correct,
@@ -159,7 +159,7 @@ def _digest(row: Row, doc: Mapping[str, Any], events: list[EventFacts], missing:
         mcq=bool(question.get("options")) and bool(doc.get("gold")))
 
 
-def digest(row: Row, doc: Mapping[str, Any] | None, *, scoring: str = "exact_set") -> RowDigest:
+def digest(row: Row, doc: Mapping[str, object] | None, *, scoring: str = "exact_set") -> RowDigest:
     """A row and its transcript document as decoded (None: the file is missing) as the report's
     digest. A field of the wrong type raises `BadField`."""
     if doc is None:
@@ -187,7 +187,7 @@ def read_digest(path: Path | None, row: Row, *, scoring: str = "exact_set") -> R
 
 
 def read_with_document(path: Path | None, row: Row, *, scoring: str = "exact_set"
-                       ) -> tuple[dict[str, Any] | None, RowDigest]:
+                       ) -> tuple[dict[str, object] | None, RowDigest]:
     """One row's transcript document, decoded (None: missing), with its digest made from that same
     decoding: what the HTML report's one pass reads, where each question page shows the documents
     whole and the tables keep only their digests. The digest is `read_digest`'s (the fields checked

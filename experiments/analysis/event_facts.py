@@ -28,7 +28,7 @@ from medpanel.experiments.run.store.records_v1 import act_v1
 
 KINDS: frozenset[str] = frozenset(get_args(EventKind))
 """`agents.types.EventKind`: an event of any other kind is a damaged transcript."""
-_EMPTY: Mapping[str, Any] = {}
+_EMPTY: Mapping[str, object] = {}
 ACT: TypeAdapter[Act] = TypeAdapter(Act)
 CURRENT = 2
 """The transcript format whose events carry their acts (`run.records.TRANSCRIPT_FORMAT`)."""
@@ -53,7 +53,7 @@ class EventFields(TypedDict, total=False):
     turn: int
     step: str
     content: str
-    parsed: dict[str, Any] | None
+    parsed: dict[str, object] | None
     usage: UsageFields
     model: str
     cache_hit: bool
@@ -97,7 +97,7 @@ class TranscriptFields(TypedDict, total=False):
     cost_usd: float
     cached_tokens: int
     cache_saved_usd: float
-    summary: dict[str, Any]
+    summary: dict[str, object]
     events: list[EventFields]
 
 
@@ -144,7 +144,7 @@ class EventFacts:
     """The step as recorded (`turn`, `critique:2` ...); `base` is the part before a colon."""
     base: str
     content: str
-    parsed: Mapping[str, Any] | None
+    parsed: Mapping[str, object] | None
     """The validated reply fields (None when the reply did not parse, or a note)."""
     data: Mapping[str, Any]
     prompt_tokens: int
@@ -169,7 +169,7 @@ def _int(e: Mapping[str, Any], key: str, where: str, default: int) -> int:
         raise BadField(f"{where}.{key}", f"an integer, not {type(v).__name__}") from None
 
 
-def _str(e: Mapping[str, Any], key: str) -> str:
+def _str(e: Mapping[str, object], key: str) -> str:
     v = e.get(key)
     return v if type(v) is str else "" if v is None else str(v)
 
@@ -189,7 +189,7 @@ def event_facts(e: Any, n: int, version: int = CURRENT) -> EventFacts:
         raise BadField(f"events.{n}.act", f"an act of agents.events ({exc.errors()[0]['msg']})") from None
 
 
-def _facts(e: Any, n: int) -> EventFacts:
+def _facts(e: object, n: int) -> EventFacts:
     if type(e) is dict:
         # The fast path: a report reads every event of a run (150,000 on a full-protocol one), and
         # an event as the runner wrote it has every field of its declared type already.
@@ -210,7 +210,7 @@ def _facts(e: Any, n: int) -> EventFacts:
     return _coerced(e, n)
 
 
-def _coerced(e: Any, n: int) -> EventFacts:
+def _coerced(e: object, n: int) -> EventFacts:
     """`event_facts` of an event with a field missing or of another type: coerced as the readers
     always did (`str(step)`), or a `BadField` when it cannot be."""
     where = f"events.{n}"
@@ -242,7 +242,7 @@ def _coerced(e: Any, n: int) -> EventFacts:
         error=None if error is None else str(error))
 
 
-def events_of(raw: Any, version: int = CURRENT) -> list[EventFacts]:
+def events_of(raw: object, version: int = CURRENT) -> list[EventFacts]:
     """A transcript's `events` list as typed facts, in order (`version`: the file's format)."""
     if raw is None:
         return []

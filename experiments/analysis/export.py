@@ -68,12 +68,12 @@ def records(data: RunData) -> Iterator[dict[str, Any]]:
         yield rec
 
 
-def columns(recs: list[dict[str, Any]]) -> list[str]:
+def columns(recs: list[dict[str, object]]) -> list[str]:
     extra = sorted({k for r in recs for k in r} - set(BASE))
     return BASE + [k for k in extra if k.startswith("summary.")] + [k for k in extra if not k.startswith("summary.")]
 
 
-def _cell(v: Any) -> Any:
+def _cell(v: object) -> object:
     if isinstance(v, dict | list | tuple):
         return json.dumps(v, ensure_ascii=False, sort_keys=isinstance(v, dict))
     return "" if v is None else v

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.contrasts import holm
@@ -39,7 +38,7 @@ def free_text_pair_table(rows: Sequence[Row], pairs: list[tuple[str, str]], *, n
     datasets = _graded_datasets(rows)
     if not datasets or not pairs:
         return None
-    out: list[list[Any]] = []
+    out: list[list[object]] = []
     comps: list[ScorePair] = []
     for a, b in pairs:
         for ds in datasets:

@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.store.files import safe_stem
+
+Qualify = Callable[[str | None], str]
+"""Names a model as `backend/name` (the export's `_qualifier`): the one form Inspect's log uses."""
 
 
 def when(t: float) -> datetime:
@@ -118,7 +122,7 @@ class _Ids:
         return rid
 
 
-def _content(m: dict[str, Any]) -> str:
+def _content(m: dict[str, object]) -> str:
     c = m.get("content", "")
     if isinstance(c, str):
         return c
@@ -147,7 +151,7 @@ class SampleEvents:
     role_usage: dict[str, Any]
 
 
-def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Any, config: Any) -> SampleEvents:
+def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Qualify, config: Any) -> SampleEvents:
     """The Inspect events of one transcript; `qualify` names a model the way `eval.model` does."""
     from inspect_ai.event import InfoEvent, ModelEvent, SpanBeginEvent, SpanEndEvent
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
@@ -217,11 +221,11 @@ def spent(event: Any) -> bool:
     return event.event == "model" and event.output.usage is not None and event.cache != "read"
 
 
-def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any, prefix: str) -> list[Any]:
+def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Qualify, prefix: str) -> list[Any]:
     """The Messages tab: the question, then one card per transcript event, each naming its agent."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser
 
-    messages: list[Any] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
+    messages: list[object] = [ChatMessageUser(id=f"{prefix}-q", content=question_text, source="input")]
     for n, ev in enumerate(evs):
         is_call = ev.kind == "call"
         text = _text(ev)
@@ -234,7 +238,7 @@ def debate_messages(evs: list[TranscriptEvent], question_text: str, qualify: Any
     return messages
 
 
-def _card_meta(ev: TranscriptEvent, n: int) -> dict[str, Any]:
+def _card_meta(ev: TranscriptEvent, n: int) -> dict[str, object]:
     """A card's metadata: who and where; the tokens and the messages sent are in its model event."""
     meta = {k: v for k, v in _meta(ev, n).items() if k in ("agent", "medpanel_role", "kind", "step", "round", "turn",
                                                            "event", "error")}

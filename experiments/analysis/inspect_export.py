@@ -36,7 +36,7 @@ from typing import Any
 
 from medpanel.agents.prompting import format_question
 from medpanel.agents.types import Question
-from medpanel.experiments.analysis.inspect_events import debate_messages, sample_events, spent, when
+from medpanel.experiments.analysis.inspect_events import Qualify, debate_messages, sample_events, spent, when
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.files import safe_stem
@@ -61,7 +61,7 @@ def _value(row: Row) -> str:
     return "C" if row.status == "correct" else "I" if row.status == "wrong" else "N"
 
 
-def _qualifier(record: RunRecord) -> Any:
+def _qualifier(record: RunRecord) -> Qualify:
     """Names a model as `backend/name`, the one form used in `eval.model`, `model_usage` and events.
 
     A transcript records the model's own name; its backend comes from the run's model blocks."""
@@ -76,7 +76,7 @@ def _qualifier(record: RunRecord) -> Any:
     return qualify
 
 
-def _sample(data: RunData, row: Row, qualify: Any, config: Any, run_id: str) -> Any:
+def _sample(data: RunData, row: Row, qualify: Qualify, config: Any, run_id: str) -> Any:
     from inspect_ai.log import EvalSample
     from inspect_ai.model import ModelOutput, ModelUsage
     from inspect_ai.scorer import Score

@@ -52,7 +52,7 @@ class ScenarioFacts:
     filled in, and its conditions' flags."""
 
     pipeline: str
-    settings: Mapping[str, Any]
+    settings: Mapping[str, object]
     conditions: tuple[Mapping[str, Any], ...]
 
     @property

@@ -27,7 +27,7 @@ DEFAULT_PIPELINE = str(Scenario.model_fields["pipeline"].default)
 """The pipeline of a scenario that names none."""
 
 
-def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
+def _settings(pipeline: str, settings: dict[str, object]) -> dict[str, object]:
     """The pipeline's settings with its defaults filled in (unvalidatable settings: as written)."""
     try:
         model = get_pipeline(pipeline).settings_model
@@ -36,7 +36,7 @@ def _settings(pipeline: str, settings: dict[str, Any]) -> dict[str, Any]:
         return dict(settings)
 
 
-def _conditions(scenario: dict[str, Any]) -> list[dict[str, Any]]:
+def _conditions(scenario: dict[str, object]) -> list[dict[str, object]]:
     try:
         return [c.model_dump() for c in Scenario.model_validate(scenario).conditions()]
     except Exception:
@@ -73,7 +73,7 @@ def undeclared(description: str, found: list[Deviation]) -> list[Deviation]:
     return [d for d in found if f"{d.name} = {d.value}" not in text]
 
 
-def protocol_line(scenario: dict[str, Any], rows: Sequence[Row] = (), order: Sequence[str] = ()) -> str:
+def protocol_line(scenario: dict[str, object], rows: Sequence[Row] = (), order: Sequence[str] = ()) -> str:
     """One line for a report header: the deviations in force (or that the run keeps the protocol),
     then each method's clauses (how it differs from its code; what the run's rows show), then what
     differs by design."""

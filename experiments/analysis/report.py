@@ -62,7 +62,7 @@ def cost_table(rows: list[Row], conditions: list[str]) -> Table:
         n = len(sel)
         calls = sum(r.calls for r in sel)
         logical = sum(r.logical_calls for r in sel)
-        line: list[Any] = [cond, n, round(calls / n, 2), round(logical / n, 2), logical - calls,
+        line: list[object] = [cond, n, round(calls / n, 2), round(logical / n, 2), logical - calls,
                            round(sum(r.tokens for r in sel) / n, 1), round(sum(r.latency_s for r in sel) / n, 2)]
         if money:
             line += [round(sum(r.cached_tokens for r in sel) / n, 1), round(sum(r.cost_usd for r in sel), 6),
@@ -96,7 +96,7 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     for cond in conditions:
         sel = [r for r in rows if r.condition == cond]
         n = len(sel)
-        line: list[Any] = [cond, n, round(_pct(sum(r.correct for r in sel), n), 1),
+        line: list[object] = [cond, n, round(_pct(sum(r.correct for r in sel), n), 1),
                            round(sum(r.logical_calls for r in sel) / n, 2), round(sum(r.tokens for r in sel) / n, 1)]
         if matched:
             refs = [b for b in (budgets[id(r)] for r in sel) if b is not None]
@@ -139,7 +139,7 @@ def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str
 
 
 def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
-    out: list[list[Any]] = []
+    out: list[list[object]] = []
     comps = []
     for a, b in pairs:
         for rep in sorted({r.repeat for r in rows}):

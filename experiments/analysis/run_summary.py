@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -68,7 +67,7 @@ def _ci(low: float, high: float) -> str:
 
 
 def accuracy_table(rows: list[Row], conditions: list[str], *, usd: bool) -> Table:
-    out: list[list[Any]] = []
+    out: list[list[object]] = []
     for cond in conditions:
         sel = [r for r in rows if r.condition == cond]
         n = len(sel)

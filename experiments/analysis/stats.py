@@ -10,7 +10,7 @@ import inspect
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from scipy import stats
@@ -33,7 +33,7 @@ __all__ = [
 _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
-def _as_bool_array(values: Iterable[Any]) -> np.ndarray:
+def _as_bool_array(values: Iterable[object]) -> np.ndarray:
     """Strict 0/1 check: a stray None or score must not silently count as 'wrong'."""
     arr = np.asarray(list(values), dtype=object)
     bad = [v for v in arr if not (isinstance(v, bool | np.bool_ | int | np.integer) and v in (0, 1))]
@@ -124,7 +124,7 @@ class PairedComparison:
             return "none: fewer than 2 questions"
         return f"[{self.ci_low:.1f}, {self.ci_high:.1f}]"
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         """Flat dict of all fields plus the verdict, for tables and CSV."""
         return {**asdict(self), "verdict": self.verdict}
 

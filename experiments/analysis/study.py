@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.clustered_logit import GEE_MODEL, LOGIT_MODEL, OddsRatio
@@ -32,7 +31,7 @@ from medpanel.experiments.run.store.rundir import read_document, transcript_path
 from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.run.tracking.budget import Price
 
-Events = Callable[[Row], Iterable[Any]]
+Events = Callable[[Row], Iterable[object]]
 """A row -> the call events of its transcript (empty when the transcript is missing)."""
 
 
@@ -65,7 +64,7 @@ def _or(o: OddsRatio | None) -> str:
     return f"{o.odds_ratio:.2f} [{o.ci_low:.2f}, {o.ci_high:.2f}] p={o.p_value:.3g}"
 
 
-def factorials(rows: list[Row], flags: Mapping[str, Mapping[str, Any]], *, n_boot: int = 10_000,
+def factorials(rows: list[Row], flags: Mapping[str, Mapping[str, object]], *, n_boot: int = 10_000,
                models: bool = True) -> list[Factorial]:
     """The factorial analysis of every complete 2x2 of binary flags among the run's conditions."""
     present = {r.condition for r in rows}
@@ -104,7 +103,7 @@ def factorial_table(f: Factorial) -> Table:
                  keep=("effect", "estimate_pts", "95%_CI_pts", "p_holm", "verdict"))
 
 
-def family_rows(adjusted: Sequence[Adjusted]) -> list[list[Any]]:
+def family_rows(adjusted: Sequence[Adjusted]) -> list[list[object]]:
     out = []
     for e in adjusted:
         c = e.contrast
@@ -150,7 +149,7 @@ def repeat_tables(rows: list[Row], conditions: list[str], pairs: list[tuple[str,
 
 
 def ledger_lines(rows: list[Row], events: Events, prices: Mapping[str, PriceLike]) -> list[LedgerLine]:
-    per: dict[str, list[Any]] = {}
+    per: dict[str, list[object]] = {}
     for r in rows:
         per.setdefault(r.condition, []).extend(events(r))
     return ledger(per, prices)
@@ -164,7 +163,7 @@ def ledger_table(lines: list[LedgerLine], conditions: list[str], priced: bool) -
     # The batch columns only where a batch answered calls: a run without batches keeps its table as it was.
     batched = any(ln.batch_calls for ln in lines)
 
-    def cells(ln: LedgerLine, role: str, step: str) -> list[Any]:
+    def cells(ln: LedgerLine, role: str, step: str) -> list[object]:
         return [ln.condition, role, step, ln.calls, ln.prompt_tokens, ln.completion_tokens, round(ln.usd, 4),
                 ln.cache_hits, ln.cache_prompt_tokens + ln.cache_completion_tokens, round(ln.usd_saved, 4), ln.failed,
                 *([ln.batch_calls, round(ln.usd_saved_by_batch, 4)] if batched else [])]
@@ -190,7 +189,7 @@ def usd_per_extra_table(rows: list[Row], pairs: list[tuple[str, str]]) -> Table 
     """Dollars b spends beyond a per answer b gets right beyond a, on the (question, run) pairs both have."""
     if not pairs:
         return None
-    by: dict[str, dict[Any, Row]] = {}
+    by: dict[str, dict[object, Row]] = {}
     for r in rows:
         by.setdefault(r.condition, {})[(r.key, r.repeat)] = r
     out = []
@@ -209,7 +208,7 @@ def usd_per_extra_table(rows: list[Row], pairs: list[tuple[str, str]]) -> Table 
                       "spend per row (cache hits free).")
 
 
-def prices_of(raw: Mapping[str, Any]) -> dict[str, Price]:
+def prices_of(raw: Mapping[str, object]) -> dict[str, Price]:
     """run.json's `scenario.run.prices` (model -> {input, output} $ per million tokens) as Prices."""
     return {m: Price.model_validate(p) for m, p in raw.items()}
 
@@ -217,7 +216,7 @@ def prices_of(raw: Mapping[str, Any]) -> dict[str, Price]:
 def transcript_events(run_dir: Path) -> Events:
     """Row -> its transcript's call events, read from the run directory (none when it is missing)."""
 
-    def events(row: Row) -> list[dict[str, Any]]:
+    def events(row: Row) -> list[dict[str, object]]:
         path = transcript_path(run_dir, row)
         if not row.transcript or not path.is_file():
             return []

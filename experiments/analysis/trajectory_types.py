@@ -151,7 +151,7 @@ def direction(before: str, after: str) -> Direction:
     return "to_other_wrong"
 
 
-def position_of(answer: Any) -> str | None:
+def position_of(answer: object) -> str | None:
     """A parsed `answer` (a letter, or a list of letters) as a position; None when absent."""
     if answer is None:
         return None
@@ -235,7 +235,7 @@ def transition_of(t: Trajectory) -> str:
     return f"{a}->{b}"
 
 
-def columns(t: Trajectory, prefix: str = "trajectory") -> dict[str, Any]:
+def columns(t: Trajectory, prefix: str = "trajectory") -> dict[str, object]:
     """The per-question trajectory as flat scalar columns for `medpanel export`.
 
     `<p>.sNN.label|majority|letters|before` per stage (NN from 01, the final stage included), plus
@@ -245,7 +245,7 @@ def columns(t: Trajectory, prefix: str = "trajectory") -> dict[str, Any]:
     flips = t.flips()
     decisive = next((f for f in flips if f.decisive), None)
     first = t.first
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         f"{prefix}.kind": t.kind,
         f"{prefix}.stages": len(t.stages),
         f"{prefix}.first": first.majority if first else NO_POSITION,

@@ -32,7 +32,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -108,8 +107,8 @@ def conditions_of(ts: Sequence[Trajectory], conditions: Sequence[str] | None) ->
 
 
 def transition_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None, *,
-                    n_boot: int = 10000) -> list[list[Any]]:
-    out: list[list[Any]] = []
+                    n_boot: int = 10000) -> list[list[object]]:
+    out: list[list[object]] = []
     datasets = sorted({t.dataset for t in ts})
     for cond in conditions_of(ts, conditions):
         for ds in [*datasets, OVERALL]:
@@ -156,8 +155,8 @@ def agent_changes(a: Stage, b: Stage) -> int:
     return sum(1 for name, cell in b.cells.items() if name in a.cells and a.cells[name].position != cell.position)
 
 
-def attribution_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> list[list[Any]]:
-    out: list[list[Any]] = []
+def attribution_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> list[list[object]]:
+    out: list[list[object]] = []
     for cond in conditions_of(ts, conditions):
         tallies: dict[str, _Tally] = defaultdict(_Tally)
         for t in ts:

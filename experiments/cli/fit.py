@@ -12,7 +12,6 @@ The spare width then goes to the columns whose text would otherwise wrap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -39,7 +38,7 @@ class Fitted:
     """Columns left out, in the table's order."""
 
 
-def cell_text(v: Any) -> str:
+def cell_text(v: object) -> str:
     return f"{v:.2f}" if isinstance(v, float) else str(v)
 
 

@@ -134,7 +134,7 @@ class _Meanwhile:
         self.also = also
         """Modules imported after it in the same thread (what its functions import when called)."""
         self.thread: threading.Thread | None = None
-        self.loaded: Any = None
+        self.loaded: object = None
         self.error: BaseException | None = None
 
     def _load(self) -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
-from medpanel.experiments.analysis.audit import evidence_items
+from medpanel.experiments.analysis.audit import HitFields, evidence_items
 from medpanel.experiments.analysis.report import default_comparisons
 from medpanel.experiments.run.store.records import RunRecord
 from medpanel.experiments.run.store.store import Row
@@ -38,17 +38,17 @@ def _size(v: Any) -> int:
 # -- differences between conditions ------------------------------------------------------------
 
 
-def event_signature(e: dict[str, Any]) -> tuple[str, str, str, str]:
+def event_signature(e: dict[str, object]) -> tuple[str, str, str, str]:
     """What an event said: (kind, role, step, parsed fields or content). Timing and cache state are ignored."""
     if e.get("kind") == "call":
-        body: Any = e.get("parsed") if e.get("parsed") is not None else e.get("content", "")
+        body: object = e.get("parsed") if e.get("parsed") is not None else e.get("content", "")
     else:
         body = [e.get("content", ""), e.get("data") or {}]
     return (str(e.get("kind", "")), str(e.get("role", "")), str(e.get("step", "")),
             json.dumps(body, sort_keys=True, ensure_ascii=False, default=str))
 
 
-def first_difference(ref: list[dict[str, Any]], other: list[dict[str, Any]]) -> int | None:
+def first_difference(ref: list[dict[str, object]], other: list[dict[str, object]]) -> int | None:
     """Index of the first event where `other` departs from `ref`; None when the debates are identical.
     Signatures are compared event by event and stop at the first difference (most debates of two
     conditions part within a few events)."""
@@ -88,7 +88,7 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _parsed_badges(parsed: Any) -> list[tuple[str, str]]:
+def _parsed_badges(parsed: object) -> list[tuple[str, str]]:
     """The reply's answer, the Challenger's material weakness and the recruiter's "needed"."""
     out: list[tuple[str, str]] = []
     if not isinstance(parsed, dict):
@@ -129,7 +129,56 @@ def _data_badges(data: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
+class EvidenceView(TypedDict):
+    """One retrieved passage as its event's card lists it (`render._evidence`)."""
+
+    anchor: str
+    title: str
+    doc_id: str
+    url: str
+    source: str
+    year: object
+    quality: object
+    score: object
+    text: str
+    extra: dict[str, object]
+    hits: list[HitFields]
+
+
+class EventView(TypedDict):
+    """One event's card as the question page draws it (`render.render_event`); the page marks the
+    first difference between compared columns (`diff`) and a majority's flip (`flip`) on it after."""
+
+    idx: int
+    anchor: str
+    kind: str
+    role: str
+    role_class: str
+    agent: str
+    round: object
+    turn: object
+    step: str
+    content: str
+    parsed: dict[str, object] | None
+    data: dict[str, object]
+    data_large: dict[str, object]
+    evidence: list[EvidenceView]
+    messages: list[dict[str, object]]
+    messages_total: int
+    usage: dict[str, object]
+    latency_s: float
+    model: str
+    cache_hit: bool
+    invalid: bool
+    error: object
+    badges: list[tuple[str, str]]
+    weak: bool
+    diff: list[str]
+    leak: list[str]
+    flip: NotRequired[dict[str, object]]
+
+
+def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[HitFields]) -> EvidenceView:
     known = ("text", "content", "title", "doc_id", "id", "url", "source", "year", "quality", "score")
     return {"anchor": anchor, "title": str(item.get("title") or item.get("doc_id") or item.get("id") or "(untitled)"),
             "doc_id": str(item.get("doc_id") or item.get("id") or ""), "url": str(item.get("url") or ""),
@@ -139,14 +188,14 @@ def _evidence_view(item: Mapping[str, Any], anchor: str, hits: list[dict[str, An
 
 
 def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
-               leak: dict[tuple[int, str, int], list[dict[str, Any]]]) -> dict[str, Any]:
+               leak: dict[tuple[int, str, int], list[HitFields]]) -> EventView:
     data = dict(e.get("data") or {})
     evidence = []
     for key, i, item in evidence_items(e) if data else ():
         evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
         data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
-    large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
+    large: dict[str, object] = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
     for k in large:
         data.pop(k)
     msgs = list(e.get("messages") or [])

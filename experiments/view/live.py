@@ -46,12 +46,12 @@ FRESH_S = 1.0
 """A snapshot is reused for this long: many open tabs cost one read of the study."""
 
 
-def _recruits(summary: dict[str, Any]) -> int:
+def _recruits(summary: dict[str, object]) -> int:
     v = summary.get("recruited") or 0
     return len(v) if isinstance(v, list) else int(v) if isinstance(v, int | float) else 0
 
 
-def _passages(summary: dict[str, Any]) -> int | None:
+def _passages(summary: dict[str, object]) -> int | None:
     """Passages the knowledge channel retrieved for the pair; None when it did not run."""
     v = summary.get("passages_retrieved")
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
@@ -81,7 +81,7 @@ class RowReader:
         self.engine.dispose()
 
 
-def condition_view(cond: str, rows: list[Row], flags: dict[str, int | str]) -> dict[str, Any]:
+def condition_view(cond: str, rows: list[Row], flags: dict[str, int | str]) -> dict[str, object]:
     """One condition's figures so far: accuracy over the answered pairs with its 95% Wilson interval
     (invalid replies count as wrong, errors are left out, as in the report's accuracy table)."""
     scored = [r for r in rows if not r.error]
@@ -133,7 +133,7 @@ class LiveRun:
             return True
         return self.record.storage_url is not None and self._status().get("state") == "running"
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> dict[str, object]:
         """status.json as the runner last wrote it; {} while it is being replaced or is not there."""
         try:
             doc = json.loads((self.run_dir / "status.json").read_text(encoding="utf-8"))
@@ -154,7 +154,7 @@ class LiveRun:
         assert self._snap is not None
         return self._snap[2]
 
-    def _build(self) -> tuple[dict[str, Any], list[Row]]:
+    def _build(self) -> tuple[dict[str, object], list[Row]]:
         timed = self.reader.rows()
         rows = [r for r, _ in timed]
         status = self._status()

@@ -11,10 +11,11 @@ is escaped as `markupsafe.escape` escapes it: nothing is marked safe unescaped.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from markupsafe import Markup, escape
+
+from medpanel.experiments.view.events import EventView, EvidenceView
 
 MAX_DEPTH = 6
 """Below this depth a value is shown as its escaped text (a model can send deeply nested JSON)."""
@@ -29,7 +30,7 @@ _SHORT = 64
 _MAX_ESCAPED = 200_000
 
 
-def _esc(v: Any) -> str:
+def _esc(v: object) -> str:
     """`markupsafe.escape(v)` as text, without building a Markup for each of the millions of leaves
     a run's pages hold: a plain string gets the same five replacements (a short one once per build),
     anything else (Markup, numbers, objects with `__html__`) goes through markupsafe itself."""
@@ -47,7 +48,7 @@ def _esc(v: Any) -> str:
     return str(escape(v))
 
 
-def safe_url(url: Any) -> str:
+def safe_url(url: object) -> str:
     """The URL if it is http(s) (credentials removed), else '' (no javascript:, data:, file: links)."""
     if not isinstance(url, str) or not url.strip():
         return ""
@@ -61,7 +62,7 @@ def safe_url(url: Any) -> str:
     return urlunsplit((parts.scheme.lower(), netloc, parts.path, parts.query, parts.fragment))
 
 
-def num(v: Any, digits: int = 2) -> str:
+def num(v: object, digits: int = 2) -> str:
     if isinstance(v, bool) or v is None:
         return str(v)
     if isinstance(v, float):
@@ -69,7 +70,7 @@ def num(v: Any, digits: int = 2) -> str:
     return str(v)
 
 
-def pretty(v: Any) -> str:
+def pretty(v: object) -> str:
     """A scalar as the page prints it: booleans as yes/no, None as a dash."""
     if isinstance(v, str):
         return v
@@ -80,13 +81,13 @@ def pretty(v: Any) -> str:
     return str(v)
 
 
-def render_value(v: Any, depth: int = 0) -> Markup:
+def render_value(v: object, depth: int = 0) -> Markup:
     """Mappings as definition lists, lists of structures as ordered lists, flat lists inline,
     long text in a block, scalars as `pretty` prints them; every leaf escaped."""
     return Markup("".join(_parts(v, depth, [])))
 
 
-def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
+def _parts(v: object, depth: int, out: list[str]) -> list[str]:
     if depth > MAX_DEPTH:
         out += ('<span class="dim">', _esc(v), "</span>")
     elif isinstance(v, Mapping):
@@ -118,7 +119,7 @@ def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
     return out
 
 
-def render_event(ev: Mapping[str, Any]) -> Markup:
+def render_event(ev: EventView) -> Markup:
     """One event's card (`events.event_view`'s dict): header, badges, notes, parsed fields or the
     reply, data, evidence, error, and for a call the messages shown and the raw reply."""
     e = _esc
@@ -169,12 +170,12 @@ def render_event(ev: Mapping[str, Any]) -> Markup:
     return Markup("".join(out))
 
 
-def render_events(events: list[Mapping[str, Any]]) -> Markup:
+def render_events(events: list[EventView]) -> Markup:
     """A column's event cards, each followed by a newline (what the page's loop over `render_event` wrote)."""
     return Markup("".join(f"{render_event(ev)}\n" for ev in events))
 
 
-def _evidence(passages: list[Mapping[str, Any]]) -> str:
+def _evidence(passages: list[EvidenceView]) -> str:
     e = _esc
     n = len(passages)
     out = [f'<div class="brief">\n<div class="briefh">evidence: {n} passage{"s" if n != 1 else ""}</div>\n'

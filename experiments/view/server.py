@@ -155,7 +155,7 @@ class ReadOnlyHandler(SimpleHTTPRequestHandler):
     def send_head(self) -> Any:  # the base class's path (translate_path, listings) is never taken
         return self._head()
 
-    def list_directory(self, path: Any) -> None:
+    def list_directory(self, path: object) -> None:
         self.send_error(404, "No directory listings")
         return None
 
@@ -164,7 +164,7 @@ class ReadOnlyHandler(SimpleHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -177,7 +177,7 @@ class QuietServer(ThreadingHTTPServer):
     block_on_close = False
     request_queue_size = 128
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: object, client_address: object) -> None:
         exc = sys.exc_info()[1]
         if isinstance(exc, ConnectionError | TimeoutError | socket.timeout):
             return

@@ -25,7 +25,14 @@ from urllib.parse import urlsplit, urlunsplit
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
+from medpanel.experiments.analysis.audit import (
+    LEAKAGE_FILE,
+    HitFields,
+    HitRecord,
+    finish_audit,
+    leakage_table,
+    reopen_audit,
+)
 from medpanel.experiments.analysis.digest import RowDigest, gc_frozen, gc_paused, read_with_document
 from medpanel.experiments.analysis.header import CACHE_MEANING, accommodations_text
 from medpanel.experiments.analysis.methods import reports
@@ -61,7 +68,7 @@ def environment() -> Environment:
     return env
 
 
-def _redact(url: Any) -> str:
+def _redact(url: object) -> str:
     if not isinstance(url, str) or "@" not in url:
         return "" if url is None else str(url)
     try:
@@ -79,11 +86,11 @@ def page_name(dataset: str, qid: str) -> str:
 
 
 
-def _table_view(t: Table) -> dict[str, Any]:
+def _table_view(t: Table) -> dict[str, object]:
     return {"title": t.title, "columns": t.columns, "rows": [[_num(v) for v in r] for r in t.rows], "note": t.note}
 
 
-def run_header(data: RunData) -> dict[str, Any]:
+def run_header(data: RunData) -> dict[str, object]:
     record, sc = data.record, data.record.scenario
     model = record.model
     return {
@@ -144,7 +151,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         own.unlink(f"report/questions/{old.name}")
     shared = shared if shared is not None and shared.matches(data.rows) else None
     audit, provenance_file = reopen_audit(data.run_dir, provenance_file=provenance) if data.rows else (None, None)
-    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
+    leaks: dict[tuple[str, str, str, int], list[HitRecord]] = {}
     digest_of: dict[tuple[str, str, str, int], RowDigest] = {}
     if shared is not None:
         for d in shared.digests:
@@ -224,13 +231,13 @@ class PageContext:
     pairs: list[tuple[str, str]]
     repeats: int
     order: dict[str, int]
-    leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]]
+    leaks: dict[tuple[str, str, str, int], list[HitRecord]]
     messages: str
     header: dict[str, Any]
     """`run_header(data)`: the same on every page of a build, made once (it counts the whole run's rows)."""
 
     @classmethod
-    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[dict[str, Any]]],
+    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[HitRecord]],
            messages: str) -> PageContext:
         conditions = data.conditions
         repeats = max([r.repeat for r in data.rows], default=0) + 1
@@ -241,7 +248,7 @@ class PageContext:
 
 
 def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
-                  digest_of: dict[tuple[str, str, str, int], Any], ctx: PageContext,
+                  digest_of: Mapping[tuple[str, str, str, int], RowDigest], ctx: PageContext,
                   docs: Mapping[tuple[str, str, str, int], dict[str, Any] | None] | None = None
                   ) -> tuple[str, list[dict[str, Any]]]:
     """One question's page (every condition's debate on it side by side) and its rows of the index's
@@ -266,7 +273,7 @@ def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
             question = doc.get("question", {})
         col = f"c{n}"
         row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
-        leak_map: dict[tuple[int, str, int], list[dict[str, Any]]] = defaultdict(list)
+        leak_map: dict[tuple[int, str, int], list[HitFields]] = defaultdict(list)
         for h in row_leaks:
             leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])
         raw_events = (doc or {}).get("events", [])

@@ -10,7 +10,6 @@ control character as an escape (`\\x1b`, `\\u202e`) and leaves all other text as
 from __future__ import annotations
 
 import re
-from typing import Any
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 """C0 controls but tab and newline, DEL, C1 controls (a lone U+009B is a CSI on some terminals), the
@@ -22,7 +21,7 @@ def _escape(match: re.Match[str]) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
-def printable(value: Any) -> Any:
+def printable(value: object) -> object:
     """Every string of a JSON-like value with its control characters shown escaped."""
     if isinstance(value, str):
         return _CONTROL.sub(_escape, value)

@@ -13,12 +13,11 @@ docs/methods/benchmark.md explains each, with the benchmark's file and lines.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 SINGLE_PIPELINES = ("zero-shot", "few-shot", "cot-sc", "multipersona", "self-refine", "medprompt")
 """Pipelines that are one benchmark method each (`pipeline: medprompt`)."""
 
-CODE_SETTINGS: dict[str, list[tuple[str, Any]]] = {
+CODE_SETTINGS: dict[str, list[tuple[str, object]]] = {
     # method -> (setting, the benchmark code's value); run_experiments_*.sh and each script's argparse
     "few-shot": [("k_shots", 5)],                                  # few_shot.py line 218: train.jsonl[:5]
     "cot-sc": [("n_samples", 5), ("temperature", 0.0)],            # run_experiments_cot_sc.sh; cot_sc.py line 72
@@ -61,15 +60,15 @@ def methods_of(pipeline: str, variants: set[str]) -> list[str]:
     return [m for m in known if m in variants]
 
 
-def setting_differences(methods: list[str], settings: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+def setting_differences(methods: list[str], settings: Mapping[str, object]) -> list[tuple[str, object, object]]:
     """(settings key, run's value, benchmark code's value) for every fixed value the run changes."""
-    want: list[tuple[str, Any]] = []
+    want: list[tuple[str, object]] = []
     for m in methods:
         want += CODE_SETTINGS.get(m, [])
     if methods:
         want += EVERY_METHOD
     seen: set[str] = set()
-    out: list[tuple[str, Any, Any]] = []
+    out: list[tuple[str, object, object]] = []
     for key, code in want:
         if key in seen:
             continue

@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import plots
@@ -75,7 +74,7 @@ def _pct(k: int, n: int) -> float | str:
 
 def context_table(rows: Sequence[Row], conditions: list[str]) -> Table:
     datasets = dataset_order(rows)
-    out: list[list[Any]] = []
+    out: list[list[object]] = []
     for cond in conditions:
         sel = [r for r in rows if r.condition == cond]
         if not sel:

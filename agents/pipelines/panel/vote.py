@@ -77,11 +77,11 @@ def information_blocks(state: PanelState) -> dict[str, list[str]]:
     return blocks
 
 
-def block_counts(state: PanelState, votes: dict[str, str]) -> tuple[Counter[str], dict[str, Any]]:
+def block_counts(state: PanelState, votes: dict[str, str]) -> tuple[Counter[str], dict[str, object]]:
     """Each information block casts one vote (its own majority; a block split evenly abstains), so
     agents who read the same brief do not count as independent evidence for the same letter."""
     out: Counter[str] = Counter()
-    record: dict[str, Any] = {}
+    record: dict[str, object] = {}
     for block, names in information_blocks(state).items():
         inner = Counter(votes[n] for n in names if n in votes)
         if not inner:

@@ -97,7 +97,7 @@ def _rows(res: Any, terms: list[str], model: str, alpha: float) -> list[OddsRati
     return out
 
 
-def _fit(fit: Callable[[], Any], terms: list[str], model: str, alpha: float) -> list[OddsRatio]:
+def _fit(fit: Callable[[], object], terms: list[str], model: str, alpha: float) -> list[OddsRatio]:
     """The fit and the reading of its estimates, with statsmodels' and numpy's warnings kept in this
     scope: each one that matters becomes the row's note in words, the rest (overflow on the way to
     an infinite odds ratio) are what the checks in `_rows` read from the numbers."""

@@ -16,7 +16,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 
@@ -74,7 +73,7 @@ class Adjusted:
     adj_level: float
     verdict: str
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         c = self.contrast
         return {"contrast": c.name, "n": c.n, "repeats": c.repeats, "estimate_pts": c.estimate,
                 "ci_low": c.ci_low, "ci_high": c.ci_high, "adj_ci_low": self.adj_low, "adj_ci_high": self.adj_high,

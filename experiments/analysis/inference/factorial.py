@@ -36,7 +36,7 @@ class Grid:
     a: str
     b: str
     cells: dict[Cell, str]
-    fixed: dict[str, Any]
+    fixed: dict[str, object]
 
     @property
     def label(self) -> str:
@@ -44,7 +44,7 @@ class Grid:
         return f"{self.a} x {self.b}" + (f" ({rest})" if rest else "")
 
 
-def _binary(v: Any) -> int | None:
+def _binary(v: object) -> int | None:
     return int(v) if isinstance(v, int | bool) and int(v) in (0, 1) else None
 
 

@@ -59,7 +59,7 @@ class LedgerLine:
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)} | {"tokens": self.tokens}
 
 
@@ -115,7 +115,7 @@ def rates_of(price: PriceLike, batch: bool) -> tuple[float, float]:
     return float(p_in), float(p_out)
 
 
-def ledger(events: Mapping[str, Iterable[Any]], prices: Mapping[str, PriceLike]) -> list[LedgerLine]:
+def ledger(events: Mapping[str, Iterable[object]], prices: Mapping[str, PriceLike]) -> list[LedgerLine]:
     """Condition -> its calls (`CallCost`s, or transcript events: TranscriptEvent objects or their
     JSON dicts) -> one line per (condition, role, step), in order of first appearance. Events that
     are not calls are skipped."""
@@ -242,7 +242,7 @@ class _CostRow(Protocol):
 
 def usd_per_extra_correct_rows(rows: Iterable[_CostRow], a: str, b: str) -> tuple[float, str]:
     """`usd_per_extra_correct` over the (question, repeat) pairs both conditions answered."""
-    by: dict[str, dict[Any, _CostRow]] = {a: {}, b: {}}
+    by: dict[str, dict[object, _CostRow]] = {a: {}, b: {}}
     for r in rows:
         if r.condition in by:
             by[r.condition][(r.key, r.repeat)] = r

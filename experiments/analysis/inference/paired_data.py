@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class Aligned:
 
 
 def _as_repeats(value: Sequence[bool] | bool, where: str) -> list[bool]:
-    seq: Sequence[Any] = [value] if isinstance(value, bool | np.bool_ | int | np.integer) else value
+    seq: Sequence[object] = [value] if isinstance(value, bool | np.bool_ | int | np.integer) else value
     out = []
     for v in seq:
         # Strict: a stray None or score must not silently count as wrong (or right).

@@ -66,7 +66,7 @@ class PlanRow:
         return (f"{self.n_available} questions cannot resolve {self.effect_pts:g} points "
                 f"(needs {self.n_needed:,}); they resolve {reach} points at this power")
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         return {"comparison": self.comparison, "kind": self.kind, "effect_pts": self.effect_pts, "rate": self.rate,
                 "alpha": self.alpha, "n_needed": self.n_needed, "n_available": self.n_available,
                 "power_at_n": self.power_at_n, "detectable_pts": self.detectable_pts, "warning": self.warning}

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -67,7 +66,7 @@ class RepeatSummary:
     """pass^K in points: right in every run."""
     dropped: int
 
-    def as_row(self) -> dict[str, Any]:
+    def as_row(self) -> dict[str, object]:
         return {"condition": self.condition, "n": self.n, "runs": self.repeats, "accuracy_%": self.accuracy,
                 "ci_low": self.ci_low, "ci_high": self.ci_high,
                 "ci2_low": self.ci2_low, "ci2_high": self.ci2_high, "run_sd": self.run_sd,

@@ -167,7 +167,7 @@ def check_parts(run_dir: Path, record: RunRecord, store: Store) -> None:
     check_parts_belong(run_dir, record, store.get_meta("run_json"), store.get_meta("questions"), plan=True)
 
 
-def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:
+def with_url_secrets(doc: object, scenario_file: str | None, run_dir: Path) -> object:
     """The recorded scenario with the credentials its URLs were written without, taken back from
     the scenario file it was made from (the same URLs once masked); a `UserError` when that file is
     gone or its URLs changed."""
@@ -182,7 +182,7 @@ def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:
         for url in _urls(source):
             masked.setdefault(redact_url_secrets(url), url)
 
-    def restore(value: Any) -> Any:
+    def restore(value: object) -> object:
         if isinstance(value, str) and URL_MASK in value and "://" in value:
             if value not in masked:
                 raise UserError(f"{value} was recorded without its credentials, and the scenario file "
@@ -198,7 +198,7 @@ def with_url_secrets(doc: Any, scenario_file: str | None, run_dir: Path) -> Any:
     return restore(doc)
 
 
-def _urls(value: Any) -> list[str]:
+def _urls(value: object) -> list[str]:
     if isinstance(value, str):
         return [value] if "://" in value else []
     if isinstance(value, dict):

@@ -87,7 +87,7 @@ class MemberSpec(BaseModel):
     replay_strict: bool = False
 
 
-def session_settings(run: BaseModel) -> dict[str, Any]:
+def session_settings(run: BaseModel) -> dict[str, object]:
     values = run.model_dump(mode="json")
     return {k: values[k] for k in SESSION_KEYS}
 
@@ -97,7 +97,7 @@ class _Child:
         self.proc = proc
         self.owner = owner
         self.tally: dict[str, float] = {}
-        self.status: dict[str, Any] | None = None
+        self.status: dict[str, object] | None = None
         self.reported = False
         """Its exit has been noticed (and, if it died, its claims released)."""
 

@@ -24,12 +24,12 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.model.backends import preload
+from medpanel.agents.model.backends import ClientFactory, preload
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.embedded import EmbeddedServer, embedded_server
 from medpanel.agents.model.replay import Replay
@@ -72,7 +72,7 @@ class Runner:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.stop = Stop()
         self.tally = Tally()
-        self.client_factory: Callable[[Any], Any] | None = None
+        self.client_factory: ClientFactory | None = None
         """Tests and benchmarks inject a scripted client factory here."""
         self.replay: Replay | None = None
         """`--replay RUN_DIR`: answer from that run's stored responses (agents/model/replay.py)."""
@@ -122,7 +122,7 @@ class Runner:
         self.stop.abort(f"{where} asked to wait {seconds:,.0f} s before the next request, longer than "
                         f"run.max_retry_wait_s ({cap:g} s); resume later, or raise run.max_retry_wait_s")
 
-    def override(self, **values: Any) -> None:
+    def override(self, **values: object) -> None:
         """Change run settings for this session (a higher budget on resume, more workers)."""
         values = {k: v for k, v in values.items() if v is not None}
         if values:

@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.redact import redact
 from medpanel.experiments.run.store.files import write_status
@@ -53,7 +52,7 @@ def install(stop: Stop, grace: float, backstop: Callable[[], None] | None = None
                 timer[-1].daemon = True
                 timer[-1].start()
 
-    def handler(signum: int, frame: Any) -> None:
+    def handler(signum: int, frame: object) -> None:
         presses["n"] += 1
         if forward is not None:
             forward(signum, presses["n"])
@@ -95,7 +94,7 @@ def end_process(run_dir: Path, stop: Stop) -> None:
     os._exit(3)
 
 
-def in_a_thread(work: Callable[[], Any]) -> None:
+def in_a_thread(work: Callable[[], object]) -> None:
     """Run `work` in a thread while the main thread waits in short steps.
 
     Python runs signal handlers only in the main thread, between bytecodes. Blocked in Optuna's

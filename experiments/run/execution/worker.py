@@ -29,6 +29,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from medpanel.agents.model.backends import ClientFactory
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.model.replay import Replay
@@ -67,7 +68,7 @@ class Shared:
     cache: ResponseCache | None = None
     replay: Replay | None = None
     base_url: str | None = None
-    client_factory: Callable[[Any], Any] | None = None
+    client_factory: ClientFactory | None = None
     model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
     """`models:` blocks with their own budget or rate limit, by label."""
     retry_errors: bool = False
@@ -259,7 +260,7 @@ class _Lane:
         self.worker.correct += row.correct
         self.shared.count(row, result)
 
-    def _count_landed(self, commit: _Commit, _future: Any) -> None:
+    def _count_landed(self, commit: _Commit, _future: object) -> None:
         # A done-callback's exception would only be logged by the event loop: keep it for _settle.
         try:
             self._count(commit)
@@ -377,7 +378,7 @@ class _Lane:
                 continue
             self._tally(row, result)
 
-    def _queue(self, commit: Coroutine[Any, Any, Row], pair: Pair, result: QuestionResult) -> None:
+    def _queue(self, commit: Coroutine[object, object, Row], pair: Pair, result: QuestionResult) -> None:
         """A commit to finish in a thread while this lane goes on (`_settle` awaits it)."""
         self.in_flight = _Commit(asyncio.ensure_future(commit), pair, result)
         self.in_flight.future.add_done_callback(functools.partial(self._count_landed, self.in_flight))

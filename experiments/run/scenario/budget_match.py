@@ -47,7 +47,7 @@ class BudgetReference:
     unusable: dict[Key, str] = field(default_factory=dict)
     """Questions the reference answered without a usable measurement, and why."""
 
-    def budget_for(self, dataset: str, qid: str) -> dict[str, Any] | str:
+    def budget_for(self, dataset: str, qid: str) -> dict[str, object] | str:
         """The `settings.budget` for one question, or the reason there is none."""
         key = (dataset, qid)
         if key not in self.calls:
@@ -66,7 +66,7 @@ class BudgetReference:
                                   gold=question.gold, repeat=repeat, error=message, error_kind="no_reference")
         return resolved.with_budget(budget)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return {"run": self.run, "condition": self.condition, "by": self.by,
                 "questions": [[d, q, self.calls[(d, q)], self.tokens[(d, q)]] for d, q in sorted(self.calls)],
                 "unusable": [[d, q, why] for (d, q), why in sorted(self.unusable.items())]}

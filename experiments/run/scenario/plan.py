@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.pipelines.base import Pipeline, PipelineSettings
+from medpanel.agents.pipelines.base import PipelineSettings, SomePipeline
 from medpanel.agents.pipelines.registry import UnknownPipeline, get_pipeline
 from medpanel.agents.pipelines.run import Resolved
 from medpanel.agents.plan import ConditionPlan, PlanError
@@ -41,7 +41,7 @@ class ResolvedRun:
 
     name: str
     """The pipeline as the scenario names it (a built-in name, `module:Class`, an entry point)."""
-    pipeline: Pipeline[Any, Any]
+    pipeline: SomePipeline
     settings: PipelineSettings
     plans: dict[str, ConditionPlan]
     """Condition slug -> its plan."""
@@ -68,7 +68,7 @@ class ResolvedRun:
         return cls(record.pipeline, pipeline, settings, plans)
 
 
-def _pipeline(name: str, file: str) -> Pipeline[Any, Any]:
+def _pipeline(name: str, file: str) -> SomePipeline:
     try:
         return get_pipeline(name)
     except UnknownPipeline as exc:
@@ -194,7 +194,7 @@ class Plan:
         """Each condition's model (`models:`), routed roles (`roles:`) and prompt overrides."""
         return RunAxes.of(self.scenario, self.conditions, self.model_spec)
 
-    def accommodations(self) -> dict[str, Any]:
+    def accommodations(self) -> dict[str, object]:
         """The small-model limits in force for this run (context window, passage and string lengths)."""
         sc = self.scenario
         resolved = self.resolvable()

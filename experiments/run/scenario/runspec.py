@@ -108,7 +108,7 @@ class RunSpec(BaseModel):
 
     @field_validator("processes", mode="before")
     @classmethod
-    def _process_bound(cls, v: Any) -> Any:
+    def _process_bound(cls, v: object) -> object:
         # The bound in words (before the type check, so `--processes 1000` reads as before the scenario).
         if isinstance(v, int) and not isinstance(v, bool) and not 1 <= v <= MAX_PROCESSES:
             raise ValueError(f"{v} is outside 1 to {MAX_PROCESSES}. Give a count of processes on this machine "
@@ -151,7 +151,7 @@ def planned_run(scenario: Path | None, resume: Path | None, overrides: list[str]
     return updated(run, session, block="run")
 
 
-def session_overrides(**values: Any) -> dict[str, Any]:
+def session_overrides(**values: object) -> dict[str, object]:
     """The session's overrides by `run:` key (None: not given). Every key of `SESSION_OPTIONS` must be
     passed, so an option added there and not to the command fails every run, not silently."""
     if values.keys() != SESSION_OPTIONS.keys():

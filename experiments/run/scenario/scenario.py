@@ -46,7 +46,7 @@ def slug_for(flags: dict[str, int | str], variant: str | None = None) -> str:
     return "-".join([head, *tail]) if head else "-".join(tail)
 
 
-def condition_from_slug(slug: str, pipeline: str, settings: dict[str, Any]) -> Condition:
+def condition_from_slug(slug: str, pipeline: str, settings: dict[str, object]) -> Condition:
     """Parse `c1r1k1-ind` back into flags plus a `variant` flag."""
     m = re.fullmatch(r"((?:[a-z]\d)+)(?:-([a-z0-9_-]+))?", slug)
     if not m:
@@ -84,7 +84,7 @@ class DatasetSpec(_Strict):
     """`source: hf`: the split of a saved DatasetDict folder."""
     preset: PresetName | None = None
     """`source: hf`: a field mapping of a known benchmark (`fields` overrides single keys)."""
-    fields: dict[str, Any] | None = None
+    fields: dict[str, object] | None = None
     """`source: hf`: the columns of the question's fields (experiments/run/sources/hf_presets.py: HFFields)."""
     parts: list[DatasetPart] | None = None
     """Several named benchmarks in one run, each a dataset block of its own (`dataset_parts.py`)."""
@@ -225,7 +225,7 @@ class Scenario(_Strict):
         return out
 
 
-def _hint(err_type: str, loc: tuple[Any, ...]) -> str:
+def _hint(err_type: str, loc: tuple[object, ...]) -> str:
     if err_type == "extra_forbidden":
         parent = loc[:-1]
         model: type[BaseModel] = Scenario

@@ -85,10 +85,10 @@ class _LineLoader(yaml.SafeLoader):
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[object, object]:
     # A repeated key would silently replace the first (a dropped `max_calls` budget, say). Keys
     # merged in with `<<: *anchor` may be overridden: that is what a merge is for.
-    first: dict[Any, int] = {}
+    first: dict[object, int] = {}
     for key_node, _ in node.value:
         if key_node.tag == _MERGE_TAG or not isinstance(key_node, yaml.ScalarNode):
             continue
@@ -183,7 +183,7 @@ def yaml_problem(exc: yaml.YAMLError | Refused) -> tuple[int | None, str]:
     return (mark.line + 1 if mark else None), f"malformed YAML ({problem}). Fix the syntax there"
 
 
-def strip_lines(obj: Any, lines: dict[tuple[Any, ...], int], path: tuple[Any, ...] = ()) -> Any:
+def strip_lines(obj: Any, lines: dict[tuple[object, ...], int], path: tuple[object, ...] = ()) -> Any:
     if isinstance(obj, dict):
         for key, line in obj.pop("__lines__", {}).items():
             lines[(*path, key)] = line
@@ -220,7 +220,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> No
         node[parts[-1]] = strip_lines(parsed, {})
 
 
-def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[str, Any], dict[tuple[Any, ...], int]]:
+def read_scenario(path: Path, overrides: list[str] | None = None
+                  ) -> tuple[dict[str, Any], dict[tuple[object, ...], int]]:
     """A scenario file as data, `--set` overrides applied, and the YAML line of every key: not yet
     validated (`scenario.load_scenario` does that). Every problem is one `UserError` line."""
     file = str(path)
@@ -237,7 +238,7 @@ def read_scenario(path: Path, overrides: list[str] | None = None) -> tuple[dict[
         raise UserError(f"{f'line {line}: ' if line else ''}{problem}", file=file) from None
     if not isinstance(raw, dict):
         raise UserError("the top level must be a mapping with at least `name:`", file=file)
-    lines: dict[tuple[Any, ...], int] = {}
+    lines: dict[tuple[object, ...], int] = {}
     data = strip_lines(raw, lines)
     apply_overrides(data, overrides or [], file)
     return data, lines

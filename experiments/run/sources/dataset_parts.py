@@ -57,7 +57,7 @@ class DatasetPart(BaseModel):
     """The split of a saved DatasetDict folder, or the suffix dropped from per-subset file names."""
     preset: PresetName | None = None
     """A field mapping of a known benchmark, as `dataset.preset`."""
-    fields: dict[str, Any] | None = None
+    fields: dict[str, object] | None = None
     """The columns of the question's fields, as `dataset.fields` (overrides single keys of the preset)."""
 
 
@@ -74,13 +74,13 @@ def check_parts(spec: Any, file: str) -> None:
                         field="dataset.parts")
 
 
-def grading_files(parts: list[Any], base_dir: Path | None) -> list[str]:
+def grading_files(parts: list[DatasetPart], base_dir: Path | None) -> list[str]:
     """The free-text parts' files, resolved as the loader resolves them: the grader's keys. Absolute,
     since run.json records them and a resume may start from another folder."""
     return [str(resolve_path(p.path, base_dir).absolute()) for p in parts if p.source == "freetext"]
 
 
-def load_parts(parts: list[Any], limit: int | None, seed: int, *, base_dir: Path | None) -> list[Question]:
+def load_parts(parts: list[DatasetPart], limit: int | None, seed: int, *, base_dir: Path | None) -> list[Question]:
     """The questions of several named benchmarks (`dataset.parts`), in part order.
 
     Each part is loaded as a dataset block of its own; the run's `limit` caps a part's when smaller.

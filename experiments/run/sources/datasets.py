@@ -17,7 +17,6 @@ import re
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError, not_regular, read_text, special_kind
@@ -72,7 +71,7 @@ def load_dataset(
     base_dir: Path | None = None,
     multi_answer: bool | None = None,
     split: str = "test",
-    fields: dict[str, Any] | None = None,
+    fields: dict[str, object] | None = None,
     preset: str | None = None,
 ) -> list[Question]:
     """Load questions for a run, in subset order then file order.
@@ -141,7 +140,7 @@ def load_dataset(
 # -- sources -------------------------------------------------------------------------------------
 
 
-def _load_hf_source(path: str | Path | None, split: str, fields: dict[str, Any] | None, preset: str | None,
+def _load_hf_source(path: str | Path | None, split: str, fields: dict[str, object] | None, preset: str | None,
                     base_dir: Path | None) -> list[Question]:
     if path is None:
         raise UserError("source 'hf' needs path: a save_to_disk folder, a parquet or a JSONL file",
@@ -334,7 +333,7 @@ def _parse_record(line: str, where: str, default_dataset: str, use_dataset_field
     )
 
 
-def _parse_options(value: Any, where: str) -> dict[str, str]:
+def _parse_options(value: object, where: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise UserError(
             f"must be an object of letter -> text, got {type(value).__name__}. "
@@ -358,7 +357,7 @@ def _parse_options(value: Any, where: str) -> dict[str, str]:
     return {letter: value[letter].strip() for letter in sorted(value)}
 
 
-def _parse_gold(value: Any, options: dict[str, str], where: str) -> tuple[str, ...]:
+def _parse_gold(value: object, options: dict[str, str], where: str) -> tuple[str, ...]:
     letters = ", ".join(options)
     if not isinstance(value, str):
         raise UserError(

@@ -26,7 +26,8 @@ import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import cast
 
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
@@ -45,7 +46,7 @@ def _save_hint(name: str, split: str) -> str:
             f".save_to_disk('data/{name.split('/')[-1]}')\", then set dataset.path to that folder")
 
 
-def _library() -> Any:
+def _library() -> ModuleType:
     # Offline before the first import: `datasets` reads these flags when it loads its config.
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -57,11 +58,11 @@ def _library() -> Any:
                         field="dataset.source") from None
     datasets.config.HF_DATASETS_OFFLINE = True  # already imported by someone else: the same flag
     datasets.config.HF_HUB_OFFLINE = True
-    return datasets
+    return cast("ModuleType", datasets)  # untyped: its names are reached as the module's attributes
 
 
 @contextlib.contextmanager
-def _quiet(lib: Any) -> Iterator[None]:
+def _quiet(lib: ModuleType) -> Iterator[None]:
     """The library's "Generating train split" bars and notes off while it reads, as they were after:
     a one-line refusal stays one line, and a run's output is medpanel's own."""
     bars = lib.is_progress_bar_enabled()
@@ -76,7 +77,7 @@ def _quiet(lib: Any) -> Iterator[None]:
             lib.enable_progress_bars()
 
 
-def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[str, object]], dict[str, object]]:
     """The rows and the columns' features (a `ClassLabel` answer says its own base)."""
     if path.suffix in published.SUFFIXES or published.is_keyed_json(path) or published.is_published_folder(path):
         # A preset's header (MedExQA's TSVs, MMLU's original CSVs) names the columns of its headerless files.
@@ -112,8 +113,8 @@ def _rows(path: Path, split: str, header: list[str] | None) -> tuple[list[dict[s
                             file=where, field="dataset.path") from None
 
 
-def _get(row: dict[str, Any], column: str, where: str) -> Any:
-    value: Any = row
+def _get(row: dict[str, object], column: str, where: str) -> object:
+    value: object = row
     for part in column.split("."):
         if value is None:
             return None  # a null on the way (PubMedQA's context): the field's own check says what it needs
@@ -124,7 +125,7 @@ def _get(row: dict[str, Any], column: str, where: str) -> Any:
     return value
 
 
-def _options(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], dict[str, str]]:
+def _options(row: dict[str, object], f: HFFields, where: str) -> tuple[dict[str, str], dict[str, str]]:
     """The options by letter, and each option's key as stored (a letter, or AfriMed-QA's `option3`)."""
     if f.options_json and isinstance(f.options, str):
         raw = _get(row, f.options, where)
@@ -134,7 +135,7 @@ def _options(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, st
     return opts, {k: k for k in opts}
 
 
-def _plain_options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, str]:
+def _plain_options(row: dict[str, object], f: HFFields, where: str) -> dict[str, str]:
     if f.choices is not None:
         return check.listed(list(f.choices), where)
     if isinstance(f.options, list):
@@ -154,14 +155,14 @@ def _plain_options(row: dict[str, Any], f: HFFields, where: str) -> dict[str, st
     return check.listed(value, where)
 
 
-def _where(file: Path, n: int, row: dict[str, Any], f: HFFields) -> str:
+def _where(file: Path, n: int, row: dict[str, object], f: HFFields) -> str:
     """A row as a message names it: its number and, where it has one, its id as stored."""
     value = row.get(f.id) if f.id and "." not in f.id else None
     named = isinstance(value, str | int) and not isinstance(value, bool) and str(value).strip()
     return f"{file} (row {n}, id {str(value)[:80]!r})" if named else f"{file} (row {n})"
 
 
-def _options_and_answer(row: dict[str, Any], f: HFFields, where: str) -> tuple[dict[str, str], Any, str | None]:
+def _options_and_answer(row: dict[str, object], f: HFFields, where: str) -> tuple[dict[str, str], object, str | None]:
     """The row's options by letter, its answer as the gold check reads it (keys turned into letters,
     a listed answer split) and, where the options close the question column, the stem before them."""
     stem = None
@@ -180,7 +181,7 @@ def _options_and_answer(row: dict[str, Any], f: HFFields, where: str) -> tuple[d
     return options, answer, stem
 
 
-def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | None, *, name: str,
+def load_hf(path: str, split: str, preset: str | None, fields: dict[str, object] | None, *, name: str,
             base_dir: Path | None) -> list[Question]:
     """Every row of the local dataset at `path` as a `Question`, in file order.
 
@@ -202,7 +203,8 @@ def load_hf(path: str, split: str, preset: str | None, fields: dict[str, Any] | 
             check_input(file, what="dataset file", fix="Point dataset.path at a parquet or a JSONL file")
         except InputFileError as exc:
             raise UserError(exc.reason, file=exc.path, field="dataset.path") from None
-    rows, features = _rows(file, split, (fields or {}).get("header") or preset_header(preset))
+    header = cast("list[str] | None", (fields or {}).get("header"))  # checked with the other fields below
+    rows, features = _rows(file, split, header or preset_header(preset))
     if not rows:
         raise UserError(f"split {split!r} has no rows", file=str(file), field="dataset.split")
     f = resolve_fields(preset, fields, list(features) or list(rows[0]), str(file))

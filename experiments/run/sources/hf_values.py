@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, TypeGuard
+from typing import TypeGuard, cast
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.sources.hf_presets import LETTERS, HFFields
@@ -26,11 +26,11 @@ _FORM_FIX = ("Say how the answer column reads: dataset.fields.answer_form: text 
              "(an option's letter) or index")
 
 
-def _kind(value: Any) -> str:
+def _kind(value: object) -> str:
     return "null" if value is None else f"{type(value).__name__} {str(value)[:60]!r}"
 
 
-def text(value: Any, what: str, field: str, where: str, *, fix: str) -> str:
+def text(value: object, what: str, field: str, where: str, *, fix: str) -> str:
     """A non-empty string as stored (stripped), or one line saying what the row holds instead."""
     if not isinstance(value, str):
         raise UserError(f"{what} is {_kind(value)}, not text. {fix}", file=where, field=field)
@@ -40,7 +40,7 @@ def text(value: Any, what: str, field: str, where: str, *, fix: str) -> str:
     return value.strip()
 
 
-def option_text(value: Any, letter: str, where: str) -> str:
+def option_text(value: object, letter: str, where: str) -> str:
     if isinstance(value, dict | list):
         # bigbio's {key, value} or a nested list read as one option: the mapping, not the row, is wrong.
         raise UserError(f"option {letter} is {_kind(value)}, not text: the options mapping does not fit this "
@@ -50,7 +50,7 @@ def option_text(value: Any, letter: str, where: str) -> str:
                 fix="Every option needs its text as a string: fix the row or drop it")
 
 
-def item_id(value: Any, where: str) -> str:
+def item_id(value: object, where: str) -> str:
     """An id column's value: a non-empty string or an integer (PubMedQA's `pubid`)."""
     if isinstance(value, int) and not isinstance(value, bool):
         qid = str(value)
@@ -63,7 +63,7 @@ def item_id(value: Any, where: str) -> str:
     return qid
 
 
-def context(value: Any, where: str) -> str:
+def context(value: object, where: str) -> str:
     """The text shown before the stem: none (null or empty), a string, or a list of passages."""
     fix = "Point dataset.fields.context at a text or a list of texts (context.contexts in PubMedQA)"
     if value is None:
@@ -77,10 +77,11 @@ def context(value: Any, where: str) -> str:
     return text(value, "context", "dataset.fields.context", where, fix=fix)
 
 
-def options(value: Any, where: str) -> dict[str, str]:
+def options(value: object, where: str) -> dict[str, str]:
     """A letter->text dict (GBaker's) or bigbio's list of {key, value}; a null after the last text is
     Arrow's union of keys (a 4-option row of a 5-option file), a null before one is a missing option."""
-    pairs = list(value.items()) if isinstance(value, dict) else [(v["key"], v["value"]) for v in value]
+    rows = cast("list[dict[str, object]]", value)  # bigbio's list, as Arrow gives it
+    pairs = list(value.items()) if isinstance(value, dict) else [(v["key"], v["value"]) for v in rows]
     while pairs and pairs[-1][1] is None:
         pairs.pop()
     out: dict[str, str] = {}
@@ -93,22 +94,22 @@ def options(value: Any, where: str) -> dict[str, str]:
     return out
 
 
-def listed(texts: list[Any], where: str) -> dict[str, str]:
+def listed(texts: list[object], where: str) -> dict[str, str]:
     return {LETTERS[i]: option_text(t, LETTERS[i], where) for i, t in enumerate(texts)}
 
 
 # -- the gold ----------------------------------------------------------------------------------------------------
 
 
-def values(value: Any) -> list[Any]:
+def values(value: object) -> list[object]:
     return list(value) if isinstance(value, list) else [value]
 
 
-def is_index(value: Any) -> TypeGuard[int]:
+def is_index(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def index_base(f: HFFields, answers: list[Any], sizes: list[int], feature: Any, where: str) -> int:
+def index_base(f: HFFields, answers: list[object], sizes: list[int], feature: object, where: str) -> int:
     """The base of the integer answers: the user's, a ClassLabel's (0), or what the answers prove."""
     if f.index_base is not None:
         return f.index_base
@@ -133,7 +134,7 @@ def index_base(f: HFFields, answers: list[Any], sizes: list[int], feature: Any, 
                     "release JSON)", file=where, field="dataset.fields.index_base")
 
 
-def check_labelled(value: Any, where: str) -> None:
+def check_labelled(value: object, where: str) -> None:
     # Checked before the base is inferred: a split of -1s would otherwise read as an ambiguous base.
     for v in values(value):
         if is_index(v) and v < 0:
@@ -142,7 +143,7 @@ def check_labelled(value: Any, where: str) -> None:
                             file=where, field="dataset.split")
 
 
-def gold(value: Any, opts: dict[str, str], f: HFFields, base: int, where: str) -> tuple[str, ...]:
+def gold(value: object, opts: dict[str, str], f: HFFields, base: int, where: str) -> tuple[str, ...]:
     got = values(value)
     if not got:
         raise UserError(f"answer {value!r} is empty: the row has no gold", file=where, field=_ANSWER)
@@ -155,7 +156,7 @@ def _by_text(answer: str, opts: dict[str, str]) -> list[str]:
     return exact or [k for k, v in opts.items() if v.casefold() == answer.casefold()]
 
 
-def _one(value: Any, opts: dict[str, str], form: str | None, base: int, where: str) -> str:
+def _one(value: object, opts: dict[str, str], form: str | None, base: int, where: str) -> str:
     letters = ", ".join(opts)
     if form == "index" or (form is None and is_index(value)):
         if not is_index(value):
@@ -201,7 +202,7 @@ def _one(value: Any, opts: dict[str, str], form: str | None, base: int, where: s
 _OPTION_LINE = re.compile(r"^\s*\(?([A-J])[.)]\s+(\S.*)$")
 
 
-def embedded(value: Any, where: str) -> tuple[str, dict[str, str]]:
+def embedded(value: object, where: str) -> tuple[str, dict[str, str]]:
     """NEJM-QA's question column: the stem, then one `A. text` line per option (A, B, C ... in order).
 
     The options are the run of option lines closing the text, which must read A, B, C ... without a
@@ -224,7 +225,7 @@ def embedded(value: Any, where: str) -> tuple[str, dict[str, str]]:
     return stem, {m.group(1): option_text(m.group(2).strip(), m.group(1), where) for m in found}
 
 
-def json_options(value: Any, column: str, where: str) -> Any:
+def json_options(value: object, column: str, where: str) -> dict[str, object]:
     """AfriMed-QA's `answer_options`: JSON text of an object keyed `option1` ... `option5`."""
     if not isinstance(value, str):
         raise UserError(f"options column {column!r} is {_kind(value)}, not JSON text", file=where,
@@ -240,7 +241,7 @@ def json_options(value: Any, column: str, where: str) -> Any:
     return decoded
 
 
-def keyed(value: dict[str, Any], where: str) -> tuple[dict[str, str], dict[str, str]]:
+def keyed(value: dict[str, object], where: str) -> tuple[dict[str, str], dict[str, str]]:
     """Options keyed other than by letter, lettered A, B ... in their order; trailing empty ones
     (a four-option item of a five-slot layout, empty or `N/A` as AfriMed-QA's writers filled the slot,
     which its publisher's own loader drops too) dropped. Returns (letter -> text, key -> letter)."""
@@ -254,14 +255,14 @@ def keyed(value: dict[str, Any], where: str) -> tuple[dict[str, str], dict[str, 
     return opts, {str(k): LETTERS[i] for i, (k, _) in enumerate(pairs)}
 
 
-def separated(value: Any, separator: str | None) -> Any:
+def separated(value: object, separator: str | None) -> object:
     """A string answer listing several golds (`A,C`), split and stripped; anything else as it is."""
     if separator is None or not isinstance(value, str):
         return value
     return [part.strip() for part in value.split(separator) if part.strip()]
 
 
-def by_key(value: Any, keys: dict[str, str], where: str) -> list[str]:
+def by_key(value: object, keys: dict[str, str], where: str) -> list[str]:
     """Golds that name options by their stored key (AfriMed-QA's `option3`), as letters."""
     out = []
     for v in values(value):

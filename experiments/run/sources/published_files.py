@@ -19,7 +19,6 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
 
 from medpanel.experiments.errors import UserError
 from medpanel.inputs import InputFileError, check_input
@@ -62,12 +61,12 @@ def is_published_folder(path: Path) -> bool:
     return any(p.suffix in SUFFIXES for p in path.iterdir())
 
 
-def read_rows(path: Path, *, header: list[str] | None, split: str) -> list[dict[str, Any]]:
+def read_rows(path: Path, *, header: list[str] | None, split: str) -> list[dict[str, object]]:
     """Every row of a published CSV/TSV/keyed-JSON file, or of a folder of CSV/TSV files."""
     if path.is_dir():
         # Every CSV/TSV entry but a folder: a FIFO or a device named like one is refused, not skipped.
         files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and not p.is_dir())
-        rows: list[dict[str, Any]] = []
+        rows: list[dict[str, object]] = []
         for f in files:
             subset = f.stem.removesuffix(f"_{split}")
             rows.extend({**r, FILE_COLUMN: subset} for r in _read_table(f, header))
@@ -86,7 +85,7 @@ def _checked(path: Path) -> None:
         raise UserError(exc.reason, file=exc.path, field="dataset.path") from None
 
 
-def _read_keyed(path: Path) -> list[dict[str, Any]]:
+def _read_keyed(path: Path) -> list[dict[str, object]]:
     _checked(path)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -100,7 +99,7 @@ def _read_keyed(path: Path) -> list[dict[str, Any]]:
     return [{**v, KEY_COLUMN: k} for k, v in data.items()]
 
 
-def _read_table(path: Path, header: list[str] | None) -> list[dict[str, Any]]:
+def _read_table(path: Path, header: list[str] | None) -> list[dict[str, object]]:
     _checked(path)
     delimiter = "\t" if path.suffix == ".tsv" else ","
     try:
@@ -114,7 +113,7 @@ def _read_table(path: Path, header: list[str] | None) -> list[dict[str, Any]]:
         if not lines:
             return []
         header, lines = [c.strip() for c in lines[0]], lines[1:]
-    out = []
+    out: list[dict[str, object]] = []
     for n, cells in enumerate(lines, start=1):
         extra = cells[len(header):]
         if any(c.strip() for c in extra):

@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from medpanel.experiments.run.store.confined import Confined
 
@@ -86,7 +85,7 @@ STATUS_BYTES = 2048
 filled up since can still take the final status: it is then overwritten in place."""
 
 
-def write_status(run_dir: Path, status: dict[str, Any]) -> None:
+def write_status(run_dir: Path, status: dict[str, object]) -> None:
     """RUN_DIR/status.json, through the run directory's writer (`confined`): never through a link."""
     text = json.dumps(status, indent=2) + "\n"
     padded = text + " " * max(0, STATUS_BYTES - len(text.encode()))

@@ -8,12 +8,11 @@ lone surrogate such as an escaped `\\ud800`, a NUL, which PostgreSQL refuses).
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from medpanel.experiments.errors import UserError
 
 
-def load_line(line: str, where: str) -> Any:
+def load_line(line: str, where: str) -> object:
     """The JSON value of one line, or a `UserError` naming `where` (file:line) and the key."""
     try:
         return json.loads(line, object_pairs_hook=_unique_keys)
@@ -50,9 +49,9 @@ class _DuplicateKey(ValueError):
         self.key = key
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """A JSON object whose keys are unique: the last of two equal keys would win silently (YAML's are refused too)."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for key, value in pairs:
         if key in out:
             raise _DuplicateKey(key)

@@ -16,7 +16,6 @@ import json
 import sqlite3
 import uuid
 from pathlib import Path
-from typing import Any
 
 from medpanel.experiments.errors import UserError, read_json
 from medpanel.experiments.run.store.confined import Confined
@@ -162,7 +161,7 @@ def check_parts_belong(run_dir: Path, record: RunRecord, stored_run_json: str | 
                             file=str(qfile))
 
 
-def first_difference(a: Any, b: Any, prefix: str) -> str | None:
+def first_difference(a: object, b: object, prefix: str) -> str | None:
     """The dotted path of the first place two JSON documents differ (None when equal)."""
     if isinstance(a, dict) and isinstance(b, dict):
         for key in sorted(set(a) | set(b)):

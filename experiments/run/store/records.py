@@ -57,7 +57,7 @@ class PlanRecord(BaseModel):
 
     format_version: int = PLAN_FORMAT
     pipeline: str
-    settings: dict[str, Any]
+    settings: dict[str, object]
     conditions: dict[str, dict[str, Any]]
     """Condition slug -> its `ConditionPlan` as JSON."""
 
@@ -83,7 +83,7 @@ class ModelRecord(BaseModel):
     temperature: float | None = None
     seed: int | None = None
     cache: str | None = None
-    local_server: dict[str, Any] | None = None
+    local_server: dict[str, object] | None = None
     """`local` only: the program that served the embedded model, its version and `parallel`."""
 
 
@@ -104,10 +104,10 @@ class RunRecord(BaseModel):
     repeats: int = 1
     n_pairs: int | None = None
     shard_size: int | None = None
-    budget_reference: dict[str, Any] | None = None
+    budget_reference: dict[str, object] | None = None
     storage: str | None = None
     model: ModelRecord = Field(default_factory=ModelRecord)
-    accommodations: dict[str, Any] | None = None
+    accommodations: dict[str, object] | None = None
     plan: PlanRecord | None = None
     """The pipeline's validated settings and each condition's plan (`ResolvedRun.record`); runs made
     before format 1 have none and are planned again from `scenario` when they resume."""
@@ -206,7 +206,7 @@ class TranscriptRecord(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _acts_of_old_events(cls, doc: Any) -> Any:
+    def _acts_of_old_events(cls, doc: object) -> object:
         """A file of format 1 or earlier: its events' acts, as `records_v1` reads them."""
         if isinstance(doc, dict) and isinstance(doc.get("format_version", 0), int) and \
                 doc.get("format_version", 0) < 2 and "events" in doc:
@@ -226,17 +226,17 @@ class TranscriptRecord(BaseModel):
                    summary=summary_record(result), events=result.events)
 
 
-def summary_record(result: QuestionResult) -> dict[str, Any]:
+def summary_record(result: QuestionResult) -> dict[str, object]:
     """A result's summary as rows and transcripts store it: its format version, then the facts."""
     return {"format_version": result.summary_version, **result.summary}
 
 
-def read_run_record(doc: dict[str, Any]) -> RunRecord:
+def read_run_record(doc: dict[str, object]) -> RunRecord:
     """run.json of format 0 or 1 (`load_record` refuses a newer one first)."""
     return RunRecord.model_validate(doc)
 
 
-def read_transcript_record(doc: dict[str, Any]) -> TranscriptRecord:
+def read_transcript_record(doc: dict[str, object]) -> TranscriptRecord:
     """A transcript of format 0, 1 or 2 (`load_transcript` refuses a newer one first); the events of
     an older one get their acts (`records_v1`)."""
     return TranscriptRecord.model_validate(doc)

@@ -133,7 +133,7 @@ def load_transcript(path: Path, *, messages: bool = True) -> TranscriptRecord:
     return _checked(path, messages)[0]
 
 
-def read_document(path: Path) -> dict[str, Any]:
+def read_document(path: Path) -> dict[str, object]:
     """A transcript file decoded, not validated: a JSON object of a format this medpanel reads, or a
     `UserError` naming the file. What the report's one pass reads (`analysis.digest`), which checks
     the fields it uses as it reads them instead of building a record of every event."""
@@ -153,7 +153,7 @@ def read_document(path: Path) -> dict[str, Any]:
     return doc
 
 
-def _damaged_record(path: RecordPath) -> Any:
+def _damaged_record(path: RecordPath) -> object:
     """A log record that would not read or decode: its one line, naming the log and the byte."""
     fix = "The transcript log is damaged: restore it from a backup, or delete the row and resume"
     try:
@@ -166,7 +166,7 @@ def _damaged_record(path: RecordPath) -> Any:
         raise UserError(f"the record at byte {path.offset} is not valid JSON ({why}). {fix}", file=str(path)) from None
 
 
-def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, Any]]:
+def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, object]]:
     """The record and the decoded document it was validated from."""
     doc = read_document(path)
     if not messages:
@@ -177,7 +177,7 @@ def _checked(path: Path, messages: bool) -> tuple[TranscriptRecord, dict[str, An
         raise record_error(exc, path, "transcript", "Restore it from a backup") from None
 
 
-def _drop_messages(doc: dict[str, Any], path: Path) -> None:
+def _drop_messages(doc: dict[str, object], path: Path) -> None:
     events = doc.get("events")
     if not isinstance(events, list):
         return  # the record's own validation names the field
@@ -190,7 +190,7 @@ def _drop_messages(doc: dict[str, Any], path: Path) -> None:
                             "Restore it from a backup", file=str(path))
 
 
-def read_transcript(path: Path, *, messages: bool = True) -> dict[str, Any]:
+def read_transcript(path: Path, *, messages: bool = True) -> dict[str, object]:
     """A transcript file, checked (`load_transcript`), as the dict the viewer and export walk;
     `messages=False`: without the messages sent (what the tables and the audit read)."""
     record, doc = _checked(path, messages)
@@ -292,7 +292,7 @@ STATES = ("running", "complete", "stopped", "incomplete")
 """What a session writes in status.json's `state`."""
 
 
-def read_status(run_dir: Path) -> dict[str, Any]:
+def read_status(run_dir: Path) -> dict[str, object]:
     """status.json as the runner wrote it ({} when there is none); a `UserError` naming it otherwise,
     so a file that is not the run's own is never taken, or replaced, without a word."""
     path = run_dir / "status.json"

@@ -142,7 +142,7 @@ def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur.close()
 
 
-def optuna_engine_kwargs(url: str) -> dict[str, Any]:
+def optuna_engine_kwargs(url: str) -> dict[str, object]:
     """Optuna's own engine for the study: SQLite waits up to 60 s for the write lock (a busy run's
     commits hold it in turns); a server's pooled connections are checked before use."""
     url = normalize_url(url)

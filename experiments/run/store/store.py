@@ -64,7 +64,7 @@ class Staged:
     transcript: str
     """What the row names: its record in this worker's log."""
     body: str
-    values: dict[str, Any]
+    values: dict[str, object]
     replace_error: bool
     cached_tokens: int
     cache_saved_usd: float

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from medpanel.experiments.run.store.storage import Pair, claims, executions, prompt_cache, results, transcripts
 
 
-def key_params(pair: Pair) -> dict[str, Any]:
+def key_params(pair: Pair) -> dict[str, object]:
     return {"k_condition": pair[0], "k_dataset": pair[1], "k_qid": pair[2], "k_repeat": pair[3]}
 
 
@@ -23,7 +23,7 @@ def key_match(table: sa.Table) -> list[Any]:
             table.c.qid == sa.bindparam("k_qid"), table.c.repeat == sa.bindparam("k_repeat")]
 
 
-def key_values(**extra: Any) -> dict[str, Any]:
+def key_values(**extra: object) -> dict[str, object]:
     return {"condition": sa.bindparam("k_condition"), "dataset": sa.bindparam("k_dataset"),
             "qid": sa.bindparam("k_qid"), "repeat": sa.bindparam("k_repeat"), **extra}
 

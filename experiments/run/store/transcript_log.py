@@ -39,7 +39,6 @@ import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path, PosixPath
-from typing import Any
 
 from medpanel.experiments.run.store.confined import Confined
 
@@ -187,7 +186,7 @@ class RecordPath(PosixPath):
     def read_text(self, encoding: str | None = None, errors: str | None = None) -> str:
         return self.read_bytes().decode(encoding or "utf-8", errors or "strict")
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[object, ...]:
         return (RecordPath.of, (Path(str(self)), self.offset, self.length))
 
 

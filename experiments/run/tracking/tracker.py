@@ -31,7 +31,6 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.confined import Confined
@@ -42,7 +41,7 @@ TRACKERS = ("mlflow", "wandb")
 PARAM_CHARS = 500  # MLflow's limit on a param value in older servers; longer values are cut
 
 
-def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
+def flatten(prefix: str, value: object, out: dict[str, str]) -> dict[str, str]:
     """Dotted keys -> values as text; an unset value (None, {} or []) is left out, not logged as "None"."""
     if isinstance(value, dict) and value:
         for k, v in value.items():
