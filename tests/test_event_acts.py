@@ -24,6 +24,7 @@ from medpanel.agents.events import (
     Verdict,
     Vote,
 )
+from medpanel.experiments.analysis.trajectory import trajectory
 from medpanel.experiments.run.store.records import TranscriptRecord
 from medpanel.experiments.run.store.records_v1 import act_v1
 
@@ -52,10 +53,15 @@ def test_every_act_is_what_the_step_name_meant(name: str, tmp_path: Path, monkey
     assert result.complete, (result.state, result.reason)
     kinds: set[type] = set()
     for t in result.load().transcripts():
-        for n, e in enumerate(t.model_dump(mode="json")["events"]):
+        doc = t.model_dump(mode="json")
+        by_acts = trajectory(doc)
+        for n, e in enumerate(doc["events"]):
             act = ACT.validate_python(e.pop("act"))
             assert act == act_v1(e), f"{t.condition} event {n} ({e['kind']} {e['step']}): {act} != {act_v1(e)}"
             kinds.add(type(act))
+        # The same events without their acts, read by their step names as a format-1 file is.
+        by_names = trajectory({**doc, "format_version": 1})
+        assert by_acts == by_names and by_acts.kind != "empty", (t.condition, by_acts, by_names)
     assert ADJUDICATION_ACTS.get(name, set()) <= kinds, kinds
     assert AnswerAt in kinds or name.startswith("clear_") and name != "clear_in_panel", kinds
 
