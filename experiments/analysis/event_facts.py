@@ -106,6 +106,13 @@ TRANSCRIPT_FIELDS: TypeAdapter[TranscriptFields] = TypeAdapter(TranscriptFields)
 with the types declared (twice as fast as decoding the whole document)."""
 
 
+def _old_act(e: Mapping[str, Any], version: int) -> Act | None:
+    """The act of an event of an older file: read from its names (format 2: CLEAR's, which no
+    format-2 writer set; any other act the file's own)."""
+    act = old_act(e, version)
+    return act if act is not None or version < 2 else e.get("act")
+
+
 def facts_of(events: list[EventFields], version: int = CURRENT) -> list[EventFacts]:
     """Events checked by `TRANSCRIPT_FIELDS` as typed facts (their types are known: no coercion);
     `version`: the file's format (an older one's missing acts are read from its step names)."""
@@ -119,8 +126,7 @@ def facts_of(events: list[EventFields], version: int = CURRENT) -> list[EventFac
                               e.get("turn", 0), step, step.partition(":")[0], e.get("content", ""), parsed,
                               e.get("data") or _EMPTY, usage.get("prompt_tokens", 0),
                               usage.get("completion_tokens", 0), e.get("model", ""), e.get("cache_hit", False),
-                              e.get("attempts", 1), e.get("error"),
-                              old_act(e, version) if old and e.get("act") is None else e.get("act")))
+                              e.get("attempts", 1), e.get("error"), _old_act(e, version) if old else e.get("act")))
     return out
 
 
@@ -175,11 +181,12 @@ def _str(e: Mapping[str, Any], key: str) -> str:
 
 def event_facts(e: Any, n: int, version: int = CURRENT) -> EventFacts:
     """Event `n` of a transcript's `events` as its typed facts (missing fields take the record's
-    defaults); `version`: the file's format (before 3, a missing act is read from the step's name)."""
+    defaults); `version`: the file's format (before 3, an act no writer of that format set is read
+    from the step's name)."""
     facts = _facts(e, n)
-    raw = e.get("act") if isinstance(e, Mapping) else None
-    if version < CURRENT and raw is None:
-        return dataclasses.replace(facts, act=old_act(e, version))
+    if version < CURRENT and ((act := old_act(e, version)) is not None or version < 2):
+        return dataclasses.replace(facts, act=act)
+    raw = e.get("act")
     if raw is None:
         return facts
     try:
