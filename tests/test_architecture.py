@@ -332,7 +332,7 @@ def _name_comparisons(paths: list[Path], *, who: bool = False, steps: frozenset[
             sides = [node.left, *node.comparators]
             literals = [s.value for side in sides for s in ast.walk(side)
                         if isinstance(s, ast.Constant) and isinstance(s.value, str)]
-            if any(_reads_step(side) or who and _reads_who(side) for side in sides) and literals or \
+            if (any(_reads_step(side) or (who and _reads_who(side)) for side in sides) and literals) or \
                     steps.intersection(literals):
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a step or role compared with {literals}")
     return found

@@ -63,7 +63,7 @@ def test_every_act_is_what_the_step_name_meant(name: str, tmp_path: Path, monkey
         by_names = trajectory({**doc, "format_version": 1})
         assert by_acts == by_names and by_acts.kind != "empty", (t.condition, by_acts, by_names)
     assert ADJUDICATION_ACTS.get(name, set()) <= kinds, kinds
-    assert AnswerAt in kinds or name.startswith("clear_") and name != "clear_in_panel", kinds
+    assert AnswerAt in kinds or (name.startswith("clear_") and name != "clear_in_panel"), kinds
 
 
 def test_a_format_1_transcript_is_read_with_acts() -> None:
