@@ -15,6 +15,16 @@ are built from these acts alone:
 | `FocusedRound` | `note`              | the next turn answers a challenge point by point                |
 | `GroupStart`   | `note`              | a group of a multi-group panel starts its own debate            |
 | `Vote`         | `vote`              | the answers were counted into one, by a named rule              |
+| `PathwayAnswer`| `call`              | the reply is a candidate answer drawn from one evidence pathway |
+| `Verdict`      | `call`              | the reply is an adjudicator's verdict on the candidates         |
+| `FollowUpSearch`| `note`             | a targeted follow-up search's evidence joined the adjudication  |
+| `Ruling`       | `note`              | a rule over the verdict ruled (an override guard, an audit, a   |
+|                |                     | format gate), with its outcome                                  |
+
+The last four serve a method that adjudicates evidence rather than debates (CLEAR): its candidates
+are pathways, not discussants, so a `PathwayAnswer` is no `AnswerAt` and the debate's tables never
+count it; the method's reader (`methods/clear/trajectory.py`) builds its pathway and verdict stages
+from them.
 
 An event with no act (`None`: a search, a triage call, a note of the pipeline's own) is the
 method's business; `step` and `data` stay free for it. `data` keeps its own copy of what an act
@@ -23,8 +33,8 @@ holds, so a reader of `data` (the viewer, the Inspect log) sees what it always s
 A method gets every trajectory, transition and attribution table by marking its answers:
 `agent.speak(request, Answer, step="my_step", act=AnswerAt(stage="opinion"))`.
 
-Transcripts written before acts existed (format 1 and earlier) are given theirs when read
-(`experiments.run.records_v1`).
+Transcripts written before acts existed (format 1 and earlier), and CLEAR's of format 2 (written
+before its roles marked their acts), are given theirs when read (`experiments.run.store.records_v1`).
 """
 
 from __future__ import annotations
@@ -144,8 +154,57 @@ class Vote(BaseModel):
                    decided_by=str(outcome.get("decided_by", "")) if isinstance(outcome, Mapping) else "")
 
 
-Act = Annotated[AnswerAt | Critique | Brief | Recruitment | FocusedRound | GroupStart | Vote,
-                Field(discriminator="type")]
+class PathwayAnswer(BaseModel):
+    """A call whose reply is the candidate answer of one evidence pathway (its `parsed["answer"]`):
+    CLEAR's parametric, local and dynamic candidates. A re-ask keeps it, as an `AnswerAt`'s."""
+
+    model_config = _FROZEN
+
+    type: Literal["pathway_answer"] = "pathway_answer"
+    pathway: str
+    """The pathway's name (`parametric`, `local`, `dynamic`): the cell's name in the pathways stage."""
+
+
+class Verdict(BaseModel):
+    """A call whose reply is an adjudicator's verdict on the candidates (CLEAR's verifier); the
+    event's `round` is the verification round. The verdict that stands (after any fallback) is the
+    decision's to record."""
+
+    model_config = _FROZEN
+
+    type: Literal["verdict"] = "verdict"
+
+
+class FollowUpSearch(BaseModel):
+    """A targeted follow-up search whose evidence joined the adjudication's bundle, in the event's
+    `round`."""
+
+    model_config = _FROZEN
+
+    type: Literal["follow_up_search"] = "follow_up_search"
+    purpose: str = ""
+    """What asked for it (`needs_more_search`: the verifier; `guard`, `audit`: a rule's challenge)."""
+
+
+class Ruling(BaseModel):
+    """A rule over the verdict ruled: `guard` (an override guard), `audit` (a challenge audit),
+    `format_gate` (the answer checked against the options)."""
+
+    model_config = _FROZEN
+
+    type: Literal["ruling"] = "ruling"
+    rule: str
+    outcome: str
+    """The rule's outcome (`granted`, `rejected_no_high`, `kept_below_threshold` ...; a format gate's:
+    `valid`, or why it rejected the answer)."""
+    intervened: bool = True
+    """The ruling touched the decision (every guard and audit ruling; a format gate that rejected):
+    the trajectory shows it as an intervention before the final answer."""
+
+
+Act = Annotated[AnswerAt | Critique | Brief | Recruitment | FocusedRound | GroupStart | Vote | PathwayAnswer
+                | Verdict | FollowUpSearch | Ruling, Field(discriminator="type")]
 """Every act an event can carry, told apart by `type`."""
 
-__all__ = ["Act", "AnswerAt", "Brief", "Critique", "FocusedRound", "GroupStart", "Recruitment", "Vote"]
+__all__ = ["Act", "AnswerAt", "Brief", "Critique", "FocusedRound", "FollowUpSearch", "GroupStart", "PathwayAnswer",
+           "Recruitment", "Ruling", "Verdict", "Vote"]

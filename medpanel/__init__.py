@@ -13,7 +13,8 @@ pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence 
   (whose replies are `AnswerReply`s), `letters_of` and `format_question`; the `QuestionSession`
   every call of a question goes through; `TableSpec`/`Table` for its report tables; the typed acts
   its events carry (`AnswerAt`, `Critique`, `Brief`, `Recruitment`, `FocusedRound`, `GroupStart`,
-  `Vote`; `Act` is their union), from which the answer transition tables are built;
+  `Vote`; an evidence adjudication's `PathwayAnswer`, `Verdict`, `FollowUpSearch`, `Ruling`; `Act`
+  is their union), from which the answer transition tables are built;
 - evidence sources of your own: `Source`, `SourceSpec`, `register_source`.
 
 docs/architecture.md says which room holds what.
@@ -25,7 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
 
-    from medpanel.agents.events import Act, AnswerAt, Brief, Critique, FocusedRound, GroupStart, Recruitment, Vote
+    from medpanel.agents.events import (
+        Act,
+        AnswerAt,
+        Brief,
+        Critique,
+        FocusedRound,
+        FollowUpSearch,
+        GroupStart,
+        PathwayAnswer,
+        Recruitment,
+        Ruling,
+        Verdict,
+        Vote,
+    )
     from medpanel.agents.model.agent import RoleAgent
     from medpanel.agents.model.client import QuestionSession
     from medpanel.agents.model.structured import AnswerReply, answer_model, letters_of
@@ -45,7 +59,8 @@ if TYPE_CHECKING:
 # print `--help` or a report.
 _NAMES: dict[str, tuple[str, str]] = {
     **{name: ("medpanel.agents.events", name) for name in
-       ("Act", "AnswerAt", "Brief", "Critique", "FocusedRound", "GroupStart", "Recruitment", "Vote")},
+       ("Act", "AnswerAt", "Brief", "Critique", "FocusedRound", "FollowUpSearch", "GroupStart", "PathwayAnswer",
+        "Recruitment", "Ruling", "Verdict", "Vote")},
     "Condition": ("medpanel.agents.types", "Condition"),
     "ConditionPlan": ("medpanel.agents.plan", "ConditionPlan"),
     "Outcome": ("medpanel.agents.pipelines.base", "Outcome"),
@@ -103,8 +118,10 @@ __all__ = [
     "ConditionPlan",
     "Critique",
     "FocusedRound",
+    "FollowUpSearch",
     "GroupStart",
     "Outcome",
+    "PathwayAnswer",
     "Pipeline",
     "PipelineSettings",
     "PlanError",
@@ -112,6 +129,7 @@ __all__ = [
     "QuestionSession",
     "Recruitment",
     "RoleAgent",
+    "Ruling",
     "Run",
     "RunResult",
     "Source",
@@ -121,6 +139,7 @@ __all__ = [
     "TableSpec",
     "TranscriptEvent",
     "UserError",
+    "Verdict",
     "Vote",
     "__version__",
     "answer_model",

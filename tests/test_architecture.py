@@ -316,19 +316,42 @@ def _reads_step(node: ast.expr) -> bool:
     return False
 
 
-def test_the_analysis_room_reads_no_step_name() -> None:
-    """The analysis reads what an event is from its typed act, never from the pipeline's name for the
-    step: no step compared with a literal, and no literal that is a step's name compared with anything."""
-    steps = _step_names()
-    assert {"turn", "verify", "answer"} <= steps  # the collection itself works
+def _reads_who(node: ast.expr) -> bool:
+    """`e.role`, `e.agent` (who spoke: a role's name says what it did only by convention)."""
+    return isinstance(node, ast.Attribute) and node.attr in ("role", "agent")
+
+
+def _name_comparisons(paths: list[Path], *, who: bool = False, steps: frozenset[str] = frozenset()) -> list[str]:
+    """Each comparison of a step (and with `who`, a role or agent) with a string literal in `paths`,
+    and each comparison of anything with a literal among `steps`."""
     found: list[str] = []
-    for path in sorted(ANALYSIS.rglob("*.py")):
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(node, ast.Compare):
                 continue
             sides = [node.left, *node.comparators]
             literals = [s.value for side in sides for s in ast.walk(side)
                         if isinstance(s, ast.Constant) and isinstance(s.value, str)]
-            if any(_reads_step(side) for side in sides) and literals:
-                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a step compared with {literals}")
+            if (any(_reads_step(side) or (who and _reads_who(side)) for side in sides) and literals) or \
+                    steps.intersection(literals):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: a step or role compared with {literals}")
+    return found
+
+
+def test_the_analysis_room_reads_no_step_name() -> None:
+    """The analysis reads what an event is from its typed act, never from the pipeline's name for the
+    step: no step compared with a literal, and no literal that is a step's name compared with anything."""
+    steps = _step_names()
+    assert {"turn", "verify", "answer"} <= steps  # the collection itself works
+    found = _name_comparisons(sorted(ANALYSIS.rglob("*.py")))
+    assert not found, "\n".join(found)
+
+
+def test_clears_stages_are_read_from_acts_not_names() -> None:
+    """CLEAR's trajectory and tables (methods/clear) read its pathways, verdicts, follow-ups and
+    rulings from their acts: no step, role or agent compared with a literal, and no step's name
+    compared with anything (the one reader of old files' names is `run.store.records_v1`)."""
+    steps = frozenset(_step_names() - {"decision"})  # `decision` is also an event kind (`e.kind == "decision"`)
+    assert {"verify", "format_gate", "followup_search"} <= steps  # CLEAR's own are collected
+    found = _name_comparisons(sorted((ROOT / "methods" / "clear").rglob("*.py")), who=True, steps=steps)
     assert not found, "\n".join(found)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.cli.main import main
+from medpanel.experiments.run.store.records import TRANSCRIPT_FORMAT
 
 from .cli_helpers import output_of as cli
 
@@ -163,7 +164,8 @@ def test_a_misspelled_field_on_disk_is_refused_naming_it(runs: Path, where: str,
 
 def test_a_transcript_of_a_newer_format_is_refused(runs: Path) -> None:
     path = next(iter(sorted((runs / "v0-clear" / "transcripts").rglob("*.json"))))
-    _edit(path, format_version=3, added_later=True)
+    newer = TRANSCRIPT_FORMAT + 1
+    _edit(path, format_version=newer, added_later=True)
     line = cli_refusal("report", "v0-clear")
-    assert line.startswith(f"error: {path.relative_to(runs)}: was written in transcript format 3, newer than this "
-                           "medpanel reads (format 2). Upgrade medpanel"), line
+    assert line.startswith(f"error: {path.relative_to(runs)}: was written in transcript format {newer}, newer than "
+                           f"this medpanel reads (format {TRANSCRIPT_FORMAT}). Upgrade medpanel"), line

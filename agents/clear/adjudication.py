@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from medpanel.agents import events
 from medpanel.agents.clear.bundle import Answer, Bundle, Candidate, FollowUp, label
 from medpanel.agents.clear.pathways import Context, assess, dynamic, dynamic_documents, local
 from medpanel.agents.clear.roles import followup
@@ -115,9 +116,10 @@ class Adjudicator:
             return f"follow-up bound reached (max_follow_ups={self.ctx.settings.max_follow_ups})"
         return None
 
-    def note(self, role: str, step: str, content: str, data: dict[str, Any], round: int) -> None:
+    def note(self, role: str, step: str, content: str, data: dict[str, Any], round: int,
+             act: events.Act | None = None) -> None:
         self.ctx.session.record(TranscriptEvent(kind="note", role=role, agent=role, step=step, round=round,
-                                                content=content, data=data))
+                                                content=content, data=data, act=act))
 
     async def run(self) -> Decision:
         # Each answer change is credited to exactly one follow-up: the last one before it. A
@@ -182,7 +184,8 @@ class Adjudicator:
             granted = await self.judged(fu, rnd, rec, invalid="rejected_judge_invalid",
                                         unsupported="rejected_conditions", accepted="granted")
         self.guard_record = rec
-        self.note("guard", "override_guard", f"override guard: {rec['outcome']}", rec, rnd)
+        self.note("guard", "override_guard", f"override guard: {rec['outcome']}", rec, rnd,
+                  act=events.Ruling(rule="guard", outcome=rec["outcome"]))
         if granted:
             return Verdict(answer=challenger, route="accept_dynamic", confidence="high", round=rnd,
                            rationale=f"{verdict.rationale} [override guard: granted after follow-up]",
@@ -231,7 +234,8 @@ class Adjudicator:
                 reopened = await self.judged(fu, rnd, rec, invalid="kept_judge_invalid",
                                              unsupported="kept_not_supported", accepted="reopened")
         self.audit_record = rec
-        self.note("audit", "challenge_audit", f"challenge audit: {rec['outcome']}", rec, rnd)
+        self.note("audit", "challenge_audit", f"challenge audit: {rec['outcome']}", rec, rnd,
+                  act=events.Ruling(rule="audit", outcome=rec["outcome"]))
         if reopened:
             return Verdict(answer=challenger, route="accept_dynamic", confidence="high", round=rnd,
                            rationale=f"{verdict.rationale} [challenge audit: reopened by follow-up evidence]",
@@ -279,7 +283,8 @@ class Adjudicator:
         added = self.bundle.merge(docs)
         self.note("followup", "followup_merge", f"{purpose} follow-up: {len(docs)} documents, {added} new",
                   {"purpose": purpose, "query": query, "query_fallback": fallback, "quality": quality,
-                   "merged": added, "bundle_counts": self.bundle.counts}, rnd)
+                   "merged": added, "bundle_counts": self.bundle.counts}, rnd,
+                  act=events.FollowUpSearch(purpose=purpose))
         return fu
 
     async def judge(self, fu: FollowUp, rnd: int) -> Judgement | None:

@@ -40,6 +40,7 @@ from medpanel.agents.clear.roles import medrjudge, responder
 from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
 from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
 from medpanel.agents.clear.tables import CLEAR_TABLES
+from medpanel.agents.events import Ruling
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import Outcome, Pipeline
@@ -204,7 +205,9 @@ class ClearPipeline(Pipeline[ClearSettings, ClearPlan]):
             gate = format_gate(answer, q.options, q.multi_answer)
             ctx.session.record(TranscriptEvent(kind="note", role="format_gate", agent="format_gate",
                                                step="format_gate", content=",".join(gate.letters) or gate.reason,
-                                               data=gate.record()))
+                                               data=gate.record(),
+                                               act=Ruling(rule="format_gate", outcome=gate.reason if not gate.valid
+                                                          else "valid", intervened=not gate.valid)))
             final, invalid = gate.letters, not gate.valid
             data["format_gate"] = gate.record()
         else:

@@ -6,7 +6,7 @@ fifths of the bytes, read by no table) every event is read once into an `EventFa
 trajectories, the cost ledger and the CLEAR tables use, each coerced as the record declares it.
 A field of the wrong type is a `BadField` naming it (`events.3.round`), which the reader turns into
 the one-line error of a damaged transcript. The event's `act` is the typed one (`agents.events`;
-a file of format 1 or earlier gets it from `run.records_v1`, as the record does): the trajectories
+an event of an older file that has none gets it from `run.records_v1`, as the record does): the trajectories
 read the debate from it alone. `parsed` and `data` stay the JSON objects they are: their keys are
 each pipeline's own.
 """
@@ -24,14 +24,14 @@ from typing_extensions import Required, TypedDict
 from medpanel.agents.events import Act
 from medpanel.agents.types import EventKind
 from medpanel.experiments.analysis.quick_init import quick_init
-from medpanel.experiments.run.store.records_v1 import act_v1
+from medpanel.experiments.run.store.records_v1 import old_act
 
 KINDS: frozenset[str] = frozenset(get_args(EventKind))
 """`agents.types.EventKind`: an event of any other kind is a damaged transcript."""
 _EMPTY: Mapping[str, object] = {}
 ACT: TypeAdapter[Act] = TypeAdapter(Act)
-CURRENT = 2
-"""The transcript format whose events carry their acts (`run.records.TRANSCRIPT_FORMAT`)."""
+CURRENT = 3
+"""The transcript format whose events carry all their acts (`run.records.TRANSCRIPT_FORMAT`)."""
 
 
 @with_config(ConfigDict(extra="ignore"))  # its own: a nested TypedDict takes its parent's otherwise
@@ -107,9 +107,16 @@ TRANSCRIPT_FIELDS: TypeAdapter[TranscriptFields] = TypeAdapter(TranscriptFields)
 with the types declared (twice as fast as decoding the whole document)."""
 
 
+def _old_act(e: Mapping[str, Any], version: int) -> Act | None:
+    """The act of an event of an older file: read from its names (format 2: CLEAR's, which no
+    format-2 writer set; any other act the file's own)."""
+    act = old_act(e, version)
+    return act if act is not None or version < 2 else e.get("act")
+
+
 def facts_of(events: list[EventFields], version: int = CURRENT) -> list[EventFacts]:
     """Events checked by `TRANSCRIPT_FIELDS` as typed facts (their types are known: no coercion);
-    `version`: the file's format (an older one's acts are read from its step names)."""
+    `version`: the file's format (an older one's missing acts are read from its step names)."""
     out = []
     old = version < CURRENT
     for e in events:
@@ -120,7 +127,7 @@ def facts_of(events: list[EventFields], version: int = CURRENT) -> list[EventFac
                               e.get("turn", 0), step, step.partition(":")[0], e.get("content", ""), parsed,
                               e.get("data") or _EMPTY, usage.get("prompt_tokens", 0),
                               usage.get("completion_tokens", 0), e.get("model", ""), e.get("cache_hit", False),
-                              e.get("attempts", 1), e.get("error"), act_v1(e) if old else e.get("act")))
+                              e.get("attempts", 1), e.get("error"), _old_act(e, version) if old else e.get("act")))
     return out
 
 
@@ -176,10 +183,11 @@ def _str(e: Mapping[str, object], key: str) -> str:
 
 def event_facts(e: Any, n: int, version: int = CURRENT) -> EventFacts:
     """Event `n` of a transcript's `events` as its typed facts (missing fields take the record's
-    defaults); `version`: the file's format (before 2, the act is read from the step's name)."""
+    defaults); `version`: the file's format (before 3, an act no writer of that format set is read
+    from the step's name)."""
     facts = _facts(e, n)
-    if version < CURRENT:
-        return dataclasses.replace(facts, act=act_v1(e))
+    if version < CURRENT and ((act := old_act(e, version)) is not None or version < 2):
+        return dataclasses.replace(facts, act=act)
     raw = e.get("act")
     if raw is None:
         return facts

@@ -1,18 +1,22 @@
-"""CLEAR's trajectory: read from its pathway calls, its verifier's verdicts and its decision's bundle.
+"""CLEAR's trajectory: read from its acts (pathway answers, verdicts, follow-ups, rulings) and its
+decision's bundle.
 
-CLEAR marks no answer with an `AnswerAt` act: its candidates are pathways, not discussants, and its
-verdicts are the verifier's. A transcript is CLEAR's when a `candidate` asked or a decision carries a
-bundle or a candidate. Its stages before the final: `pathways` (parametric, local, dynamic candidates,
-or the one pathway a baseline ran), then `verdict 1`, `verdict 2` ... (the verifier's answer); between
-them the interventions `follow_up` (a targeted follow-up search), `clear_verdict` (the verifier's
-route), and after the last verdict `guard`, `audit` (the override guard's and challenge audit's
-rulings) and `format_gate` (the gate rejected the decision's letters).
+CLEAR marks no answer with an `AnswerAt` act: its candidates are pathways, not discussants, so each
+is a `PathwayAnswer`, and its verifier's calls are `Verdict`s. A transcript is CLEAR's when a
+pathway answered or a decision carries a bundle or a candidate. Its stages before the final:
+`pathways` (parametric, local, dynamic candidates, or the one pathway a baseline ran), then `verdict
+1`, `verdict 2` ... (the verdicts the decision recorded); between them the interventions `follow_up`
+(a `FollowUpSearch`) and `clear_verdict` (the verdict's route), and after the last verdict the
+`Ruling`s that intervened: `guard`, `audit` (the override guard's and challenge audit's outcomes)
+and `format_gate` (the gate rejected the decision's letters). Any method that marks its calls and
+notes with these acts gets these stages, whatever it names its steps and roles.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from medpanel.agents.events import FollowUpSearch, PathwayAnswer, Ruling, Verdict
 from medpanel.experiments.analysis.event_facts import EventFacts
 from medpanel.experiments.analysis.trajectory import answer_of, by_event, final_event
 from medpanel.experiments.analysis.trajectory_types import (
@@ -29,8 +33,12 @@ from medpanel.experiments.analysis.trajectory_types import (
 KIND = "clear"
 
 
+def _pathway(e: EventFacts) -> str | None:
+    return e.act.pathway if e.kind == "call" and isinstance(e.act, PathwayAnswer) else None
+
+
 def is_clear(events: Sequence[EventFacts]) -> bool:
-    return any(e.kind == "call" and e.role == "candidate" for e in events) or any(
+    return any(_pathway(e) is not None for e in events) or any(
         e.kind == "decision" and ("bundle" in e.data or "candidate" in e.data) for e in events)
 
 
@@ -41,11 +49,12 @@ def _pathway_answers(events: Sequence[EventFacts], decision: EventFacts | None
     calls: dict[str, tuple[str | None, int]] = {}
     first: int | None = None
     for i, e in enumerate(events):
-        if e.kind == "call" and e.role == "candidate" and e.base in PATHWAYS:
+        pathway = _pathway(e)
+        if pathway is not None:
             first = i if first is None else first
             answer = answer_of(e)
-            if answer is not None or e.base not in calls:
-                calls[e.base] = (answer, i)
+            if answer is not None or pathway not in calls:
+                calls[pathway] = (answer, i)
     out: dict[str, tuple[str | None, int | None]] = {}
     if decision is not None:
         data = decision.data
@@ -59,7 +68,8 @@ def _pathway_answers(events: Sequence[EventFacts], decision: EventFacts | None
             p = str(data.get("pathway", data["candidate"].get("pathway", "")))
             out[p] = (position_of(data["candidate"].get("answer")), calls.get(p, (None, None))[1])
             return out, first
-    return {p: calls[p] for p in PATHWAYS if p in calls}, first
+    # CLEAR's pathways in their order, then any other method's in the order they answered.
+    return {p: calls[p] for p in [*PATHWAYS, *(p for p in calls if p not in PATHWAYS)] if p in calls}, first
 
 
 def clear_stages(events: Sequence[EventFacts], gold: Sequence[str], scoring: str,
@@ -76,15 +86,13 @@ def clear_stages(events: Sequence[EventFacts], gold: Sequence[str], scoring: str
     merges: list[tuple[int, Intervention]] = []
     rulings: list[Intervention] = []
     for i, e in enumerate(events):
-        if e.kind == "call" and e.role == "verifier" and e.base == "verify":
+        act = e.act
+        if e.kind == "call" and isinstance(act, Verdict):
             verify_calls.setdefault(e.round, i)
-        elif e.kind == "note" and e.base == "followup_merge":
-            merges.append((e.round, Intervention("follow_up", str(e.data.get("purpose", "")), i)))
-        elif e.kind == "note" and e.base in ("override_guard", "challenge_audit"):
-            outcome = str(e.data.get("outcome", ""))
-            rulings.append(Intervention("guard" if e.base == "override_guard" else "audit", outcome, i))
-        elif e.kind == "note" and e.base == "format_gate" and not e.data.get("valid", True):
-            rulings.append(Intervention("format_gate", str(e.data.get("reason", "")), i))
+        elif e.kind == "note" and isinstance(act, FollowUpSearch):
+            merges.append((e.round, Intervention("follow_up", act.purpose, i)))
+        elif e.kind == "note" and isinstance(act, Ruling) and act.intervened:
+            rulings.append(Intervention(act.rule, act.outcome, i))
     for verdict in (decision.data if decision is not None else {}).get("verdicts") or []:
         rnd = int(verdict.get("round", len(stages)))
         pos = position_of(verdict.get("answer"))

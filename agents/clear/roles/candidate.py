@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from medpanel.agents.clear.bundle import Answer
+from medpanel.agents.events import PathwayAnswer
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, BareAnswer, answer_model, letters_of
@@ -46,6 +47,6 @@ def dynamic_request(*, passages: str, quality: str, found: int, question: str) -
 async def answer(session: QuestionSession, question: Question, pathway: str, prompt: str) -> tuple[Answer | None, str]:
     """(the pathway's answer or None when invalid, its reasoning)."""
     agent = RoleAgent(session, name=pathway, role="candidate", system_message=PROMPTS.render("system"))
-    parsed = await agent.speak(prompt, reply_model(question), step=pathway)
+    parsed = await agent.speak(prompt, reply_model(question), step=pathway, act=PathwayAnswer(pathway=pathway))
     reasoning = parsed.reasoning if parsed is not None else ""
     return answer_of(parsed, question), reasoning

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, create_model
 
+from medpanel.agents import events
 from medpanel.agents.clear.bundle import Bundle, label
 from medpanel.agents.clear.quality import quality_block
 from medpanel.agents.clear.settings import PATHWAYS, Route
@@ -94,4 +95,4 @@ async def ask(session: QuestionSession, bundle: Bundle, *, local_docs: int, char
                             local=local_block(bundle, local_docs, chars),
                             dynamic=passages_block(bundle.dynamic, chars), quality=quality_block(bundle.dynamic),
                             followups=followup_note(bundle))
-    return await agent.speak(prompt, verifier_model(bundle), step="verify", round=round)
+    return await agent.speak(prompt, verifier_model(bundle), step="verify", round=round, act=events.Verdict())

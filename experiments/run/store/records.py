@@ -6,8 +6,8 @@ and read as 0. Format 1 only added fields (`format_version`, run.json's `run_id`
 `tracker`, a transcript's `cached_tokens` and `cache_saved_usd`), each declared below with the value
 a format-0 file means by leaving it out, so one model reads both formats and there is nothing to
 convert (tests/test_old_runs.py opens a run made by that code). Transcript format 2 adds each
-event's typed `act`; an older file's events get theirs from their step names as they are read
-(`records_v1`, the one module that still knows those names). A key neither format has (a
+event's typed `act`, and format 3 CLEAR's acts; an older file's events get theirs from their step
+names as they are read (`records_v1`, the one module that still knows those names). A key neither format has (a
 misspelling, another program's field) is refused, naming the key: `extra="forbid"` throughout. A
 format that renames or reshapes a field goes up a version and brings its conversion here.
 """
@@ -23,10 +23,11 @@ from medpanel.experiments.run.store.records_v1 import upgrade_events
 
 RUN_FORMAT = 1
 """run.json: 1 adds `format_version`, `run_id`, `tracker` and the `plan` block (the pipeline's settings and plans)."""
-TRANSCRIPT_FORMAT = 2
+TRANSCRIPT_FORMAT = 3
 """A transcript file: 1 adds `format_version` and the prompt-cache counts, and its summary carries the
 summary's own version; 2 adds each event's typed `act` (`agents.events`), which `records_v1` gives
-the events of an older file as it is read."""
+the events of an older file as it is read; 3 adds CLEAR's acts (`PathwayAnswer`, `Verdict`,
+`FollowUpSearch`, `Ruling`), which a format-2 file's CLEAR events get the same way."""
 PLAN_FORMAT = 1
 """The version of run.json's `plan` block."""
 
@@ -207,10 +208,11 @@ class TranscriptRecord(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _acts_of_old_events(cls, doc: object) -> object:
-        """A file of format 1 or earlier: its events' acts, as `records_v1` reads them."""
-        if isinstance(doc, dict) and isinstance(doc.get("format_version", 0), int) and \
-                doc.get("format_version", 0) < 2 and "events" in doc:
-            return {**doc, "events": upgrade_events(doc["events"])}
+        """A file of format 2 or earlier: its events' acts, as `records_v1` reads them."""
+        if isinstance(doc, dict):
+            version = doc.get("format_version", 0)
+            if isinstance(version, int) and version < TRANSCRIPT_FORMAT and "events" in doc:
+                return {**doc, "events": upgrade_events(doc["events"], version)}
         return doc
 
     @classmethod
@@ -237,6 +239,6 @@ def read_run_record(doc: dict[str, object]) -> RunRecord:
 
 
 def read_transcript_record(doc: dict[str, object]) -> TranscriptRecord:
-    """A transcript of format 0, 1 or 2 (`load_transcript` refuses a newer one first); the events of
+    """A transcript of format 0 to 3 (`load_transcript` refuses a newer one first); the events of
     an older one get their acts (`records_v1`)."""
     return TranscriptRecord.model_validate(doc)
