@@ -274,9 +274,9 @@ ANALYSIS = ROOT / "experiments" / "analysis"
 
 def _method_names() -> set[str]:
     """Every built-in pipeline's name and every method room's (`methods/<name>/`)."""
-    from medpanel.agents.pipelines.registry import PIPELINES
+    from medpanel.agents.pipelines.registry import built_in
 
-    return {*PIPELINES, *(p.name for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file())}
+    return {*built_in(), *(p.name for p in (ROOT / "methods").iterdir() if (p / "__init__.py").is_file())}
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:

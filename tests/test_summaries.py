@@ -21,7 +21,7 @@ from medpanel.agents.pipelines.kamac import KamacSummary
 from medpanel.agents.pipelines.mdagents import MDAgentsSummary
 from medpanel.agents.pipelines.medagents import MedAgentsSummary
 from medpanel.agents.pipelines.panel.summary import PanelSummary
-from medpanel.agents.pipelines.registry import PIPELINES, get_pipeline
+from medpanel.agents.pipelines.registry import built_in, get_pipeline
 from medpanel.agents.summary import Fact, Summary
 
 MODELS = [Summary, KnowledgeFacts, GeneralistSummary, PanelSummary, CalibratedSummary, ClearSummary,
@@ -39,7 +39,7 @@ def test_an_undeclared_fact_is_refused_given_or_assigned(model: type[Summary]) -
 
 
 def test_every_built_in_pipeline_stores_a_model_that_refuses_extras() -> None:
-    for name in PIPELINES:
+    for name in built_in():
         model = get_pipeline(name).summary_model
         with pytest.raises(ValidationError):
             model.model_validate({"no_such_fact": 1})

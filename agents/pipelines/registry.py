@@ -1,53 +1,29 @@
-"""Where a scenario's `pipeline:` comes from: a built-in name, a registered one, `module:Class`, or an
-installed package's entry point in the `medpanel.pipelines` group (see `medpanel.plugins`)."""
+"""Where a scenario's `pipeline:` comes from: a registered name, an installed package's entry point in
+the `medpanel.pipelines` group (medpanel's own methods among them, see `medpanel.plugins`), or
+`module:Class`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import cache
+from importlib import metadata
 
 from medpanel import plugins
 from medpanel.agents.pipelines.base import Pipeline, SomePipeline
-from medpanel.agents.pipelines.baselines import BaselinePipeline
-from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
-from medpanel.agents.pipelines.calibrated import CalibratedPipeline
-from medpanel.agents.pipelines.clear import ClearPipeline
-from medpanel.agents.pipelines.generalist import GeneralistPipeline
-from medpanel.agents.pipelines.kamac import KamacPipeline
-from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
-from medpanel.agents.pipelines.medagents import MedAgentsPipeline
-from medpanel.agents.pipelines.multiagent import MultiAgentPipeline
-from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
 
 ENTRY_POINTS = "medpanel.pipelines"
+OWN = "medpanel."
+"""Where medpanel's own pipelines live: registered through the same entry-point group as a user's method
+(pyproject.toml), so the run room imports no method."""
+FIRST = "panel"
+"""A report of a record that names no pipeline reads every built-in pipeline's tables, the panel's first
+(as it always has): its tables come before the others' in the report."""
 
 Factory = Callable[[], SomePipeline]
 
-PIPELINES: dict[str, Factory] = {
-    "panel": PanelPipeline,  # first: a report of a record that names no pipeline shows the panel's tables first
-    "generalist": GeneralistPipeline,
-    "calibrated": CalibratedPipeline,
-    "clear": ClearPipeline,
-    "baseline": BaselinePipeline,
-    "direct": lambda: BaselinePipeline("direct"),
-    "cot": lambda: BaselinePipeline("cot"),
-    "sc": lambda: BaselinePipeline("sc"),
-    # The benchmark context: every single-model Table 7 method as a variant of `benchmark`, and each
-    # as a pipeline of its own. `zero-shot` sends `direct`'s prompt; `cot-sc` sends `sc`'s samples and
-    # then an aggregation call (docs/methods/benchmark.md).
-    "benchmark": BenchmarkPipeline,
-    "zero-shot": lambda: BenchmarkPipeline("zero-shot"),
-    "few-shot": lambda: BenchmarkPipeline("few-shot"),
-    "cot-sc": lambda: BenchmarkPipeline("cot-sc"),
-    "multipersona": lambda: BenchmarkPipeline("multipersona"),
-    "self-refine": lambda: BenchmarkPipeline("self-refine"),
-    "medprompt": lambda: BenchmarkPipeline("medprompt"),
-    # The published multi-agent methods, and `multiagent` holding the three as variants.
-    "medagents": MedAgentsPipeline,
-    "mdagents": MDAgentsPipeline,
-    "kamac": KamacPipeline,
-    "multiagent": MultiAgentPipeline,
-}
-"""Name -> factory. `register` adds to it; tests replace an entry to inject fakes."""
+PIPELINES: dict[str, Factory] = {}
+"""Name -> factory of the pipelines `register` adds (before the entry points); tests replace an entry to
+inject fakes."""
 
 
 class UnknownPipeline(LookupError):
@@ -64,13 +40,37 @@ def register(name: str) -> Callable[[Factory], Factory]:
     return deco
 
 
+@cache
+def own() -> dict[str, metadata.EntryPoint]:
+    """medpanel's own pipelines: name -> entry point, read once per process."""
+    found = {e.name: e for e in metadata.entry_points(group=ENTRY_POINTS) if e.value.startswith(OWN)}
+    if not found:
+        # Package metadata written before the methods had rooms: without this every built-in name
+        # would read as unknown.
+        raise UnknownPipeline(f"medpanel's own pipelines are not registered in {ENTRY_POINTS} (its installed "
+                              "metadata is older than its code): reinstall it, make setup or pip install -e .")
+    return found
+
+
 def known() -> list[str]:
-    return sorted({*PIPELINES, *plugins.entry_point_names(ENTRY_POINTS)})
+    return sorted({*PIPELINES, *own(), *plugins.entry_point_names(ENTRY_POINTS)})
+
+
+def built_in() -> list[str]:
+    """The registered names and medpanel's own, the panel's first (`FIRST`), then by name: the order a
+    report of a record that names no pipeline reads their tables in."""
+    return sorted({*PIPELINES, *own()}, key=lambda name: (name != FIRST, name))
 
 
 def get_pipeline(name: str) -> SomePipeline:
     """A fresh instance of the pipeline `name` names. One lookup per run: the runner keeps it."""
     factory = PIPELINES.get(name)
+    if factory is None and name in own():
+        try:
+            factory = own()[name].load()
+        except Exception as exc:  # ImportError, or the module failing as it runs
+            raise UnknownPipeline(f"the pipeline {name!r} (entry point {own()[name].value} of {ENTRY_POINTS}) "
+                                  f"cannot be imported ({type(exc).__name__}: {exc})") from None
     if factory is None:
         try:
             loaded = plugins.load(name, ENTRY_POINTS, "pipeline")

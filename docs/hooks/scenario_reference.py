@@ -146,11 +146,11 @@ def model_table(model: type[BaseModel], links: dict[type, str], *, skip: tuple[s
 
 def pipeline_settings() -> dict[type[BaseModel], list[str]]:
     """Each built-in pipeline's settings model and the `pipeline:` names that use it."""
-    from medpanel.agents.pipelines.registry import PIPELINES
+    from medpanel.agents.pipelines.registry import built_in, get_pipeline
 
     out: dict[type[BaseModel], list[str]] = {}
-    for name, factory in PIPELINES.items():
-        out.setdefault(factory().settings_model, []).append(name)
+    for name in built_in():
+        out.setdefault(get_pipeline(name).settings_model, []).append(name)
     return out
 
 

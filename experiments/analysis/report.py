@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.pipelines.registry import PIPELINES, UnknownPipeline, get_pipeline
+from medpanel.agents.pipelines.registry import UnknownPipeline, built_in, get_pipeline
 from medpanel.agents.summary import Summary
 from medpanel.agents.tables import OVERALL, Table, TableSpec
 from medpanel.experiments.analysis import axes_tables, study
@@ -204,7 +204,7 @@ def pipeline_tables(record: RunRecord) -> tuple[TableSpec, ...]:
     none; a record that names no pipeline (a hand-built one) gets every built-in pipeline's tables,
     each of which applies only to rows that carry its facts."""
     name = record.named_pipeline
-    names = list(PIPELINES) if name is None else [name]  # in the registry's order: the panel's first, as always
+    names = built_in() if name is None else [name]  # the panel's first, as always
     specs: list[TableSpec] = []
     for n in names:
         try:
