@@ -44,11 +44,7 @@ from medpanel.agents.pipelines.base import Outcome, Pipeline, SomePipeline
 from medpanel.agents.pipelines.baselines import session_spent
 from medpanel.agents.pipelines.benchmark_flows import BenchmarkSummary, permutation, shuffled
 from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
-from medpanel.agents.pipelines.generalist import GeneralistPipeline
-from medpanel.agents.pipelines.kamac import KamacPipeline
-from medpanel.agents.pipelines.mdagents import MDAgentsPipeline
-from medpanel.agents.pipelines.medagents import MedAgentsPipeline
-from medpanel.agents.pipelines.panel.pipeline import PanelPipeline
+from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline, benchmark
 from medpanel.agents.roles.exemplars import ExemplarPool
@@ -87,13 +83,13 @@ class BenchmarkPlan(ConditionPlan):
     """For a seed condition: that pipeline's own plan (its `plan_model` dump)."""
 
 
-INNER: dict[str, type[SomePipeline]] = {"panel": PanelPipeline, "generalist": GeneralistPipeline,
-                                              "medagents": MedAgentsPipeline, "mdagents": MDAgentsPipeline,
-                                              "kamac": KamacPipeline}
+INNER = ("panel", "generalist", "medagents", "mdagents", "kamac")
+"""The pipelines whose default conditions are variants here, in the order they prepare. Each is reached
+by its name through the registry, as a scenario's `pipeline:` is: the benchmark imports no other method."""
 
 
 def _inner(name: str) -> SomePipeline:
-    return INNER[name]()
+    return get_pipeline(name)
 
 
 def condition_for(slug: str, pipeline: str) -> Condition:
