@@ -205,7 +205,7 @@ def test_a_test_split_is_refused_as_the_exemplar_file(tmp_path: Path) -> None:
     import pytest
     from pydantic import ValidationError
 
-    from medpanel.agents.pipelines.mdagents import MDAgentsSettings
+    from medpanel.methods.mdagents.pipeline import MDAgentsSettings
 
     path = tmp_path / "test_hard.jsonl"
     path.write_text(exemplar_file(tmp_path).read_text())

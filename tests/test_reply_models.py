@@ -12,7 +12,8 @@ from medpanel.agents.model.structured import (
     strict_response_format,
 )
 from medpanel.agents.pipelines.multiagent_common import labelled, numbered_model
-from medpanel.agents.roles import kamac, mdagents
+from medpanel.methods.kamac.roles import kamac
+from medpanel.methods.mdagents.roles import mdagents
 
 SHAPE = "Reply with only a JSON object of this shape:\n"
 

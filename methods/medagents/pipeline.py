@@ -38,10 +38,10 @@ from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
 from medpanel.agents.pipelines.multiagent_common import ask_once, labelled, method_answer, numbered_model, record_final
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
-from medpanel.agents.roles import medagents as roles
-from medpanel.agents.roles.medagents import PROMPTS, Advice, Analysis, Revised, Vote
 from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.medagents.roles import medagents as roles
+from medpanel.methods.medagents.roles.medagents import PROMPTS, Advice, Analysis, Revised, Vote
 
 ORIGINAL = "original"
 ORIGINAL_MAX_TOKENS: dict[str, int] = {

@@ -51,10 +51,10 @@ from medpanel.agents.pipelines.multiagent_common import (
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, roster, talk_turn, turn_note
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
-from medpanel.agents.roles import kamac as roles
-from medpanel.agents.roles.kamac import PROMPTS, Gap, GapSummary
 from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.kamac.roles import kamac as roles
+from medpanel.methods.kamac.roles.kamac import PROMPTS, Gap, GapSummary
 
 
 class KamacSettings(PipelineSettings):

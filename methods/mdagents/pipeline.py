@@ -61,11 +61,11 @@ from medpanel.agents.pipelines.multiagent_common import (
 from medpanel.agents.pipelines.multiagent_debate import Member, TurnLog, talk_turn
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
-from medpanel.agents.roles import mdagents as roles
 from medpanel.agents.roles.exemplars import BUILTIN, ExemplarPool
-from medpanel.agents.roles.mdagents import PROMPTS, Complexity, Rationale, Text, Triage
 from medpanel.agents.summary import Fact, Summary
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.mdagents.roles import mdagents as roles
+from medpanel.methods.mdagents.roles.mdagents import PROMPTS, Complexity, Rationale, Text, Triage
 
 ORIGINAL = "original"
 """The variant that follows mitmedialab/MDAgents where it differs from MedAgentsBench's copy."""

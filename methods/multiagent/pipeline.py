@@ -11,12 +11,12 @@ from pydantic import Field
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings, SomePipeline
-from medpanel.agents.pipelines.kamac import KamacPipeline, KamacSettings
-from medpanel.agents.pipelines.mdagents import MDAgentsPipeline, MDAgentsSettings
-from medpanel.agents.pipelines.medagents import MedAgentsPipeline, MedAgentsSettings
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.summary import Summary
 from medpanel.agents.types import Condition, Question
+from medpanel.methods.kamac.pipeline import KamacPipeline, KamacSettings
+from medpanel.methods.mdagents.pipeline import MDAgentsPipeline, MDAgentsSettings
+from medpanel.methods.medagents.pipeline import MedAgentsPipeline, MedAgentsSettings
 
 METHODS = ("medagents", "mdagents", "kamac")
 VARIANTS: dict[str, tuple[str, str | None]] = {
