@@ -163,8 +163,10 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("experiments/run/scenario",),  # the YAML to the resolved plan
     ("experiments/run/execution",),  # the runner, its members and processes, the workers
     ("experiments/analysis",),
+    # One room per method (pipeline, roles, prompts, report); a room imports only those below it:
     ("methods", "methods/panel", "methods/clear", "methods/baselines", "methods/benchmark", "methods/medagents",
-     "methods/mdagents", "methods/kamac"),  # one room per method: none imports another
+     "methods/mdagents", "methods/kamac"),
+    ("methods/multiagent",),  # medagents, mdagents and kamac as the variants of one pipeline
     ("experiments/view",),
     ("experiments/cli",),
     ("medpanel",),

@@ -6,11 +6,14 @@ from __future__ import annotations
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 
 from medpanel.agents.pipelines import registry
 from medpanel.agents.pipelines.base import Pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BUILT_IN = {"panel", "generalist", "calibrated", "clear", "baseline", "direct", "cot", "sc", "benchmark", "zero-shot",
             "few-shot", "cot-sc", "multipersona", "self-refine", "medprompt", "medagents", "mdagents", "kamac",
@@ -67,3 +70,15 @@ def test_an_unknown_name_is_one_line_naming_the_built_in_ones() -> None:
     message = str(info.value)
     assert "\n" not in message and "'no-such-method'" in message
     assert "kamac" in message and "module:ClassName" in message
+
+
+def test_a_methods_own_prompts_take_the_keys_users_write() -> None:
+    from medpanel.experiments.run.scenario import axes
+
+    parts = axes.prompt_parts()
+    for key in ("challenger.system", "planner.system", "kamac.talk", "mdagents.triage", "medagents.vote",
+                "benchmark.medprompt", "multipersona.debate", "baseline.cot"):
+        assert key in parts, key
+    assert len(parts) == len(set(parts))
+    assert axes.prompt_parts()["kamac.talk"].read_text(encoding="utf-8") == \
+        (ROOT / "methods" / "kamac" / "roles" / "kamac.talk.md").read_text(encoding="utf-8")

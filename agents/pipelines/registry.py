@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from importlib import metadata
+from importlib import metadata, util
 
 from medpanel import plugins
 from medpanel.agents.pipelines.base import Pipeline, SomePipeline
@@ -60,6 +60,18 @@ def built_in() -> list[str]:
     """The registered names and medpanel's own, the panel's first (`FIRST`), then by name: the order a
     report of a record that names no pipeline reads their tables in."""
     return sorted({*PIPELINES, *own()}, key=lambda name: (name != FIRST, name))
+
+
+SHARED_PROMPTS = ("medpanel.agents.roles", "medpanel.agents.clear.roles")
+"""The prompt packages of the roles two or more methods use."""
+
+
+def prompt_packages() -> list[str]:
+    """Every package of role prompt files: the shared ones, then each of medpanel's own methods' roles
+    (`methods/<method>/roles/`, found beside its pipeline's entry point). A scenario's `prompts:` keys
+    (`kamac.talk`) reach them all alike, and the run room names no method."""
+    found = {f"{entry.module.rpartition('.')[0]}.roles" for entry in own().values()}
+    return [*SHARED_PROMPTS, *sorted(p for p in found - set(SHARED_PROMPTS) if util.find_spec(p) is not None)]
 
 
 def get_pipeline(name: str) -> SomePipeline:

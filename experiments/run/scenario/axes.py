@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import Self  # typing.Self is 3.11+; the package supports 3.10 (pydantic installs it)
 
 from medpanel.agents.model.spec import ModelSpec
+from medpanel.agents.pipelines import registry
 from medpanel.agents.types import Condition, TranscriptEvent
 from medpanel.experiments.errors import UserError, read_text
 from medpanel.experiments.run.tracking.budget import Budget, Price, RateLimiter
@@ -33,7 +34,6 @@ PROMPTS_FLAG = "prompts"
 AXIS_FLAGS = (PROMPTS_FLAG, MODEL_FLAG)
 _LABEL = r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}"
 _VARIANT = r"[a-z0-9][a-z0-9_-]{0,39}"
-PROMPT_PACKAGES = ("medpanel.agents.roles", "medpanel.agents.clear.roles")
 MAX_PROMPT_BYTES = 200_000
 
 ROUTABLE_ROLES = ("challenger", "generalist", "specialist", "selector", "recruiter", "moderator", "knowledge_gate",
@@ -218,8 +218,8 @@ def check(scenario: Scenario, file: str) -> None:
 
 
 def prompt_parts() -> dict[str, Traversable]:
-    """`<role>.<part>` -> its file, for every prompt file of the role modules (CLEAR's among them)."""
-    files = [p for pkg in PROMPT_PACKAGES for p in resources.files(pkg).iterdir() if p.name.endswith(".md")]
+    """`<role>.<part>` -> its file, for every prompt file of the roles (`registry.prompt_packages`)."""
+    files = [p for pkg in registry.prompt_packages() for p in resources.files(pkg).iterdir() if p.name.endswith(".md")]
     return {p.name.removesuffix(".md"): p for p in sorted(files, key=lambda p: p.name)}
 
 
