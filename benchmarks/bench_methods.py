@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient
-from medpanel.agents.pipelines.benchmark import METHODS, ORIGINALS, SEED_CONDITIONS
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.sources.datasets import load_dataset
 from medpanel.experiments.run.store.store import Store
+from medpanel.methods.benchmark.pipeline import METHODS, ORIGINALS, SEED_CONDITIONS
 from medpanel.methods.benchmark.tables import GPT4O_ANCHOR, requested_tokens
 
 BENCHMARK_CALLS = {

@@ -12,13 +12,13 @@ import pytest
 
 from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.scripted import ScriptedRequest, synthesize
-from medpanel.agents.pipelines.benchmark import permutation
 from medpanel.agents.types import Condition, Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import load_scenario
 from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.run.store.transcript_log import documents
+from medpanel.methods.benchmark.pipeline import permutation
 from medpanel.methods.benchmark.tables import benchmark_tables, context_table, write_pareto
 from tests.run_records import run_record
 

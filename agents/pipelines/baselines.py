@@ -178,7 +178,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
     async def _self_consistency(self, question: Question, session: QuestionSession, settings: BaselineSettings,
                                 *, overrides: dict[str, Any] | None = None, decide: bool = True) -> Outcome:
         # `overrides` (a reply cap) and `decide=False` are for CoT-SC, which sends these samples and
-        # then decides by an aggregation call of its own (agents/pipelines/benchmark_flows.py).
+        # then decides by an aggregation call of its own (methods/benchmark/flows.py).
         base = session.spec.seed or 0
         budget = settings.budget
         samples: list[Sample] = []

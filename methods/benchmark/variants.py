@@ -4,7 +4,7 @@ of `benchmark` and a pipeline of its own (one factory each, as an entry point ne
 
 from __future__ import annotations
 
-from medpanel.agents.pipelines.benchmark import BenchmarkPipeline
+from medpanel.methods.benchmark.pipeline import BenchmarkPipeline
 
 
 def zero_shot() -> BenchmarkPipeline:

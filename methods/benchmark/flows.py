@@ -26,11 +26,11 @@ from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, SampleVote, vote
-from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
-from medpanel.agents.roles import benchmark, multipersona
 from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.summary import Fact
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.benchmark.roles import benchmark, multipersona
+from medpanel.methods.benchmark.settings import BenchmarkSettings
 
 Overrides = Mapping[str, Any]
 

@@ -16,8 +16,8 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply
 from medpanel.agents.prompting import Prompts, format_question
-from medpanel.agents.roles.benchmark import reasoned
 from medpanel.agents.types import Question
+from medpanel.methods.benchmark.roles.benchmark import reasoned
 
 PROMPTS = Prompts(__name__)
 

@@ -1,12 +1,12 @@
 """The single-model benchmark methods' calls (MedAgentsBench's Table 7 rows): few-shot, MedPrompt (the
 benchmark's generate-then-choose `medprompt-3` and Nori et al.'s choice-shuffle ensemble), Self-Refine,
 CoT-SC's aggregation call, and the SPP-style MultiPersona conversation (`spp`). The benchmark's
-three-role debate is `agents/roles/multipersona.py`.
+three-role debate is `methods/benchmark/roles/multipersona.py`.
 
 Every call is structured: an answering call's letter is constrained to the options
 (`answer_model`), a choosing call's number to the solutions shown, so no second "extractor" call is
 made. `overrides` are per-call sampling parameters (`max_tokens` above all: the benchmark's code sets
-a reply cap for zero-shot only). The control flow lives in `agents/pipelines/benchmark_flows.py`.
+a reply cap for zero-shot only). The control flow lives in `methods/benchmark/flows.py`.
 """
 
 from __future__ import annotations

@@ -39,16 +39,17 @@ from typing import Any, Literal
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines import benchmark_flows as flows
 from medpanel.agents.pipelines.base import Outcome, Pipeline, SomePipeline
 from medpanel.agents.pipelines.baselines import session_spent
-from medpanel.agents.pipelines.benchmark_flows import BenchmarkSummary, permutation, shuffled
-from medpanel.agents.pipelines.benchmark_settings import BenchmarkSettings
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan, PlanError
-from medpanel.agents.roles import baseline, benchmark
+from medpanel.agents.roles import baseline
 from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.benchmark import flows
+from medpanel.methods.benchmark.flows import BenchmarkSummary, permutation, shuffled
+from medpanel.methods.benchmark.roles import benchmark
+from medpanel.methods.benchmark.settings import BenchmarkSettings
 
 Method = Literal["zero-shot", "few-shot", "cot", "cot-sc", "multipersona", "self-refine", "medprompt", "spp",
                  "medprompt-shuffle"]
