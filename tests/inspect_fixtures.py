@@ -160,8 +160,8 @@ def real_clear_run(base: Path, name: str = "clear-real") -> Path:
     step with a schema-valid reply, local and web search return fixed passages (one carries XSS)."""
     import pytest
 
-    from medpanel.agents.pipelines.clear import ClearPipeline
     from medpanel.agents.pipelines.registry import PIPELINES
+    from medpanel.methods.clear.pipeline import ClearPipeline
     from medpanel.retrieval.evidence import Evidence
 
     local = [Evidence(text="Graves disease causes diffuse goiter and ophthalmopathy.", title="Graves", doc_id="L-1",

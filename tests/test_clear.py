@@ -15,10 +15,10 @@ import pytest
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.pipelines.clear import ClearPipeline
 from medpanel.agents.pipelines.registry import PIPELINES
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent
+from medpanel.methods.clear.pipeline import ClearPipeline
 from medpanel.retrieval.evidence import Evidence
 
 Q3 = Question(dataset="unit", qid="c1", text="A 60-year-old man has crushing chest pain. Best first test?",

@@ -2,6 +2,6 @@
 tables, the retrieval depths its paper fixes.
 
 Its part of the report is `report.py` (`REPORT`, a `MethodReport` in pyproject's `medpanel.reports`
-entry points); its page is docs/methods/clear.md. CLEAR's pipeline and parts are `agents/pipelines/clear.py` and
+entry points); its page is docs/methods/clear.md. CLEAR's pipeline and parts are `methods/clear/pipeline.py` and
 `agents/clear/`.
 """
