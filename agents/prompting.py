@@ -1,7 +1,7 @@
 """Prompt files and the question text every role is shown.
 
 A prompt file sits beside the module that renders it, named `<module>.<part>.md`: the Challenger's
-system prompt is `agents/roles/challenger.system.md`, next to `challenger.py`. Templates use
+system prompt is `methods/panel/roles/challenger.system.md`, next to `challenger.py`. Templates use
 `str.format` fields (`{question}`), and a rendered prompt is stripped of surrounding whitespace.
 """
 

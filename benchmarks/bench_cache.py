@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.roles.recruiter import RecruitCheck
-from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.store import Store
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.roles.recruiter import RecruitCheck
+from medpanel.methods.panel.roles.selector import TeamChoice
 
 TARGET = 0.85
 ROLES = ["Cardiologist", "Nephrologist", "Neurologist", "Endocrinologist", "Infectious disease specialist",

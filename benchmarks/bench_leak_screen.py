@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from medpanel.agents.roles.challenger import leaks
+from medpanel.methods.panel.roles.challenger import leaks
 
 HERE = Path(__file__).parent
 SETS = tuple(HERE / f"leak_screen{part}.yaml" for part in ("", "_later", "_third", "_fourth"))

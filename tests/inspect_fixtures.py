@@ -17,14 +17,14 @@ from typing import Any
 
 from benchmarks.bench_cache import responder as bench_responder
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest, synthesize
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.roles.recruiter import RecruitCheck
-from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Condition, Question, QuestionResult, TranscriptEvent, Usage
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.store import Store
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.roles.recruiter import RecruitCheck
+from medpanel.methods.panel.roles.selector import TeamChoice
 
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"

@@ -143,7 +143,7 @@ def test_the_modules_import_no_cycle() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-# Rooms: a room is a package folder, two levels deep at most (`agents/pipelines/panel/` belongs to
+# Rooms: a room is a package folder, two levels deep at most (`methods/panel/` belongs to
 # `agents/pipelines`, `agents/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
 # per job); `agents` is the top-level modules of agents/ (the data model), `medpanel` those of
 # medpanel/ (the public face). The floors, bottom first: a room imports only rooms on lower floors,

@@ -188,7 +188,7 @@ def test_concurrent_identical_requests_are_answered_once(tmp_path: Path) -> None
 
 def test_json_object_mode_caps_free_text_strings_for_the_embedded_model() -> None:
     from medpanel.agents.model.structured import cap_strings
-    from medpanel.agents.roles.challenger import Critique
+    from medpanel.methods.panel.roles.challenger import Critique
 
     capped = cap_strings(Critique.model_json_schema(), 240)
     assert capped["properties"]["challenge"]["maxLength"] == 240

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from medpanel.agents.model.scripted import ScriptedRequest
-from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
+from medpanel.methods.panel.roles.challenger import Critique, leaks, screen
 
 from .scripted_helpers import Q4, cond, run
 

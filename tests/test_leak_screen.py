@@ -8,11 +8,11 @@ from typing import Any
 
 from benchmarks.bench_leak_screen import FALSE_POSITIVE_TARGET, RECALL_TARGET, SETS, figures, load
 from medpanel.agents.model.scripted import ScriptedRequest
-from medpanel.agents.roles.challenger import Critique, leaks, screen
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.run.store.store import Row
 from medpanel.methods.panel.protocol import screened_critiques
+from medpanel.methods.panel.roles.challenger import Critique, leaks, screen
 
 from .scripted_helpers import cond, run
 

@@ -15,12 +15,12 @@ from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import Outcome
-from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan
-from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.types import Condition, TranscriptEvent
 from medpanel.experiments.run.scenario.plan import ResolvedRun, resolve_run
 from medpanel.experiments.run.scenario.scenario import slug_for
 from medpanel.experiments.run.store.records import PlanRecord
+from medpanel.methods.panel.pipeline import PanelPipeline, PanelPlan
+from medpanel.methods.panel.settings import PanelSettings
 from medpanel.retrieval.corpus import ingest
 
 from .conftest import write

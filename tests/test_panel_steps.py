@@ -15,14 +15,16 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.channels.knowledge import KnowledgeChannel
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.model.structured import answer_model
-from medpanel.agents.pipelines.panel.settings import PanelSettings
-from medpanel.agents.pipelines.panel.state import Group, PanelState, Post
-from medpanel.agents.pipelines.panel.steps import (
+from medpanel.methods.panel.channels.knowledge import KnowledgeChannel
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.roles.selector import Specialist
+from medpanel.methods.panel.settings import PanelSettings
+from medpanel.methods.panel.state import Group, PanelState, Post
+from medpanel.methods.panel.steps import (
     add_member,
     between_brief,
     coordinate,
@@ -31,8 +33,6 @@ from medpanel.agents.pipelines.panel.steps import (
     run_turn,
     upfront_brief,
 )
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.roles.selector import Specialist
 from medpanel.retrieval.corpus import ingest
 
 from .scripted_helpers import Q4

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from medpanel.agents.pipelines import registry
-from medpanel.agents.pipelines.generalist import GeneralistSettings
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
@@ -19,6 +18,7 @@ from medpanel.experiments.run.store.rundir import load_record, load_transcript, 
 from medpanel.experiments.run.store.storage import Pair  # noqa: F401  (the key type rows and claims share)
 from medpanel.experiments.run.store.store import Store
 from medpanel.experiments.run.store.transcript_log import record_path
+from medpanel.methods.panel.generalist import GeneralistSettings
 
 SCENARIO = {"name": "rec", "pipeline": "generalist", "flags": {"c": [0, 1]},
             "dataset": {"source": "sample", "subsets": ["medqa-style"], "limit": 2},

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.pipelines.panel.tables import recruitment_table
 from medpanel.experiments.analysis.report import (
     accuracy_table,
     build_tables,
@@ -16,6 +15,7 @@ from medpanel.experiments.analysis.report import (
     repeats_table,
 )
 from medpanel.experiments.run.store.store import Row
+from medpanel.methods.panel.tables import recruitment_table
 from tests.run_records import run_record
 
 
@@ -92,7 +92,7 @@ def _k(queries: int, retrievals: int, passages: int, delivered: int, received: l
 
 
 def test_knowledge_table_counts_gate_retrieval_delivery_and_recipients_apart() -> None:
-    from medpanel.agents.channels.tables import knowledge_table
+    from medpanel.methods.panel.channels.tables import knowledge_table
 
     rows = [row("c1r1k1", "1", True, ds="a", extra=_k(2, 1, 3, 1, ["x", "r1"])),
             row("c1r1k1", "2", False, ds="a", extra=_k(1, 1, 4, 0, [])),  # retrieved, brief never delivered
@@ -109,7 +109,7 @@ def test_knowledge_table_counts_gate_retrieval_delivery_and_recipients_apart() -
 
 
 def test_recruitment_rate_per_dataset_is_the_papers_table_11() -> None:
-    from medpanel.agents.pipelines.panel.tables import recruitment_by_dataset_table
+    from medpanel.methods.panel.tables import recruitment_by_dataset_table
 
     rows = [row("c1r1", "1", True, ds="medqa", recruited=1, panel=3), row("c1r1", "2", False, ds="medqa"),
             row("c1r1", "3", True, ds="medqa", recruited=2, panel=4), row("c1r1", "4", True, ds="pubmedqa"),

@@ -306,8 +306,8 @@ def test_channels_scenario_runs_c1r0_beside_the_knowledge_conditions_3x3() -> No
 
 def test_self_assessment_scenario_starts_from_one_agent_like_kamac() -> None:
     from medpanel.agents.model.scripted import ScriptedRequest
-    from medpanel.agents.pipelines.panel.settings import PanelSettings
     from medpanel.agents.types import Condition
+    from medpanel.methods.panel.settings import PanelSettings
 
     from .scripted_helpers import Q4, run
 

@@ -17,7 +17,7 @@ from medpanel.agents.model.schema_pattern import PatternError, matching
 from medpanel.agents.model.schema_reply import FirstDraw, HashedDraw, SchemaReplyError, build
 from medpanel.agents.model.scripted import synthesize
 from medpanel.agents.model.structured import answer_model, strict_response_format
-from medpanel.agents.roles.selector import TeamChoice
+from medpanel.methods.panel.roles.selector import TeamChoice
 
 from .multiagent_helpers import method, steps
 from .scripted_helpers import Q4

@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from medpanel.agents.channels.knowledge import KnowledgeFacts
 from medpanel.agents.clear.summary import ClearSummary
 from medpanel.agents.pipelines.baselines import BaselineSummary
-from medpanel.agents.pipelines.calibrated import CalibratedSummary, merge_channel_facts
-from medpanel.agents.pipelines.generalist import GeneralistSummary
-from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.pipelines.registry import built_in, get_pipeline
 from medpanel.agents.summary import Fact, Summary
 from medpanel.methods.benchmark.flows import BenchmarkSummary
 from medpanel.methods.kamac.pipeline import KamacSummary
 from medpanel.methods.mdagents.pipeline import MDAgentsSummary
 from medpanel.methods.medagents.pipeline import MedAgentsSummary
+from medpanel.methods.panel.calibrated import CalibratedSummary, merge_channel_facts
+from medpanel.methods.panel.channels.knowledge import KnowledgeFacts
+from medpanel.methods.panel.generalist import GeneralistSummary
+from medpanel.methods.panel.summary import PanelSummary
 
 MODELS = [Summary, KnowledgeFacts, GeneralistSummary, PanelSummary, CalibratedSummary, ClearSummary,
           BaselineSummary, BenchmarkSummary, MedAgentsSummary, MDAgentsSummary, KamacSummary]

@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.roles.recruiter import RecruitCheck
-from medpanel.agents.roles.selector import TeamChoice
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.digest import digest
 from medpanel.experiments.analysis.trajectory import columns
@@ -29,6 +26,9 @@ from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.rundir import load_run
 from medpanel.methods.clear.transitions import pathway_table, ruling_table
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.roles.recruiter import RecruitCheck
+from medpanel.methods.panel.roles.selector import TeamChoice
 
 from .test_clear import Q3, Script, docs, installer, judgement, run_clear, verdict
 from .test_transitions import pick, rows_of

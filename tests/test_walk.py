@@ -14,4 +14,4 @@ def test_the_walk_of_c_enters_each_file_once(pipeline: str) -> None:
     assert {f: n for walk in (plan, run) for f, n in walk.entries.items() if n > 1} == {}
     assert len(set(plan.files) | set(run.files)) <= 10
     # it reaches the Challenger's request, through the role and the model room
-    assert run.files[-3:] == ["agents/roles/challenger.py", "agents/prompting.py", "agents/model/agent.py"]
+    assert run.files[-3:] == ["methods/panel/roles/challenger.py", "agents/prompting.py", "agents/model/agent.py"]

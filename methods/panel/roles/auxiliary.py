@@ -11,8 +11,8 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, answer_model
 from medpanel.agents.prompting import Prompts, format_question
-from medpanel.agents.roles.specialist import seat
 from medpanel.agents.types import Question
+from medpanel.methods.panel.roles.specialist import seat
 
 PROMPTS = Prompts(__name__)
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from medpanel.agents import events as ev
-from medpanel.agents.channels.clear import ClearChannel
-from medpanel.agents.channels.knowledge import KnowledgeChannel
 from medpanel.agents.model.agent import agent_name
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines.panel.state import (
+from medpanel.agents.prompting import format_question
+from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.panel.channels.clear import ClearChannel
+from medpanel.methods.panel.channels.knowledge import KnowledgeChannel
+from medpanel.methods.panel.roles import auxiliary, recruiter, selector, specialist
+from medpanel.methods.panel.roles.challenger import Critique, PanelReview, challenge
+from medpanel.methods.panel.roles.selector import Specialist
+from medpanel.methods.panel.state import (
     FALLBACK_TEAM,
     Member,
     PanelState,
@@ -28,12 +33,7 @@ from medpanel.agents.pipelines.panel.state import (
     unique_roles,
     visible,
 )
-from medpanel.agents.pipelines.panel.vote import panel_position
-from medpanel.agents.prompting import format_question
-from medpanel.agents.roles import auxiliary, recruiter, selector, specialist
-from medpanel.agents.roles.challenger import Critique, PanelReview, challenge
-from medpanel.agents.roles.selector import Specialist
-from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.panel.vote import panel_position
 
 ROUTES = {
     "insufficient_evidence": "retrieve",

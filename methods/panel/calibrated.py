@@ -30,12 +30,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
-from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.events import GroupStart, Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.pipelines.generalist import (
+from medpanel.agents.tables import TableSpec
+from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.panel.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
+from medpanel.methods.panel.channels.tables import knowledge_table
+from medpanel.methods.panel.generalist import (
     TIMING_CONDITIONS,
     GeneralistPipeline,
     GeneralistPlan,
@@ -44,14 +46,12 @@ from medpanel.agents.pipelines.generalist import (
     prepare_retrieval,
     timing_plan,
 )
-from medpanel.agents.pipelines.panel.pipeline import PanelPipeline, PanelPlan, decode
-from medpanel.agents.pipelines.panel.settings import PanelSettings
-from medpanel.agents.pipelines.panel.state import Group
-from medpanel.agents.pipelines.panel.summary import PanelSummary
-from medpanel.agents.pipelines.panel.tables import PANEL_TABLES
-from medpanel.agents.roles.triage import Level, triage
-from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.panel.pipeline import PanelPipeline, PanelPlan, decode
+from medpanel.methods.panel.roles.triage import Level, triage
+from medpanel.methods.panel.settings import PanelSettings
+from medpanel.methods.panel.state import Group
+from medpanel.methods.panel.summary import PanelSummary
+from medpanel.methods.panel.tables import PANEL_TABLES
 
 DEPTH: dict[str, Literal["light", "standard", "deep"]] = {"basic": "light", "intermediate": "standard",
                                                            "advanced": "deep"}

@@ -21,12 +21,12 @@ from pydantic import Field, field_validator, model_validator
 from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.evidence import instruction_like, quote_block
 from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.roles import curator, knowledge_gate
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.roles.knowledge_gate import GateDecision
 from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.summary import Summary
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.panel.roles import curator, knowledge_gate
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.roles.knowledge_gate import GateDecision
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quickstart import web_corpus_for
 from medpanel.retrieval.sources import OFFLINE_WEB, CorpusSource, SourceSpec, open_source, source_class

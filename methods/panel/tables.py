@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from medpanel.agents.pipelines.panel.summary import PanelSummary
 from medpanel.agents.tables import OVERALL, ResultRow, Table, TableSpec, pct
+from medpanel.methods.panel.summary import PanelSummary
 
 
 def _summaries(rows: Sequence[ResultRow]) -> dict[int, PanelSummary]:

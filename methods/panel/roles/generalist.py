@@ -6,7 +6,7 @@ from __future__ import annotations
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
-from medpanel.agents.roles.challenger import Critique
+from medpanel.methods.panel.roles.challenger import Critique
 
 PROMPTS = Prompts(__name__)
 

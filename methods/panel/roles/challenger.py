@@ -17,9 +17,9 @@ from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
 from medpanel.agents.prompting import Prompts
-from medpanel.agents.roles.leak_screen import leaks as leaks  # re-exported: the screen's callers ask here
-from medpanel.agents.roles.leak_screen import sentences
 from medpanel.agents.types import Question
+from medpanel.methods.panel.roles.leak_screen import leaks as leaks  # re-exported: the screen's callers ask here
+from medpanel.methods.panel.roles.leak_screen import sentences
 
 PROMPTS = Prompts(__name__)
 

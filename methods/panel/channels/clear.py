@@ -17,13 +17,13 @@ the rationale and the evidence with provenance and quality tiers, never a recomm
 
 from __future__ import annotations
 
-from medpanel.agents.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.pathways import Context
 from medpanel.agents.clear.settings import ClearSettings, mode_of
 from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.panel.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.quickstart import web_corpus_for
 from medpanel.retrieval.search import check_separate

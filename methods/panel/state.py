@@ -10,15 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.channels.knowledge import BriefResult
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.context import Part
 from medpanel.agents.model.structured import AnswerReply, letters_of
-from medpanel.agents.pipelines.panel.settings import PanelSettings
 from medpanel.agents.prompting import Prompts
-from medpanel.agents.roles.selector import Specialist
 from medpanel.agents.types import Question
+from medpanel.methods.panel.channels.knowledge import BriefResult
+from medpanel.methods.panel.roles.selector import Specialist
+from medpanel.methods.panel.settings import PanelSettings
 
 PROMPTS = Prompts(__name__)
 

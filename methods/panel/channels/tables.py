@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from medpanel.agents.channels.knowledge import KnowledgeFacts
 from medpanel.agents.tables import OVERALL, ResultRow, Table, pct
+from medpanel.methods.panel.channels.knowledge import KnowledgeFacts
 
 
 class _Facts(KnowledgeFacts):

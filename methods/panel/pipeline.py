@@ -43,16 +43,20 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from medpanel.agents.channels.clear import ClearChannel, prepare_channel
-from medpanel.agents.channels.knowledge import KnowledgeChannel, Timing, prepare
-from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.pipelines.panel.settings import PanelSettings
-from medpanel.agents.pipelines.panel.state import Group, PanelState
-from medpanel.agents.pipelines.panel.steps import (
+from medpanel.agents.plan import ConditionPlan, PlanError
+from medpanel.agents.tables import TableSpec
+from medpanel.agents.types import Condition, Flags, Question, TranscriptEvent, flag_on
+from medpanel.methods.panel.channels.clear import ClearChannel, prepare_channel
+from medpanel.methods.panel.channels.knowledge import KnowledgeChannel, Timing, prepare
+from medpanel.methods.panel.channels.tables import knowledge_table
+from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.settings import PanelSettings
+from medpanel.methods.panel.state import Group, PanelState
+from medpanel.methods.panel.steps import (
     add_member,
     between_brief,
     coordinate,
@@ -62,13 +66,9 @@ from medpanel.agents.pipelines.panel.steps import (
     select_team,
     upfront_brief,
 )
-from medpanel.agents.pipelines.panel.summary import PanelSummary
-from medpanel.agents.pipelines.panel.tables import PANEL_TABLES, self_assessment_table
-from medpanel.agents.pipelines.panel.vote import moderate
-from medpanel.agents.plan import ConditionPlan, PlanError
-from medpanel.agents.roles.challenger import Critique
-from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Flags, Question, TranscriptEvent, flag_on
+from medpanel.methods.panel.summary import PanelSummary
+from medpanel.methods.panel.tables import PANEL_TABLES, self_assessment_table
+from medpanel.methods.panel.vote import moderate
 
 Coordination = Literal["naive", "independent", "routed"]
 

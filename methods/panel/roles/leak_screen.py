@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import re
 
-from medpanel.agents.roles.leak_mentions import YES_NO, Mention, OptionSet, option_set, sentences
-from medpanel.agents.roles.leak_words import (
+from medpanel.methods.panel.roles.leak_mentions import YES_NO, Mention, OptionSet, option_set, sentences
+from medpanel.methods.panel.roles.leak_words import (
     ACT,
     ADV,
     ATTRIBUTE,

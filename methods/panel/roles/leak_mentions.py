@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from medpanel.agents.roles.leak_words import (
+from medpanel.methods.panel.roles.leak_words import (
     FUNCTION,
     GENERIC,
     HEADS,

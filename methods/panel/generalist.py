@@ -20,18 +20,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from medpanel.agents.channels.knowledge import KnowledgeChannel, KnowledgeFacts, KnowledgeSettings, Timing, prepare
-from medpanel.agents.channels.tables import knowledge_table
 from medpanel.agents.events import AnswerAt
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model, letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.prompting import format_question
-from medpanel.agents.roles import generalist
-from medpanel.agents.roles.challenger import challenge
 from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.panel.channels.knowledge import (
+    KnowledgeChannel,
+    KnowledgeFacts,
+    KnowledgeSettings,
+    Timing,
+    prepare,
+)
+from medpanel.methods.panel.channels.tables import knowledge_table
+from medpanel.methods.panel.roles import generalist
+from medpanel.methods.panel.roles.challenger import challenge
 
 TIMING_CONDITIONS: dict[str, Timing] = {
     "no-retrieval": "none",

@@ -11,8 +11,8 @@ from pydantic import BaseModel, Field
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts, format_question
-from medpanel.agents.roles.challenger import Critique
 from medpanel.agents.types import Question
+from medpanel.methods.panel.roles.challenger import Critique
 
 PROMPTS = Prompts(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from medpanel.agents.pipelines.panel.state import PanelState
-from medpanel.agents.roles import moderator
+from medpanel.methods.panel.roles import moderator
+from medpanel.methods.panel.state import PanelState
 
 AUXILIARY_RULE = "auxiliary-informed moderator"
 
