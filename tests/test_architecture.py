@@ -143,8 +143,8 @@ def test_the_modules_import_no_cycle() -> None:
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
-# Rooms: a room is a package folder, two levels deep at most (`methods/panel/` belongs to
-# `agents/pipelines`, `agents/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
+# Rooms: a room is a package folder, two levels deep at most (`methods/panel/roles/` belongs to
+# `methods/panel`, `agents/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
 # per job); `agents` is the top-level modules of agents/ (the data model), `medpanel` those of
 # medpanel/ (the public face). The floors, bottom first: a room imports only rooms on lower floors,
 # never one on its own floor. docs/architecture.md draws them.
@@ -153,9 +153,8 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("retrieval",),
     ("agents",),
     ("agents/model",),
-    ("agents/roles", "agents/clear"),
-    ("agents/channels",),
-    ("agents/pipelines",),
+    ("agents/roles", "agents/clear"),  # the roles and CLEAR's parts two or more methods use
+    ("agents/pipelines",),  # the contract, the registry, the shared multi-agent talk and tally, the baselines
     ("experiments",),  # errors.py: the one-line user error
     # The run room, split by job; each floor of it imports only those below (docs/architecture.md):
     ("experiments/run", "experiments/run/store"),  # the package itself (no code); the run's files and rows
