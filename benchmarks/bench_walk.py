@@ -55,8 +55,8 @@ from medpanel.experiments.cli.main import app
 from medpanel.experiments.run.scenario.plan import resolve_run
 
 ROOT = Path(medpanel.__file__).resolve().parent.parent
-"""The checkout: the package's code folders (agents/, experiments/, retrieval/, medpanel/) sit here."""
-CODE = ("agents/", "experiments/", "retrieval/", "medpanel/")
+"""The checkout: the package's code folders (agents/, experiments/, retrieval/, methods/, medpanel/) sit here."""
+CODE = ("agents/", "experiments/", "retrieval/", "methods/", "medpanel/")
 SINK = "agents/model/"
 ASKS = {RoleAgent.speak.__code__, RoleAgent.consult.__code__}
 """Where a role's request enters the model room."""
