@@ -107,10 +107,10 @@ def breakdown(run_dir: Path) -> None:
     import medpanel.experiments.cli.inspect  # noqa: F401  what `medpanel report` imports before it reads
     from medpanel.experiments.analysis.digest import gc_frozen, gc_paused, read_digests
     from medpanel.experiments.analysis.report import build_tables, write_report
-    from medpanel.experiments.cli.output import _read, print_header, print_table
+    from medpanel.experiments.cli.output import print_header, print_table, read_run
     parts.append(("imports (CLI, analysis)", cpu() - c))
     c = cpu()
-    record, rows = _read(run_dir)
+    record, rows = read_run(run_dir)
     parts.append(("store: run.json and rows", cpu() - c))
     c = cpu()
     with gc_paused():

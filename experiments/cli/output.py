@@ -48,7 +48,8 @@ def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel r
         console.print(Text(t.note, style="dim"))
 
 
-def _read(run_dir: Path) -> tuple[RunRecord, list[Row]]:
+def read_run(run_dir: Path) -> tuple[RunRecord, list[Row]]:
+    """A run's record and rows, other machines' transcripts synced first (what `report` reads first)."""
     record = load_record(run_dir)
     store = open_store(run_dir, record)
     store.sync_transcripts()  # shared storage: other machines' transcripts become files here
@@ -89,7 +90,7 @@ def report_tables(run_dir: Path, *, write: bool = True,
     gives the HTML site's builder, whose one pass over the transcripts also writes the pages)."""
     from medpanel.experiments.analysis.report import read_run_tables
 
-    record, rows = _read(run_dir)
+    record, rows = read_run(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return None, None
@@ -121,7 +122,7 @@ def write_full_report(run_dir: Path) -> list[Path] | None:
     """`medpanel report`'s files, written without printing (what a tracker logs after a run)."""
     from medpanel.experiments.analysis.report import run_tables, write_report
 
-    record, rows = _read(run_dir)
+    record, rows = read_run(run_dir)
     if not rows:
         return None
     try:
@@ -137,7 +138,7 @@ def print_summary(run_dir: Path, *, n_boot: int = 10000) -> None:
     from medpanel.experiments.analysis.run_summary import batch_line, batched, priced, run_summary
     from medpanel.experiments.analysis.study import ledger_lines, prices_of, transcript_events
 
-    record, rows = _read(run_dir)
+    record, rows = read_run(run_dir)
     if not rows:
         console.print("No finished questions yet.")
         return
