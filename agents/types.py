@@ -7,7 +7,7 @@ them and stores results from them, and nothing here imports upward.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,7 +52,7 @@ class Condition(BaseModel):
     """Stable name used in tables, transcript paths and the store (`c1r0k0`, `c1r1k1-ind`)."""
     pipeline: str
     flags: Flags = Field(default_factory=dict)
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, object] = Field(default_factory=dict)
     """Pipeline settings (rounds, turns, limits ...), validated by the pipeline itself."""
 
     def flag(self, name: str, default: int | str = 0) -> int | str:
@@ -95,11 +95,11 @@ class TranscriptEvent(BaseModel):
     turn: int = 0
     step: str = ""
     """What this call was for: `initial`, `critique`, `reconsider`, `recruit_check` ..."""
-    messages: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[dict[str, object]] = Field(default_factory=list)
     """The messages sent, in OpenAI format (system prompt included)."""
     content: str = ""
     """The raw reply (or the note's text)."""
-    parsed: dict[str, Any] | None = None
+    parsed: dict[str, object] | None = None
     """The validated structured fields, or None when the reply did not parse."""
     invalid: bool = False
     """True when the reply still did not validate after the re-ask."""
@@ -110,7 +110,7 @@ class TranscriptEvent(BaseModel):
     attempts: int = 1
     """Model calls behind this event (a re-ask or a retried transport error adds one)."""
     error: str | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
+    data: dict[str, object] = Field(default_factory=dict)
     """Anything else the step records (votes, recruited roles, routes ...): the method's own."""
     act: Act | None = None
     """What the event is in the debate, typed (`agents.events`): what the analysis reads."""
@@ -133,7 +133,7 @@ class QuestionResult(BaseModel):
     error: str | None = None
     error_kind: str | None = None
     events: list[TranscriptEvent] = Field(default_factory=list)
-    summary: dict[str, Any] = Field(default_factory=dict)
+    summary: dict[str, object] = Field(default_factory=dict)
     """Pipeline-level facts the report aggregates (recruitments, final panel size, gate fired ...):
     the pipeline's `Summary.data()`."""
     summary_version: int = 1

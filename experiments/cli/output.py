@@ -184,7 +184,7 @@ def print_transcript(record: TranscriptRecord, *, full: bool = False) -> None:
             if e.error:
                 body += f"\n[{e.error}]"
             if full:  # the messages sent, in the request's own (OpenAI) shape
-                body = "\n".join(f"<{m['role']}{':' + m['name'] if m.get('name') else ''}> {m['content']}"
+                body = "\n".join(f"<{m['role']}{':' + str(m['name']) if m.get('name') else ''}> {m['content']}"
                                  for m in e.messages) + "\n---\n" + body
             console.print(Panel(Text(body), title=Text(f"{tag}  {meta}"), title_align="left",
                                 border_style=_colour(e.role)))

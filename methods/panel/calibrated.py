@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import Field
 
@@ -156,7 +156,9 @@ class CalibratedPipeline(Pipeline[CalibratedSettings, GeneralistPlan]):
                 raise TypeError(f"a group's discussion summed up as {type(facts).__name__}, not a PanelSummary")
             seated += [r for r in (facts.initial_panel or []) + (facts.recruited_roles or []) if r not in seated]
             vote = next(e for e in reversed(session.events) if e.kind == "vote")
-            votes.update({f"g{g}:{name}": letters for name, letters in vote.data.get("votes", {}).items()})
+            # The vote's record, as `moderate` writes it: each member's letters, joined.
+            group_votes = cast("dict[str, str]", vote.data.get("votes", {}))
+            votes.update({f"g{g}:{name}": letters for name, letters in group_votes.items()})
             summaries.append(facts)
             decisions.append(",".join(outcome.answer))
         counts = Counter(votes.values())

@@ -17,6 +17,8 @@ the rationale and the evidence with provenance and quality tiers, never a recomm
 
 from __future__ import annotations
 
+from typing import cast
+
 from medpanel.agents.clear.adjudication import Decision, adjudicate
 from medpanel.agents.clear.bundle import Candidate
 from medpanel.agents.clear.pathways import Context
@@ -78,8 +80,10 @@ class ClearChannel(KnowledgeChannel):
 
     def facts(self) -> KnowledgeFacts:
         out = super().facts()
-        out.clear_routes = [r.event.data.get("route") for r in self.results]
-        out.clear_guard = [r.event.data.get("guard", {}).get("outcome") for r in self.results]
+        # The event's data holds what `brief` wrote above: the route's name and the guard's record.
+        out.clear_routes = [cast("str | None", r.event.data.get("route")) for r in self.results]
+        out.clear_guard = [cast("dict[str, str | None]", r.event.data.get("guard", {})).get("outcome")
+                           for r in self.results]
         return out
 
 
