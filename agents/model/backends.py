@@ -91,7 +91,8 @@ def build_client(spec: ModelSpec, *, base_url: str | None = None) -> ChatComplet
         value = os.environ.get(key_env(spec)) or "sk-no-key"
         key = value
         register_secret(key)  # masked wherever an endpoint echoes it back (see agents/redact.py)
-    create_args: dict[str, Any] = dict(model=spec.model_name, temperature=spec.temperature, max_tokens=spec.max_tokens)
+    create_args: dict[str, object] = dict(model=spec.model_name, temperature=spec.temperature,
+                                          max_tokens=spec.max_tokens)
     if spec.seed is not None:
         create_args["seed"] = spec.seed
     if spec.backend != "azure":

@@ -79,7 +79,7 @@ class BatchAPI:
                 await client.close()
         return raw
 
-    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+    async def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, object]:
         raw = await self._call(method, path, **kwargs)
         try:
             doc = json.loads(raw)
@@ -96,14 +96,14 @@ class BatchAPI:
         form.add_field("file", data, filename=name, content_type="application/jsonl")
         return str((await self._json("POST", "/files", data=form))["id"])
 
-    async def create(self, input_file_id: str, metadata: dict[str, str] | None = None) -> dict[str, Any]:
-        body: dict[str, Any] = {"input_file_id": input_file_id, "endpoint": BATCH_ENDPOINT,
+    async def create(self, input_file_id: str, metadata: dict[str, str] | None = None) -> dict[str, object]:
+        body: dict[str, object] = {"input_file_id": input_file_id, "endpoint": BATCH_ENDPOINT,
                                 "completion_window": "24h"}
         if metadata:
             body["metadata"] = metadata
         return await self._json("POST", "/batches", json=body)
 
-    async def retrieve(self, batch_id: str) -> dict[str, Any]:
+    async def retrieve(self, batch_id: str) -> dict[str, object]:
         return await self._json("GET", f"/batches/{batch_id}")
 
     async def list_batches(self) -> list[dict[str, object]]:

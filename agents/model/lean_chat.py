@@ -188,7 +188,7 @@ class LeanChatClient(ChatCompletionClient):
                                                   timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self._session
 
-    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, Any]) -> dict[str, Any]:
+    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, Any]) -> dict[str, object]:
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
         return unsent({"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra})
 

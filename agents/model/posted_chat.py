@@ -43,7 +43,7 @@ class PostedChat:
             raise ValueError("medpanel roles do not stream")
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
         body = unsent({k: v for k, v in params.items() if not isinstance(v, openai.NotGiven)} | dict(extra_body or {}))
-        options: dict[str, Any] = {}
+        options: dict[str, object] = {}
         if not isinstance(timeout, openai.NotGiven):
             options["timeout"] = timeout
         if extra_headers:

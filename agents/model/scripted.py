@@ -29,9 +29,9 @@ from medpanel.agents.model.structured import schema_of
 @dataclass
 class ScriptedRequest:
     tag: CallTag
-    messages: list[dict[str, Any]]
+    messages: list[dict[str, object]]
     model: type[BaseModel] | None
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, object] = dataclasses.field(default_factory=dict)
     """The create args sent with the call (per-call `seed`/`temperature` overrides among them)."""
 
     @property
@@ -44,12 +44,12 @@ class ScriptedRequest:
         return str(self.messages[0]["content"]) if self.messages and self.messages[0]["role"] == "system" else ""
 
 
-Responder = Callable[[ScriptedRequest], "str | dict[str, Any] | BaseModel"]
+Responder = Callable[[ScriptedRequest], "str | dict[str, object] | BaseModel"]
 
 
-def synthesize(model: type[BaseModel], seed: str) -> dict[str, Any]:
+def synthesize(model: type[BaseModel], seed: str) -> dict[str, object]:
     """A reply valid for `model`'s schema, every choice drawn from a hash of `seed` (`schema_reply`)."""
-    reply: dict[str, Any] = build(schema_of(model), HashedDraw(seed))
+    reply: dict[str, object] = build(schema_of(model), HashedDraw(seed))
     return reply
 
 

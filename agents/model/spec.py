@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import urllib.parse
-from typing import Any, Literal
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -202,19 +202,19 @@ class ModelSpec(BaseModel):
     def context_limit(self) -> int | None:
         return self.accommodation("context_window", self.context_window)
 
-    def accommodations(self, settings: dict[str, Any], *, verifier: bool = False) -> dict[str, Any]:
+    def accommodations(self, settings: dict[str, object], *, verifier: bool = False) -> dict[str, object]:
         """The limits a run works under, for run.json and the report header. `settings` are the
         pipeline's (`passage_chars`, `verifier_passage_chars` when the run uses CLEAR's verifier)."""
-        out: dict[str, Any] = {
+        out: dict[str, object] = {
             "backend": self.backend,
             "context_window": self.context_limit,
-            "passage_chars": self.accommodation("passage_chars", settings.get("passage_chars")),
+            "passage_chars": self.accommodation("passage_chars", cast("int | None", settings.get("passage_chars"))),
             # The grammar cap exists only in json_object mode; in any other mode nothing is capped.
             "max_string_chars": self.string_cap if self.mode == "json_object" else None,
         }
         if verifier:
-            out["verifier_passage_chars"] = self.accommodation("verifier_passage_chars",
-                                                               settings.get("verifier_passage_chars"))
+            chars = cast("int | None", settings.get("verifier_passage_chars"))
+            out["verifier_passage_chars"] = self.accommodation("verifier_passage_chars", chars)
         return out
 
     @property

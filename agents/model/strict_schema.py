@@ -9,21 +9,19 @@ never needs the SDK (`tests/test_strict_schema.py` checks it against the SDK's, 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel
 
 _ABSENT = object()
 
 
-def strict_format(model: type[BaseModel]) -> dict[str, Any]:
+def strict_format(model: type[BaseModel]) -> dict[str, object]:
     """`{"type": "json_schema", "json_schema": {"schema", "name", "strict"}}` for `model`."""
     schema = model.model_json_schema()
     return {"type": "json_schema",
             "json_schema": {"schema": _strict(schema, root=schema), "name": model.__name__, "strict": True}}
 
 
-def _strict(node: object, *, root: dict[str, Any]) -> dict[str, Any]:
+def _strict(node: object, *, root: dict[str, object]) -> dict[str, object]:
     """Mutates `node` (a JSON schema) in place, as the SDK does, and returns it."""
     if not isinstance(node, dict):
         raise TypeError(f"expected a JSON schema object, got {node!r}")
@@ -63,10 +61,10 @@ def _strict(node: object, *, root: dict[str, Any]) -> dict[str, Any]:
     return node
 
 
-def _resolve(root: dict[str, Any], ref: object) -> dict[str, Any]:
+def _resolve(root: dict[str, object], ref: object) -> dict[str, object]:
     if not isinstance(ref, str) or not ref.startswith("#/"):
         raise ValueError(f"unexpected $ref {ref!r}: only local references (#/...) are resolved")
-    resolved: dict[str, Any] = root
+    resolved: dict[str, object] = root
     for key in ref[2:].split("/"):
         value = resolved[key]
         if not isinstance(value, dict):
