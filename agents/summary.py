@@ -92,12 +92,12 @@ class Summary(BaseModel):
                 setattr(self, name, getattr(facts, name))
         return self
 
-    def data(self) -> dict[str, Any]:
+    def data(self) -> dict[str, object]:
         """The facts that were set (not the version), in the order they were given."""
         dumped = self.model_dump(mode="json", exclude_unset=True, exclude={"format_version"})
         first = [k for k in self._order if k in dumped]
         return {k: dumped[k] for k in first} | {k: v for k, v in dumped.items() if k not in first}
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> dict[str, object]:
         """The summary as a record stores it: its format version, then the facts."""
         return {"format_version": self.FORMAT_VERSION, **self.data()}

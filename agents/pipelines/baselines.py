@@ -60,7 +60,7 @@ class SampleBudget(BaseModel):
 
     by: Literal["calls", "tokens"] = "calls"
     target: int = Field(ge=0)
-    reference: dict[str, Any] = Field(default_factory=dict)
+    reference: dict[str, object] = Field(default_factory=dict)
     """Where the target came from (run, condition, its calls and tokens); copied into the summary."""
 
 
@@ -176,7 +176,7 @@ class BaselinePipeline(Pipeline[BaselineSettings, BaselinePlan]):
         return Outcome(answer=answer, invalid=not answer, summary=BaselineSummary(method=kind))
 
     async def _self_consistency(self, question: Question, session: QuestionSession, settings: BaselineSettings,
-                                *, overrides: dict[str, Any] | None = None, decide: bool = True) -> Outcome:
+                                *, overrides: dict[str, object] | None = None, decide: bool = True) -> Outcome:
         # `overrides` (a reply cap) and `decide=False` are for CoT-SC, which sends these samples and
         # then decides by an aggregation call of its own (methods/benchmark/flows.py).
         base = session.spec.seed or 0

@@ -95,7 +95,7 @@ async def talk_turn(session: QuestionSession, members: list[Member], log: TurnLo
             if not text.strip():
                 continue
             log.inbox.setdefault(target.name, []).append((member.name, text))
-            data: dict[str, Any] = {"from": member.name, "to": target.name}
+            data: dict[str, object] = {"from": member.name, "to": target.name}
             session.record(TranscriptEvent(kind="note", role=agent.role, agent=member.name, step="debate.sent",
                                            round=round, turn=turn, content=text, data=data))
     if speakers is None:  # a method that runs the turn speaker by speaker records it itself (`turn_note`)

@@ -70,7 +70,7 @@ class Resolved:
     settings: PipelineSettings
     plan: ConditionPlan
 
-    def with_budget(self, budget: dict[str, Any]) -> Resolved:
+    def with_budget(self, budget: dict[str, object]) -> Resolved:
         """This condition with one question's compute budget (`budget_match`)."""
         return replace(self, settings=self.pipeline.with_budget(self.settings, budget))
 

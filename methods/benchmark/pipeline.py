@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
@@ -80,7 +80,7 @@ SEED_CONDITIONS: dict[str, tuple[str, str]] = {
 
 class BenchmarkPlan(ConditionPlan):
     method: str
-    inner: dict[str, Any] | None = None
+    inner: dict[str, object] | None = None
     """For a seed condition: that pipeline's own plan (its `plan_model` dump)."""
 
 

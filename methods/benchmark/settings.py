@@ -3,7 +3,7 @@ apart from the pipeline so the method flows (`benchmark_flows`) can read them wi
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
@@ -39,15 +39,15 @@ class BenchmarkSettings(BaselineSettings):
     reply_caps: Literal["benchmark", "model"] = "benchmark"
     """`benchmark`: `max_tokens` per call as the benchmark's code sets it (512 for zero-shot, none for every
     other call); `model`: every call capped at `model.max_tokens`."""
-    panel: dict[str, Any] = Field(default_factory=dict)
+    panel: dict[str, object] = Field(default_factory=dict)
     """The panel's settings for `panel-*` conditions (validated by the panel pipeline)."""
-    generalist: dict[str, Any] = Field(default_factory=dict)
+    generalist: dict[str, object] = Field(default_factory=dict)
     """The generalist's settings for `generalist-*` conditions."""
-    medagents: dict[str, Any] = Field(default_factory=dict)
+    medagents: dict[str, object] = Field(default_factory=dict)
     """MedAgents' settings (validated by its pipeline), for the `medagents` variant."""
-    mdagents: dict[str, Any] = Field(default_factory=dict)
+    mdagents: dict[str, object] = Field(default_factory=dict)
     """MDAgents' settings, for the `mdagents` variant."""
-    kamac: dict[str, Any] = Field(default_factory=dict)
+    kamac: dict[str, object] = Field(default_factory=dict)
     """KAMAC's settings, for the `kamac` variant."""
 
     def inner_settings(self, pipeline: str) -> dict[str, object]:

@@ -118,7 +118,7 @@ async def recruit(state: PanelState, critique: Critique | None, *, rnd: int, tur
             data={"trigger": trigger, "checks": [], "flagged": 0, "room": 0, "recruited": [],
                   "panel": state.roles()}, act=ev.Recruitment(trigger=trigger)))
         return []
-    checks: list[dict[str, Any]] = []
+    checks: list[dict[str, object]] = []
     context = (f"The Challenger raised: [{critique.gap_type}] {critique.challenge}\n"
                if critique is not None and critique.material_weakness else "")
     for member in state.discussants():
