@@ -59,7 +59,7 @@ class EventFields(TypedDict, total=False):
     cache_hit: bool
     attempts: int
     error: str | None
-    data: dict[str, Any]
+    data: dict[str, object]
     act: Act | None
 
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from medpanel.agents.pipelines.registry import UnknownPipeline, built_in, get_pipeline
 from medpanel.agents.summary import Summary
@@ -120,7 +119,7 @@ def accuracy_compute_table(rows: list[Row], conditions: list[str]) -> Table:
     return Table("Accuracy and compute", columns, out, note=note)
 
 
-def default_comparisons(conditions: list[str], flags: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+def default_comparisons(conditions: list[str], flags: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str]]:
     """Pairs that differ in exactly one flag (c0r0 vs c1r0, c1r0 vs c1r1 ...), lower value first."""
     out = []
     for a, b in itertools.combinations(conditions, 2):

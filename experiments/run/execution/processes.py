@@ -80,7 +80,7 @@ class MemberSpec(BaseModel):
     """The shards of the runner's study (its GridSampler's search space, which must be the same)."""
     base_url: str | None = None
     """The embedded model server the runner started, which every process uses."""
-    run: dict[str, Any]
+    run: dict[str, object]
     """The session's run settings (see `SESSION_KEYS`)."""
     retry_errors: bool = False
     replay: str | None = None
@@ -272,7 +272,7 @@ class Group:
             self.reap()
 
 
-def member_specs(n: int, owner: str, study: str, grid: list[int], base_url: str | None, settings: dict[str, Any],
+def member_specs(n: int, owner: str, study: str, grid: list[int], base_url: str | None, settings: dict[str, object],
                  *, retry_errors: bool, replay: Any) -> list[MemberSpec]:
     """The parts of children 1..n-1 of a runner (`replay`: its `Replay`, or None)."""
     return [MemberSpec(runner_pid=os.getpid(), owner=f"{owner}/p{i}", index=i, processes=n, study=study, grid=grid,

@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -75,7 +74,7 @@ def _pipeline(name: str, file: str) -> SomePipeline:
         raise UserError(str(exc), file=file, field="pipeline") from None
 
 
-def resolve_run(name: str, settings: dict[str, Any], conditions: list[Condition], *,
+def resolve_run(name: str, settings: dict[str, object], conditions: list[Condition], *,
                 file: str = "scenario") -> ResolvedRun:
     """Look the pipeline up, check and plan every condition, validate the settings: every problem is
     one `UserError` naming the scenario key to fix."""

@@ -10,6 +10,7 @@ child processes of `run.processes` from it before the runner's seconds of import
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal, TypeVar
@@ -160,7 +161,7 @@ def session_overrides(**values: object) -> dict[str, object]:
     return values
 
 
-def updated(spec: _M, values: dict[str, Any], *, block: str) -> _M:
+def updated(spec: _M, values: Mapping[str, object], *, block: str) -> _M:
     """`spec` with `values` set (None leaves a key as it is), validated exactly as the scenario's
     `block` is: a CLI override gets the YAML key's bounds, and its error names the CLI option."""
     values = {k: v for k, v in values.items() if v is not None}

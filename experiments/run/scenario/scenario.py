@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -125,7 +125,7 @@ class Scenario(_Strict):
     """A grid: every combination of values is one condition, e.g. `{c: [0, 1], r: [0, 1]}`."""
     variants: list[str] = Field(default_factory=list)
     """Extra named conditions appended to the grid (e.g. `c1r1k1-ind`)."""
-    settings: dict[str, Any] = Field(default_factory=dict)
+    settings: dict[str, object] = Field(default_factory=dict)
     """Pipeline settings (rounds, turns, limits ...). The pipeline validates them."""
     compare: list[tuple[str, str]] = Field(default_factory=list)
     """Condition pairs (a, b) for paired statistics; default: every pair differing in one flag."""

@@ -197,7 +197,7 @@ def _short(text: str, limit: int = 80) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
-def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> None:
+def apply_overrides(data: dict[str, object], overrides: list[str], file: str) -> None:
     """`--set settings.rounds=1 model.max_tokens=128`: dotted keys, values parsed as YAML."""
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -221,7 +221,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], file: str) -> No
 
 
 def read_scenario(path: Path, overrides: list[str] | None = None
-                  ) -> tuple[dict[str, Any], dict[tuple[object, ...], int]]:
+                  ) -> tuple[dict[str, object], dict[tuple[object, ...], int]]:
     """A scenario file as data, `--set` overrides applied, and the YAML line of every key: not yet
     validated (`scenario.load_scenario` does that). Every problem is one `UserError` line."""
     file = str(path)
