@@ -45,7 +45,7 @@ def results(data: RunData) -> Any:
     flags = data.record.flags
     out = []
     for row in _ordered(data):
-        rec: dict[str, Any] = {k: getattr(row, k) for k in RESULT_COLUMNS}
+        rec: dict[str, object] = {k: getattr(row, k) for k in RESULT_COLUMNS}
         rec.update({f"flag_{k}": v for k, v in flags.get(row.condition, {}).items() if _scalar(v)})
         rec.update({f"summary_{k}": v for k, v in row.summary.items() if _scalar(v) and k != "format_version"})
         out.append(rec)

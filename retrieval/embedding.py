@@ -84,7 +84,7 @@ class MiniLMEmbeddingFunction(EmbeddingFunction[Documents]):
     def default_space(self) -> str:  # type: ignore[override]
         return "cosine"
 
-    def get_config(self) -> dict[str, Any]:
+    def get_config(self) -> dict[str, object]:
         return {"model": MINILM_MODEL, "batch_size": self.batch_size, "device": self.device}
 
     @staticmethod

@@ -345,7 +345,7 @@ class QuestionProbe:
     text: str
     options: dict[str, str]
     gold: tuple[str, ...] = ()
-    provenance: dict[str, Any] | None = None
+    provenance: dict[str, object] | None = None
     thresholds: Thresholds = field(default_factory=Thresholds)
 
     def __post_init__(self) -> None:
