@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from medpanel.agents.model.schema_pattern import PatternError, matching
 
@@ -29,6 +29,7 @@ FORMATS = {"date": "2024-01-01", "date-time": "2024-01-01T00:00:00Z", "time": "0
            "uuid": "00000000-0000-4000-8000-000000000000"}
 """A value for each string `format` pydantic writes for the types a reply could use."""
 MAX_DEPTH = 32
+T = TypeVar("T")
 
 
 class SchemaReplyError(ValueError):
@@ -39,7 +40,7 @@ class Draw(Protocol):
     """Every choice a reply makes; `at` is the value's place (`/specialists/0/role`), so two
     places draw independently and the same place the same way."""
 
-    def choice(self, options: Sequence[Any], at: str) -> Any:
+    def choice(self, options: Sequence[T], at: str) -> T:
         """One of `options` (never empty)."""
 
     def flag(self, at: str) -> bool: ...
@@ -65,7 +66,7 @@ class HashedDraw:
         h.update(at.encode())
         return int(h.hexdigest(), 16)
 
-    def choice(self, options: Sequence[Any], at: str) -> Any:
+    def choice(self, options: Sequence[T], at: str) -> T:
         return options[self._hash(at) % len(options)]
 
     def flag(self, at: str) -> bool:
@@ -84,7 +85,7 @@ class HashedDraw:
 class FirstDraw:
     """The plain reply: the first option, `false`, the fewest items, the text "ok"."""
 
-    def choice(self, options: Sequence[Any], at: str) -> Any:
+    def choice(self, options: Sequence[T], at: str) -> T:
         return options[0]
 
     def flag(self, at: str) -> bool:
@@ -97,7 +98,7 @@ class FirstDraw:
         return "ok"
 
 
-def build(schema: Schema, draw: Draw) -> Any:
+def build(schema: Schema, draw: Draw) -> object:
     """A value valid for `schema` (a JSON schema, `$defs` at its root), its choices made by `draw`."""
     return _Walk(schema, draw).value(schema, "", "", item=False, depth=0)
 
@@ -139,7 +140,7 @@ class _Walk:
     def follow(self, ref: str, at: str) -> Schema:
         if not ref.startswith("#/"):
             raise self.refuse(at, f"$ref {ref!r} points outside the schema")
-        node: Any = self.root
+        node: object = self.root
         for part in ref[2:].split("/"):
             part = part.replace("~1", "/").replace("~0", "~")
             if not isinstance(node, Mapping) or part not in node:
@@ -149,7 +150,7 @@ class _Walk:
             raise self.refuse(at, f"$ref {ref!r} is not a schema")
         return node
 
-    def value(self, node: Schema, at: str, name: str, *, item: bool, depth: int) -> Any:
+    def value(self, node: Schema, at: str, name: str, *, item: bool, depth: int) -> object:
         node = self.resolve(node, at, depth)
         if "const" in node:
             return node["const"]
@@ -183,7 +184,7 @@ class _Walk:
             return "string"
         return str(t)
 
-    def array(self, node: Schema, at: str, name: str, depth: int) -> list[Any]:
+    def array(self, node: Schema, at: str, name: str, depth: int) -> list[object]:
         low, high = int(node.get("minItems", 0)), node.get("maxItems")
         if high is not None and int(high) < low:
             raise self.refuse(at, f"maxItems {high} is below minItems {low}")
