@@ -63,7 +63,7 @@ class ModelCallError(RuntimeError):
         self.attempts = attempts
 
 
-def to_openai(message: LLMMessage) -> dict[str, Any]:
+def to_openai(message: LLMMessage) -> dict[str, str]:
     """An AutoGen message as the OpenAI-format dict the endpoint receives and the transcript records.
 
     It matches AutoGen's own conversion (user messages carry their source as `name`, assistant
@@ -192,8 +192,8 @@ class RecordingClient(ChatCompletionClient):
 
     async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
         spec = self.session.spec
-        json_output: Any = None
-        extra: dict[str, Any] = {}
+        json_output: bool | type[BaseModel] | None = None
+        extra: dict[str, object] = {}
         if self.response_model is not None:
             if spec.mode == "json_schema" and spec.backend == "scripted":
                 json_output = self.response_model  # the scripted client synthesises from the model
@@ -237,9 +237,9 @@ class RecordingClient(ChatCompletionClient):
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Tool | ToolSchema] = (),
-        tool_choice: Any = "auto",
+        tool_choice: object = "auto",
         json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
+        extra_create_args: Mapping[str, object] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         if isinstance(json_output, type) and issubclass(json_output, BaseModel):

@@ -119,7 +119,7 @@ def merged_system(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
     return out
 
 
-def sent(reply: Any) -> str:
+def sent(reply: object) -> str:
     """What an endpoint sent instead of a usable chat completion, briefly: a parsed completion (an
     SDK `ChatCompletion` or a dict with `choices`) that has none, an HTML page, or other text."""
     chat = loaded("openai.types.chat")  # an SDK `ChatCompletion` exists only where the SDK is loaded
@@ -134,7 +134,7 @@ def sent(reply: Any) -> str:
 class LeanChatClient(ChatCompletionClient):
     """`create` = one POST to `<base_url>/chat/completions` on this event loop's aiohttp session."""
 
-    def __init__(self, *, base_url: str, api_key: str, timeout_s: float, create_args: Mapping[str, Any],
+    def __init__(self, *, base_url: str, api_key: str, timeout_s: float, create_args: Mapping[str, object],
                  model_info: ModelInfo, ssl: Any = None, max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES) -> None:
         # The embedded model's several servers (agents/model/cores.py): each call goes to the least busy.
         self.spread = spread_for(base_url)
@@ -188,12 +188,12 @@ class LeanChatClient(ChatCompletionClient):
                                                   timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self._session
 
-    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, Any]) -> dict[str, object]:
+    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, object]) -> dict[str, object]:
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
         return unsent({"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra})
 
     def payload(self, messages: Sequence[LLMMessage], tools: Sequence[Tool | ToolSchema],
-                extra: Mapping[str, Any]) -> bytes:
+                extra: Mapping[str, object]) -> bytes:
         """The request's bytes, the same whether posted or sent as a line of a batch."""
         if tools:
             raise ValueError("medpanel roles do not call tools")
@@ -204,9 +204,9 @@ class LeanChatClient(ChatCompletionClient):
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Tool | ToolSchema] = (),
-        tool_choice: Any = "auto",
-        json_output: Any = None,
-        extra_create_args: Mapping[str, Any] = {},
+        tool_choice: object = "auto",
+        json_output: object = None,
+        extra_create_args: Mapping[str, object] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         return await self.send(self.payload(messages, tools, extra_create_args))
@@ -232,7 +232,7 @@ class LeanChatClient(ChatCompletionClient):
         observe(status, headers)
         return self.result(status, headers, raw, url)
 
-    def result(self, status: int, headers: Any, raw: bytes, url: str | None = None) -> CreateResult:
+    def result(self, status: int, headers: Mapping[str, str], raw: bytes, url: str | None = None) -> CreateResult:
         """A reply's status and body as the call's result, or the SDK's exception for it (a batch
         line's reply is read here too: `batch_client.py`)."""
         if not 200 <= status < 300:

@@ -28,7 +28,7 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from medpanel.agents.model.context import estimate_tokens
@@ -100,7 +100,7 @@ def _int(value: str | None) -> int | None:
     return int(min(max(number, -MAX_COUNT), MAX_COUNT)) if math.isfinite(number) else None
 
 
-def request_tokens(messages: list[dict[str, object]], max_tokens: int) -> int:
+def request_tokens(messages: Sequence[Mapping[str, object]], max_tokens: int) -> int:
     """What a request may count against a TPM limit before its usage is known: the prompt's estimate
     plus `max_tokens` (OpenAI reserves the reply's room when it admits a request)."""
     return sum(estimate_tokens(str(m.get("content", ""))) for m in messages) + max_tokens

@@ -29,7 +29,7 @@ from medpanel.agents.model.structured import schema_of
 @dataclass
 class ScriptedRequest:
     tag: CallTag
-    messages: list[dict[str, object]]
+    messages: list[dict[str, str]]
     model: type[BaseModel] | None
     extra: dict[str, object] = dataclasses.field(default_factory=dict)
     """The create args sent with the call (per-call `seed`/`temperature` overrides among them)."""
@@ -65,9 +65,9 @@ class ScriptedChatCompletionClient(ChatCompletionClient):
         messages: Sequence[LLMMessage],
         *,
         tools: Sequence[Tool | ToolSchema] = (),
-        tool_choice: Any = "auto",
+        tool_choice: object = "auto",
         json_output: bool | type[BaseModel] | None = None,
-        extra_create_args: Mapping[str, Any] = {},
+        extra_create_args: Mapping[str, object] = {},
         cancellation_token: CancellationToken | None = None,
     ) -> CreateResult:
         model = json_output if isinstance(json_output, type) and issubclass(json_output, BaseModel) else None

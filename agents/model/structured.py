@@ -10,7 +10,7 @@ import functools
 import json
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
 from pydantic.json_schema import SkipJsonSchema
@@ -121,7 +121,7 @@ def fields_of(model: type[BaseModel]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None = None) -> Any:
+def _example_value(prop: dict[str, Any], key: str, defs: dict[str, Any] | None = None) -> object:
     # Placeholders in angle brackets: tiny models copy a literal example ("...", "A|B|C|D")
     # verbatim, but fill in a slot that reads like one.
     if "enum" in prop:
@@ -149,7 +149,7 @@ def format_instructions(model: type[BaseModel]) -> str:
     Small models follow an example far better than a JSON schema.
     """
     defs = schema_of(model).get("$defs", {})
-    shape: dict[str, Any] = {}
+    shape: dict[str, object] = {}
     notes = []
     for key, prop in fields_of(model):
         shape[key] = _example_value(prop, key, defs)
@@ -213,12 +213,12 @@ def capped_schema(model: type[BaseModel], cap: int | None) -> dict[str, object]:
     return cap_strings(schema_of(model), cap)
 
 
-def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
+def cap_strings(schema: dict[str, object], cap: int | None) -> dict[str, object]:
     """Add `maxLength` to every free-text string of a JSON schema (enums and consts are left alone)."""
     if cap is None:
         return schema
 
-    def walk(node: Any) -> Any:
+    def walk(node: object) -> object:
         if isinstance(node, dict):
             out = {k: walk(v) for k, v in node.items()}
             if out.get("type") == "string" and "enum" not in out and "const" not in out:
@@ -228,5 +228,4 @@ def cap_strings(schema: dict[str, Any], cap: int | None) -> dict[str, Any]:
             return [walk(v) for v in node]
         return node
 
-    capped: dict[str, Any] = walk(schema)
-    return capped
+    return cast("dict[str, object]", walk(schema))  # a dict walks to a dict
