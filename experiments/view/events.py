@@ -23,14 +23,14 @@ LARGE_CHARS = 600
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def _yes(v: Any) -> bool:
+def _yes(v: object) -> bool:
     """A yes/no field as recorded: a bool, or its text ("no" and "false" are not true)."""
     if isinstance(v, str):
         return v.strip().lower() in ("yes", "true", "1")
     return bool(v)
 
 
-def _size(v: Any) -> int:
+def _size(v: object) -> int:
     return len(json.dumps(v, ensure_ascii=False, default=str))
 
 
@@ -222,7 +222,7 @@ def _model(e: dict[str, Any]) -> str:
     return f"{e.get('model') or ''} ({label})" if label else str(e.get("model") or "")
 
 
-def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, Any]:
+def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, object]:
     """What the question table filters on: recruited, retrieved passages, CLEAR route."""
     # The panel counts its recruits; KAMAC lists them (one dict per expert it brought in).
     stored = row.summary.get("recruited") or 0

@@ -233,7 +233,7 @@ class PageContext:
     order: dict[str, int]
     leaks: dict[tuple[str, str, str, int], list[HitRecord]]
     messages: str
-    header: dict[str, Any]
+    header: dict[str, object]
     """`run_header(data)`: the same on every page of a build, made once (it counts the whole run's rows)."""
 
     @classmethod
@@ -250,13 +250,13 @@ class PageContext:
 def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
                   digest_of: Mapping[tuple[str, str, str, int], RowDigest], ctx: PageContext,
                   docs: Mapping[tuple[str, str, str, int], dict[str, Any] | None] | None = None
-                  ) -> tuple[str, list[dict[str, Any]]]:
+                  ) -> tuple[str, list[dict[str, object]]]:
     """One question's page (every condition's debate on it side by side) and its rows of the index's
     question table. The finished report and the live view build their pages here. `docs`: the
     rows' transcript documents already decoded (None: missing); without them each is read here."""
     nonce, pairs, repeats, order = ctx.nonce, ctx.pairs, ctx.repeats, ctx.order
     leaks, messages = ctx.leaks, ctx.messages
-    table_rows: list[dict[str, Any]] = []
+    table_rows: list[dict[str, object]] = []
     qtemplate = ctx.env.get_template("question.html.j2")
     rows = sorted(key_rows, key=lambda r: (order.get(r.condition, 99), r.repeat))
     question = data.questions.get(key, {})
@@ -349,7 +349,7 @@ def _across(slug: str) -> str:
     return slug.rpartition("@")[0]
 
 
-def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, Any]:
+def _question_view(q: dict[str, Any], key: tuple[str, str]) -> dict[str, object]:
     gold = [str(g) for g in q.get("gold") or []]
     return {"dataset": key[0], "qid": key[1], "text": str(q.get("text", "")),
             "options": [{"letter": str(k), "text": str(v), "gold": str(k) in gold}
