@@ -31,10 +31,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.store.files import safe_stem
+
+if TYPE_CHECKING:  # Inspect is an extra, imported where an export is built
+    from inspect_ai.model import ModelUsage
 
 Qualify = Callable[[str | None], str]
 """Names a model as `backend/name` (the export's `_qualifier`): the one form Inspect's log uses."""
@@ -93,11 +96,11 @@ class _Ids:
         self.count += 1
         return f"{self.prefix}-m{self.count}"
 
-    def thread(self, agent: str, messages: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    def thread(self, agent: str, messages: list[dict[str, object]]) -> list[tuple[str, dict[str, object]]]:
         """(id, metadata) for each message one call sent. The metadata names the agent and the message
         before it: Inspect's writer pools input messages by everything but their id, so it must keep
         apart what these ids keep apart."""
-        out: list[tuple[str, dict[str, Any]]] = []
+        out: list[tuple[str, dict[str, object]]] = []
         parent = ""
         for m in messages:
             key = (agent, parent, str(m.get("role", "")), _content(m))
@@ -148,7 +151,7 @@ class SampleEvents:
     events: list[Any]
     started: float | None
     completed: float | None
-    role_usage: dict[str, Any]
+    role_usage: dict[str, ModelUsage]
 
 
 def sample_events(evs: list[TranscriptEvent], sample_uuid: str, qualify: Qualify, config: Any) -> SampleEvents:
