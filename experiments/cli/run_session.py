@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.text import Text
@@ -24,6 +25,7 @@ from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.runspec import RunSpec, session_overrides, updated
 from medpanel.experiments.run.scenario.scenario import DatasetSpec, check_cost_budget, load_scenario
 from medpanel.experiments.run.store.storage import is_shared
+from medpanel.experiments.run.tracking.state import Tally
 from medpanel.inputs import one_line
 
 REPORT_MODULE = "medpanel.experiments.cli.output"
@@ -31,6 +33,8 @@ SUMMARY_MODULES = ("medpanel.experiments.analysis.run_summary", "medpanel.experi
                    "medpanel.experiments.analysis.report")
 """What `output.print_summary` and the tracker's report import when they run (the analysis and its
 statistics, seconds): imported meanwhile with `REPORT_MODULE`, not after the run's last question."""
+T = TypeVar("T")
+"""What a progress hook returns: its wrapper returns the same."""
 
 
 def validate(scenario: Path, limit: int | None, set_: list[str] | None) -> None:
@@ -150,9 +154,9 @@ class _Meanwhile:
             self.thread = threading.Thread(target=self._load, name="medpanel-import", daemon=True)
             self.thread.start()
 
-    def started_by(self, hook: Any) -> Any:
+    def started_by(self, hook: Callable[..., T]) -> Callable[..., T]:
         """`hook` (a progress hook), starting the import at its first call."""
-        def first(*args: Any) -> Any:
+        def first(*args: object) -> T:
             self.start()
             return hook(*args)
         return first
@@ -210,6 +214,6 @@ def worker(target: str, workers: int | None, run_dir: Path | None, quiet: bool, 
     console.print(f"worker done: run {status['state']}, {status['remaining']} pairs left")
 
 
-def _print_progress(t: Any, total: int) -> None:
+def _print_progress(t: Tally, total: int) -> None:
     if t.done % 10 == 0 or t.done == total:
         console.print(f"{t.done}/{total} done, {t.errors} errors, {t.calls} calls")
