@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.agents.clear.roles.grader import RubricItem, read_tasks, rubric_score
+from medpanel.agents.clear.roles.grader import rubric_score
+from medpanel.agents.clear.tasks import RubricItem, read_tasks
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Question
 

@@ -14,8 +14,8 @@ import pytest
 
 from medpanel.agents.clear.freetext_files import read_all
 from medpanel.agents.clear.medrbench import MedRCase
-from medpanel.agents.clear.roles.grader import FreeTextTask
 from medpanel.agents.clear.table3 import healthbench_tag_table, table3
+from medpanel.agents.clear.tasks import FreeTextTask
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import QuestionResult
 

@@ -21,9 +21,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-PUBLISHED = ("HealthBench is published by OpenAI (simple-evals): "
-             "https://openaipublic.blob.core.windows.net/simple-evals/healthbench/hard_2025-05-08-21-00-10.jsonl "
-             "(Hard, 1,000 conversations; also on Hugging Face as openai/healthbench)")
 REPORTED_TAGS = ("theme:", "axis:")
 """The tags the report breaks scores down by (a row's summary keeps these; the grade keeps all)."""
 BOOTSTRAP = 1000

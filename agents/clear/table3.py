@@ -18,9 +18,9 @@ from typing import Any
 
 from medpanel.agents.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
 from medpanel.agents.clear.medrbench import DATASETS
-from medpanel.agents.clear.roles.grader import HEALTHBENCH
 from medpanel.agents.clear.roles.medrjudge import PUBLISHED_ANALYSIS
 from medpanel.agents.clear.summary import ClearSummary
+from medpanel.agents.clear.tasks import HEALTHBENCH
 from medpanel.agents.tables import ResultRow, Table
 
 FREE_TEXT_COLUMNS = (DATASETS["diagnosis"], DATASETS["treatment"], HEALTHBENCH)

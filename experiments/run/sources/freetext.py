@@ -14,7 +14,7 @@ import random
 from pathlib import Path
 
 from medpanel.agents.clear.freetext_files import read_all
-from medpanel.agents.clear.roles.grader import SAMPLE_RUBRICS, TaskFileError, sample_path
+from medpanel.agents.clear.tasks import SAMPLE_RUBRICS, TaskFileError, sample_path
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 
