@@ -1,7 +1,7 @@
 """Source-quality tiers from a deterministic domain/authority table: CLEAR's prior and fallback.
 
 CLEAR's paper labels every dynamic document high/medium/low in one backbone call (appendix A.2;
-`medpanel.agents.clear.quality` does that). This table is what that call starts from (each
+`medpanel.methods.clear.quality` does that). This table is what that call starts from (each
 document's prior) and what stands when the call's reply is invalid; the retrieval layer also uses
 it wherever no model is involved (the snapshot web's hits, `medpanel corpus search`).
 

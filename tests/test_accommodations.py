@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.types import Condition
 from medpanel.experiments.run.store.records import RunRecord
+from medpanel.methods.clear.settings import ClearSettings
 from medpanel.retrieval.corpus import ingest
 
 from .fake_openai import FakeOpenAI, completion, schema_reply

@@ -144,7 +144,7 @@ def test_the_modules_import_no_cycle() -> None:
 
 
 # Rooms: a room is a package folder, two levels deep at most (`methods/panel/roles/` belongs to
-# `methods/panel`, `agents/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
+# `methods/panel`, `methods/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
 # per job); `agents` is the top-level modules of agents/ (the data model), `medpanel` those of
 # medpanel/ (the public face). The floors, bottom first: a room imports only rooms on lower floors,
 # never one on its own floor. docs/architecture.md draws them.

@@ -448,8 +448,8 @@ def test_no_valid_candidate_and_no_verifier_is_invalid_never_a_default(env: Call
     (None, None, "C", 0, "accept_dynamic", "C"),  # rule 6
 ])
 def test_heuristic_table(p: str | None, lc: str | None, d: str | None, n_high: int, route: str, answer: str) -> None:
-    from medpanel.agents.clear.bundle import Bundle, Candidate
-    from medpanel.agents.clear.verdict import heuristic
+    from medpanel.methods.clear.bundle import Bundle, Candidate
+    from medpanel.methods.clear.verdict import heuristic
 
     cands = {name: Candidate(pathway=name, answer=(a,) if a else None)  # type: ignore[arg-type]
              for name, a in (("parametric", p), ("local", lc), ("dynamic", d))}
@@ -494,7 +494,7 @@ def test_multi_answer_sets_compare_as_sets_in_the_guard(env: Callable[..., Env])
     (None, False, (), False),
 ])
 def test_format_gate(raw: Any, multi: bool, letters: tuple[str, ...], valid: bool) -> None:
-    from medpanel.agents.clear.gate import format_gate
+    from medpanel.methods.clear.gate import format_gate
 
     out = format_gate(raw, Q3.options, multi)
     assert (out.letters, out.valid) == (letters, valid)

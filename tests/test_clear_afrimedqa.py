@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.agents.clear.paper_tables import table4, table8
 from medpanel.agents.prompting import format_question
+from medpanel.methods.clear.paper_tables import table4, table8
 
 from .test_clear_benchmark_files import AFRI_HEADER, _afri, _csv, _load
 from .test_clear_paper_tables import row

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from medpanel.agents.clear.roles.grader import rubric_score
-from medpanel.agents.clear.tasks import RubricItem, read_tasks
+from medpanel.agents.freetext.tasks import RubricItem, read_tasks
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Question
+from medpanel.methods.clear.roles.grader import rubric_score
 
 from .test_clear import Env, Raw, Script, Seq, decision, docs, installer, run_clear, verdict
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.clear.freetext_files import read_all
-from medpanel.agents.clear.medrbench import MedRCase
-from medpanel.agents.clear.table3 import healthbench_tag_table, table3
-from medpanel.agents.clear.tasks import FreeTextTask
+from medpanel.agents.freetext.files import read_all
+from medpanel.agents.freetext.medrbench import MedRCase
+from medpanel.agents.freetext.tasks import FreeTextTask
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import QuestionResult
+from medpanel.methods.clear.table3 import healthbench_tag_table, table3
 
 from .test_clear import Env, Script, docs, installer, run_clear, verdict
 

@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from medpanel.agents.clear.freetext_files import read_all
-from medpanel.agents.clear.medrbench import MedRCase
-from medpanel.agents.clear.table3 import table3
+from medpanel.agents.freetext.files import read_all
+from medpanel.agents.freetext.medrbench import MedRCase
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import QuestionResult
+from medpanel.methods.clear.table3 import table3
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.sources import Source
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from medpanel.agents.clear.paper_tables import PAPER_TABLES, table2, table9
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.store import Row
+from medpanel.methods.clear.paper_tables import PAPER_TABLES, table2, table9
 
 
 def row(cond: str, ds: str, qid: str, answer: str, gold: str, **summary: Any) -> Row:

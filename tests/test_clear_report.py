@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from medpanel.agents.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
 from medpanel.agents.tables import Table
 from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.run.store.transcript_log import record_path
+from medpanel.methods.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
 
 from .conftest import write
 
@@ -144,7 +144,7 @@ def test_free_text_tasks_through_the_runner(tmp_path: Path) -> None:
 
 
 def test_free_text_mean_counts_missing_responses_grades_and_errors_as_zero() -> None:
-    from medpanel.agents.clear.tables import freetext_table
+    from medpanel.methods.clear.tables import freetext_table
 
     def ft(qid: str, score: float | None, *, invalid: bool = False, error: bool = False, ds: str = "hb") -> Row:
         import dataclasses

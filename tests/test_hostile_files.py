@@ -221,7 +221,7 @@ def test_a_reference_file_that_is_not_a_file_is_one_line(tmp_path: Path, capsys:
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero link", "latin-1"])
 def test_an_exemplar_or_task_file_that_is_not_a_file_is_one_line(tmp_path: Path, kind: str) -> None:
-    from medpanel.agents.clear.tasks import TaskFileError, read_tasks
+    from medpanel.agents.freetext.tasks import TaskFileError, read_tasks
     from medpanel.agents.plan import PlanError
     from medpanel.agents.roles.exemplars import ExemplarPool
 

@@ -3,7 +3,6 @@ shape each model is shown stays what it was (the texts below are the requests' o
 
 from __future__ import annotations
 
-from medpanel.agents.clear.roles import assessor
 from medpanel.agents.model.structured import (
     AnswerReply,
     answer_model,
@@ -12,6 +11,7 @@ from medpanel.agents.model.structured import (
     strict_response_format,
 )
 from medpanel.agents.pipelines.multiagent_common import labelled, numbered_model
+from medpanel.methods.clear.roles import assessor
 from medpanel.methods.kamac.roles import kamac
 from medpanel.methods.mdagents.roles import mdagents
 

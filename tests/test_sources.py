@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from medpanel.agents.clear.settings import ClearSettings
 from medpanel.agents.types import Condition
 from medpanel.experiments.run.scenario.scenario import Scenario
+from medpanel.methods.clear.settings import ClearSettings
 from medpanel.methods.panel.channels.knowledge import KnowledgeSettings
 from medpanel.retrieval import sources
 from medpanel.retrieval.errors import SourceConfigError

@@ -62,7 +62,7 @@ def built_in() -> list[str]:
     return sorted({*PIPELINES, *own()}, key=lambda name: (name != FIRST, name))
 
 
-SHARED_PROMPTS = ("medpanel.agents.roles", "medpanel.agents.clear.roles")
+SHARED_PROMPTS = ("medpanel.agents.roles", "medpanel.methods.clear.roles")
 """The prompt packages of the roles two or more methods use."""
 
 

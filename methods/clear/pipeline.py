@@ -26,26 +26,26 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from medpanel.agents.clear import freetext_files
-from medpanel.agents.clear.adjudication import Decision, adjudicate
-from medpanel.agents.clear.bundle import Candidate
-from medpanel.agents.clear.gate import format_gate
-from medpanel.agents.clear.healthbench import REPORTED_TAGS
-from medpanel.agents.clear.medrbench import MedRCase
-from medpanel.agents.clear.paper_tables import PAPER_TABLES
-from medpanel.agents.clear.pathways import Context, dynamic, dynamic_documents, local
-from medpanel.agents.clear.pathways import parametric as parametric_pathway
-from medpanel.agents.clear.roles import grader as grading
-from medpanel.agents.clear.roles import medrjudge, responder
-from medpanel.agents.clear.settings import MODES, ClearSettings, Mode, mode_of
-from medpanel.agents.clear.summary import ClearSummary, clear_facts, tier_facts
-from medpanel.agents.clear.tables import CLEAR_TABLES
 from medpanel.agents.events import Ruling
+from medpanel.agents.freetext import files as freetext_files
+from medpanel.agents.freetext.medrbench import MedRCase
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.base import Outcome, Pipeline
 from medpanel.agents.plan import ConditionPlan
 from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.clear.adjudication import Decision, adjudicate
+from medpanel.methods.clear.bundle import Candidate
+from medpanel.methods.clear.gate import format_gate
+from medpanel.methods.clear.healthbench import REPORTED_TAGS
+from medpanel.methods.clear.paper_tables import PAPER_TABLES
+from medpanel.methods.clear.pathways import Context, dynamic, dynamic_documents, local
+from medpanel.methods.clear.pathways import parametric as parametric_pathway
+from medpanel.methods.clear.roles import grader as grading
+from medpanel.methods.clear.roles import medrjudge, responder
+from medpanel.methods.clear.settings import MODES, ClearSettings, Mode, mode_of
+from medpanel.methods.clear.summary import ClearSummary, clear_facts, tier_facts
+from medpanel.methods.clear.tables import CLEAR_TABLES
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.search import check_separate
 from medpanel.retrieval.sources import Source, SourceSpec, open_source, source_class

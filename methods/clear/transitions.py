@@ -14,11 +14,11 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from medpanel.agents.clear.tables import AUDIT_OUTCOMES, GUARD_OUTCOMES
 from medpanel.agents.tables import Table
 from medpanel.agents.types import score
 from medpanel.experiments.analysis.digest import RowDigest, letters
 from medpanel.experiments.analysis.trajectory import PATHWAYS
+from medpanel.methods.clear.tables import AUDIT_OUTCOMES, GUARD_OUTCOMES
 
 PATHWAY_COLUMNS = ["condition", "pathway", "n", "no_decision", "valid", "right", "agreed_with_final", "overruled",
                    "overruled_right", "overruled_to_right", "overruled_both_wrong", "final_right"]

@@ -1,6 +1,6 @@
 """Free-text tasks as run questions: the `freetext` dataset source (CLEAR's free-text benchmarks).
 
-`dataset.path` is a file or a folder (`agents/clear/freetext_files.py`): JSONL files of rubric tasks
+`dataset.path` is a file or a folder (`agents/freetext/files.py`): JSONL files of rubric tasks
 (HealthBench's published layout, and the packaged team-written set, `path: sample` or no path) and
 MedRBench's published JSON case files. A task becomes a `Question` with no options and no gold, so
 the runner, the store and the transcripts handle it unchanged; the rubric or reference answer stays
@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from medpanel.agents.clear.freetext_files import read_all
-from medpanel.agents.clear.tasks import SAMPLE_RUBRICS, TaskFileError, sample_path
+from medpanel.agents.freetext.files import read_all
+from medpanel.agents.freetext.tasks import SAMPLE_RUBRICS, TaskFileError, sample_path
 from medpanel.agents.types import Question
 from medpanel.experiments.errors import UserError
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from typing import cast
 
-from medpanel.agents.clear.adjudication import Decision, adjudicate
-from medpanel.agents.clear.bundle import Candidate
-from medpanel.agents.clear.pathways import Context
-from medpanel.agents.clear.settings import ClearSettings, mode_of
 from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.clear.adjudication import Decision, adjudicate
+from medpanel.methods.clear.bundle import Candidate
+from medpanel.methods.clear.pathways import Context
+from medpanel.methods.clear.settings import ClearSettings, mode_of
 from medpanel.methods.panel.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.retrieval.errors import SourceConfigError
 from medpanel.retrieval.quickstart import web_corpus_for

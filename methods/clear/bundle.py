@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.clear.quality import counts, tier
-from medpanel.agents.clear.settings import PATHWAYS, Pathway
 from medpanel.agents.types import Question
+from medpanel.methods.clear.quality import counts, tier
+from medpanel.methods.clear.settings import PATHWAYS, Pathway
 from medpanel.retrieval.evidence import Evidence
 
 Answer = tuple[str, ...]

@@ -24,11 +24,11 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, create_model
 
-from medpanel.agents.clear.quality import tier
 from medpanel.agents.evidence import passages_block, quote_block
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
+from medpanel.methods.clear.quality import tier
 from medpanel.retrieval.evidence import Evidence, QualityTier
 
 PROMPTS = Prompts(__name__)

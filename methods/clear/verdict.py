@@ -33,9 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.clear.bundle import Answer, Bundle
-from medpanel.agents.clear.pathways import Context
-from medpanel.agents.clear.roles import verifier
+from medpanel.methods.clear.bundle import Answer, Bundle
+from medpanel.methods.clear.pathways import Context
+from medpanel.methods.clear.roles import verifier
 
 SOURCE_OF_ROUTE = {"keep_parametric": "parametric", "keep_local": "local", "accept_dynamic": "dynamic"}
 

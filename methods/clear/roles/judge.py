@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from medpanel.agents.clear.quality import quality_block
 from medpanel.agents.evidence import passages_block
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts, question_block
 from medpanel.agents.types import Question
+from medpanel.methods.clear.quality import quality_block
 from medpanel.retrieval.evidence import Evidence
 
 PROMPTS = Prompts(__name__)

@@ -15,9 +15,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from medpanel.agents.clear.summary import ClearSummary
-from medpanel.agents.clear.table3 import healthbench_tag_table, table3
 from medpanel.agents.tables import OVERALL, ResultRow, Table, TableSpec
+from medpanel.methods.clear.summary import ClearSummary
+from medpanel.methods.clear.table3 import healthbench_tag_table, table3
 
 Summaries = dict[int, ClearSummary]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from medpanel.agents.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
-from medpanel.agents.clear.medrbench import DATASETS
-from medpanel.agents.clear.roles.medrjudge import PUBLISHED_ANALYSIS
-from medpanel.agents.clear.summary import ClearSummary
-from medpanel.agents.clear.tasks import HEALTHBENCH
+from medpanel.agents.freetext.medrbench import DATASETS
+from medpanel.agents.freetext.tasks import HEALTHBENCH
 from medpanel.agents.tables import ResultRow, Table
+from medpanel.methods.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
+from medpanel.methods.clear.roles.medrjudge import PUBLISHED_ANALYSIS
+from medpanel.methods.clear.summary import ClearSummary
 
 FREE_TEXT_COLUMNS = (DATASETS["diagnosis"], DATASETS["treatment"], HEALTHBENCH)
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from medpanel.agents.clear.bundle import Answer
 from medpanel.agents.events import PathwayAnswer
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, BareAnswer, answer_model, letters_of
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import Question
+from medpanel.methods.clear.bundle import Answer
 
 PROMPTS = Prompts(__name__)
 

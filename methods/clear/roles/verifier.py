@@ -1,6 +1,6 @@
 """CLEAR's aggregation verifier (paper section 2.3.1): reads the evidence bundle and returns a
 preliminary answer, a route, a rationale and a confidence. How its reply becomes a verdict (and the
-heuristic fallback for an invalid or inconsistent one) is `medpanel.agents.clear.verdict`."""
+heuristic fallback for an invalid or inconsistent one) is `medpanel.methods.clear.verdict`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, create_model
 
 from medpanel.agents import events
-from medpanel.agents.clear.bundle import Bundle, label
-from medpanel.agents.clear.quality import quality_block
-from medpanel.agents.clear.settings import PATHWAYS, Route
 from medpanel.agents.evidence import passages_block, quote_block
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_type
 from medpanel.agents.prompting import Prompts, question_block
+from medpanel.methods.clear.bundle import Bundle, label
+from medpanel.methods.clear.quality import quality_block
+from medpanel.methods.clear.settings import PATHWAYS, Route
 
 PROMPTS = Prompts(__name__)
 

@@ -1,7 +1,7 @@
 """Source-quality tiers of dynamic evidence: the domain table's prior for each document, and counts.
 
 The labelling call that assesses every document in one backbone call (CLEAR A.2, `llm_quality:
-true`) is the assessor role, `medpanel.agents.clear.roles.assessor`; the table here is its starting prior
+true`) is the assessor role, `medpanel.methods.clear.roles.assessor`; the table here is its starting prior
 and its fallback, never a guess.
 """
 

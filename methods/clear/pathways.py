@@ -15,16 +15,16 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from medpanel.agents.clear.bundle import Candidate, evidence_key
-from medpanel.agents.clear.quality import counts, deterministic, quality_block
-from medpanel.agents.clear.roles import candidate
-from medpanel.agents.clear.roles.assessor import llm_assess
-from medpanel.agents.clear.roles.planner import Planner
-from medpanel.agents.clear.settings import ClearSettings, Mode, Pathway
 from medpanel.agents.evidence import instruction_like, passages_block
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import question_block
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.clear.bundle import Candidate, evidence_key
+from medpanel.methods.clear.quality import counts, deterministic, quality_block
+from medpanel.methods.clear.roles import candidate
+from medpanel.methods.clear.roles.assessor import llm_assess
+from medpanel.methods.clear.roles.planner import Planner
+from medpanel.methods.clear.settings import ClearSettings, Mode, Pathway
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.sources import SourceSpec
 

@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from medpanel.agents.clear.freetext_files import WHERE_PUBLISHED
-from medpanel.agents.clear.tasks import SAMPLE_RUBRICS
+from medpanel.agents.freetext.files import WHERE_PUBLISHED
+from medpanel.agents.freetext.tasks import SAMPLE_RUBRICS
 from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.settings import PipelineSettings
 from medpanel.retrieval.quickstart import web_corpus_for

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from medpanel.agents.clear.adjudication import Decision
-from medpanel.agents.clear.bundle import Bundle
-from medpanel.agents.clear.quality import counts
-from medpanel.agents.clear.settings import PATHWAYS
 from medpanel.agents.summary import Summary
+from medpanel.methods.clear.adjudication import Decision
+from medpanel.methods.clear.bundle import Bundle
+from medpanel.methods.clear.quality import counts
+from medpanel.methods.clear.settings import PATHWAYS
 from medpanel.retrieval.evidence import Evidence
 
 

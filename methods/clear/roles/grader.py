@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from medpanel.agents.clear.healthbench import example_metrics, points_ratio
-from medpanel.agents.clear.tasks import FreeTextTask, RubricItem
+from medpanel.agents.freetext.tasks import FreeTextTask, RubricItem
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
+from medpanel.methods.clear.healthbench import example_metrics, points_ratio
 
 PROMPTS = Prompts(__name__)
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from medpanel.agents.clear.summary import ClearSummary
 from medpanel.agents.tables import OVERALL, ResultRow, Table, TableSpec
+from medpanel.methods.clear.summary import ClearSummary
 
 METHODS = {"direct": "Direct (parametric only)", "rag-bm25": "MedRAG (BM25)", "rag-dense": "MedRAG (dense)",
            "online": "Online search only", "clear-default": "CLEAR", "clear-dual": "CLEAR (dual model)",

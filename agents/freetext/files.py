@@ -16,10 +16,10 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from medpanel.agents.clear.medrbench import PUBLISHED as MEDRBENCH_PUBLISHED
-from medpanel.agents.clear.medrbench import CaseFileError, MedRCase, read_medrbench
-from medpanel.agents.clear.tasks import PUBLISHED as HEALTHBENCH_PUBLISHED
-from medpanel.agents.clear.tasks import FreeTextTask, TaskFileError, read_tasks, task_path
+from medpanel.agents.freetext.medrbench import PUBLISHED as MEDRBENCH_PUBLISHED
+from medpanel.agents.freetext.medrbench import CaseFileError, MedRCase, read_medrbench
+from medpanel.agents.freetext.tasks import PUBLISHED as HEALTHBENCH_PUBLISHED
+from medpanel.agents.freetext.tasks import FreeTextTask, TaskFileError, read_tasks, task_path
 from medpanel.agents.types import Question
 
 Task = FreeTextTask | MedRCase

@@ -17,7 +17,7 @@ the backend returns three results, and the judge reads them. With no live backen
 instead; the grade records which (`support`), and Table 3's note says so for the run.
 
 A case scores 1 (correct) or 0; a stage's score is the percentage correct, and the overall score
-pools the cases of both stages (`agents/clear/table3.py`).
+pools the cases of both stages (`methods/clear/table3.py`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from medpanel.agents.clear.medrbench import MedRCase
-from medpanel.agents.clear.roles.grader import data_block
+from medpanel.agents.freetext.medrbench import MedRCase
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.clear.roles.grader import data_block
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.sources import source_class
 

@@ -34,14 +34,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from medpanel.agents import events
-from medpanel.agents.clear.bundle import Answer, Bundle, Candidate, FollowUp, label
-from medpanel.agents.clear.pathways import Context, assess, dynamic, dynamic_documents, local
-from medpanel.agents.clear.roles import followup
-from medpanel.agents.clear.roles.judge import Judgement, failing
-from medpanel.agents.clear.roles.judge import judge as ask_judge
-from medpanel.agents.clear.settings import PATHWAYS
-from medpanel.agents.clear.verdict import Verdict, verify
 from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.clear.bundle import Answer, Bundle, Candidate, FollowUp, label
+from medpanel.methods.clear.pathways import Context, assess, dynamic, dynamic_documents, local
+from medpanel.methods.clear.roles import followup
+from medpanel.methods.clear.roles.judge import Judgement, failing
+from medpanel.methods.clear.roles.judge import judge as ask_judge
+from medpanel.methods.clear.settings import PATHWAYS
+from medpanel.methods.clear.verdict import Verdict, verify
 
 
 def guard_case(bundle: Bundle) -> tuple[Answer, str, str] | None:
