@@ -144,7 +144,7 @@ def test_the_modules_import_no_cycle() -> None:
 
 
 # Rooms: a room is a package folder, two levels deep at most (`methods/panel/roles/` belongs to
-# `methods/panel`, `methods/clear/roles/` to `agents/clear`), three in `experiments/run/` (a room
+# `methods/panel`, `methods/clear/roles/` to `methods/clear`), three in `experiments/run/` (a room
 # per job); `agents` is the top-level modules of agents/ (the data model), `medpanel` those of
 # medpanel/ (the public face). The floors, bottom first: a room imports only rooms on lower floors,
 # never one on its own floor. docs/architecture.md draws them.
@@ -153,7 +153,7 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("retrieval",),
     ("agents",),
     ("agents/model",),
-    ("agents/roles", "agents/clear"),  # the roles and CLEAR's parts two or more methods use
+    ("agents/roles", "agents/freetext"),  # the roles two or more methods use; free-text benchmark files
     ("agents/pipelines",),  # the contract, the registry, the shared multi-agent talk and tally, the baselines
     ("experiments",),  # errors.py: the one-line user error
     # The run room, split by job; each floor of it imports only those below (docs/architecture.md):
@@ -163,9 +163,11 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("experiments/run/execution",),  # the runner, its members and processes, the workers
     ("experiments/analysis",),
     # One room per method (pipeline, roles, prompts, report); a room imports only those below it:
-    ("methods", "methods/panel", "methods/clear", "methods/baselines", "methods/benchmark", "methods/medagents",
-     "methods/mdagents", "methods/kamac"),
-    ("methods/multiagent",),  # medagents, mdagents and kamac as the variants of one pipeline
+    ("methods", "methods/clear", "methods/baselines", "methods/benchmark", "methods/medagents", "methods/mdagents",
+     "methods/kamac"),
+    # Methods built on others: the panel asks CLEAR as its evidence channel; multiagent holds medagents,
+    # mdagents and kamac as the variants of one pipeline.
+    ("methods/panel", "methods/multiagent"),
     ("experiments/view",),
     ("experiments/cli",),
     ("medpanel",),

@@ -6,8 +6,9 @@ packaged sample's layout, which is HealthBench's), every `*.json` is a MedRBench
 file is recognised by its own published layout and refused in one line when it matches none. So
 one run can hold HealthBench Hard and both MedRBench stages, Table 3's three columns.
 
-Why here and not with the dataset loaders: the CLEAR pipeline looks up a question's grading key
-(rubric or reference answer) when it grades, and agents never import from experiments.
+Why here, on a shared floor: the run room reads these files as questions (the `freetext` source)
+and CLEAR's pipeline looks up a question's grading key (rubric or reference answer) in them when it
+grades; the run room imports no method and agents never import from experiments.
 """
 
 from __future__ import annotations

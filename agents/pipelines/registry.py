@@ -62,8 +62,9 @@ def built_in() -> list[str]:
     return sorted({*PIPELINES, *own()}, key=lambda name: (name != FIRST, name))
 
 
-SHARED_PROMPTS = ("medpanel.agents.roles", "medpanel.methods.clear.roles")
-"""The prompt packages of the roles two or more methods use."""
+SHARED_PROMPTS = ("medpanel.agents.roles",)
+"""The prompt package of the roles two or more methods use (CLEAR's, which the panel's CLEAR channel
+asks too, are CLEAR's room's: `methods/clear/roles/`)."""
 
 
 def prompt_packages() -> list[str]:

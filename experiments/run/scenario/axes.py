@@ -39,7 +39,8 @@ MAX_PROMPT_BYTES = 200_000
 ROUTABLE_ROLES = ("challenger", "generalist", "specialist", "selector", "recruiter", "moderator", "knowledge_gate",
                   "curator", "triage", "direct", "cot", "sc", "candidate", "assessor", "verifier", "followup",
                   "judge", "planner", "responder", "grader")
-"""The `role=` names of the agents in `agents/roles/` and `methods/clear/roles/`; `roles:` routes by them."""
+"""The `role=` names of the agents in `methods/panel/roles/`, `agents/roles/` and `methods/clear/roles/`; `roles:`
+routes by them."""
 
 
 class ModelLimits(BaseModel):
