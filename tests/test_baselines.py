@@ -13,8 +13,9 @@ from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.pipelines.baselines import SEED_STRIDE, vote
+from medpanel.agents.pipelines.baselines import SEED_STRIDE
 from medpanel.agents.pipelines.run import run_question
+from medpanel.agents.pipelines.tally import vote
 from medpanel.agents.types import Condition
 from medpanel.experiments.analysis.report import accuracy_compute_table, build_tables
 from medpanel.experiments.errors import UserError

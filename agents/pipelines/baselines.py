@@ -18,9 +18,9 @@ stride keeps the samples of different repeats apart (with `base + i`, repeat 1's
 repeat 0's sample 1). A sample whose reply is still invalid after the re-ask is recorded and does
 not vote. The answer is the majority over the valid samples' answers (a multi-answer item votes with
 its whole letter set). **Tie rule:** among the tied answers, the one that reached the winning count
-first in sample order wins (samples B, A, A, B: A reaches two at sample 3, B at sample 4, so A).
-The rule depends only on the samples, never on a letter's name; the vote, its counts and the rule
-used are recorded. No valid sample: the question is invalid.
+first in sample order wins (samples B, A, A, B: A reaches two at sample 3, B at sample 4, so A);
+the tally is `tally.vote`, the rule every majority vote of medpanel's uses. The vote, its counts and
+the rule used are recorded. No valid sample: the question is invalid.
 
 **Budget** (`settings.budget`, set per question by the runner from a scenario's `budget_match`):
 instead of `n_samples`, samples are drawn until the calls (or tokens) this question has spent reach
@@ -33,7 +33,6 @@ one sample over. `direct` and `cot` make one fixed call and refuse a budget.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -42,6 +41,7 @@ from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, PipelineSettings
+from medpanel.agents.pipelines.tally import vote
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline
 from medpanel.agents.summary import BudgetSpent, Fact, Summary
@@ -79,25 +79,6 @@ def session_spent(session: QuestionSession) -> tuple[int, int]:
     """(calls, tokens) this question has asked for so far, cache hits and re-asks included."""
     calls = [e for e in session.events if e.kind == "call"]
     return sum(e.attempts for e in calls), sum(e.usage.total for e in calls)
-
-
-def vote(answers: list[tuple[str, ...] | None]) -> dict[str, Any]:
-    """Majority over the valid answers; ties go to the answer that reached the winning count first."""
-    valid = [a for a in answers if a]
-    if not valid:
-        return {"answer": None, "counts": {}, "rule": "no_valid_sample", "tied": []}
-    counts = Counter(",".join(a) for a in valid)
-    top = max(counts.values())
-    tied = [k for k, v in counts.items() if v == top]
-    if len(tied) == 1:
-        return {"answer": tied[0], "counts": dict(counts), "rule": "majority", "tied": []}
-    running: Counter[str] = Counter()
-    for a in valid:
-        key = ",".join(a)
-        running[key] += 1
-        if running[key] == top:
-            return {"answer": key, "counts": dict(counts), "rule": "tie_first_to_reach_count", "tied": sorted(tied)}
-    raise AssertionError("unreachable: some tied answer reaches the top count")
 
 
 class BaselinePlan(ConditionPlan):

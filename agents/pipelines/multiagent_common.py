@@ -18,7 +18,7 @@ from medpanel.agents.events import Vote
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import AnswerReply, R, Slots, answer_model, letters_of
-from medpanel.agents.pipelines.baselines import vote
+from medpanel.agents.pipelines.tally import vote
 from medpanel.agents.types import Question, TranscriptEvent
 
 REASONING = "Your reasoning."
@@ -63,7 +63,7 @@ def answer_key(parsed: AnswerReply | None) -> str | None:
 
 def tally(session: QuestionSession, answers: dict[str, str | None], *, agent: str, step: str,
           round: int = 0) -> dict[str, object]:
-    """The experts' majority (ties: first to reach the count, `baselines.vote`), recorded as a vote event."""
+    """The experts' majority (ties: first to reach the count, `tally.vote`), recorded as a vote event."""
     names = list(answers)
     result = vote([tuple(a.split(",")) if a else None for a in answers.values()])
     result["by_agent"] = dict(zip(names, answers.values(), strict=True))
