@@ -13,7 +13,6 @@ from medpanel.agents.model.cache import ResponseCache, cache_key
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.scripted import ScriptedChatCompletionClient, ScriptedRequest
 from medpanel.agents.model.spec import ModelSpec
-from medpanel.agents.pipelines.baselines import SEED_STRIDE
 from medpanel.agents.pipelines.run import run_question
 from medpanel.agents.pipelines.tally import vote
 from medpanel.agents.types import Condition
@@ -23,6 +22,7 @@ from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import load_scenario
 from medpanel.experiments.run.store.store import Row, Store
+from medpanel.methods.baselines.pipeline import SEED_STRIDE
 from tests.run_records import run_record
 
 from .conftest import write

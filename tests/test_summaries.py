@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from medpanel.agents.pipelines.baselines import BaselineSummary
 from medpanel.agents.pipelines.registry import built_in, get_pipeline
 from medpanel.agents.summary import Fact, Summary
+from medpanel.methods.baselines.pipeline import BaselineSummary
 from medpanel.methods.benchmark.flows import BenchmarkSummary
 from medpanel.methods.clear.summary import ClearSummary
 from medpanel.methods.kamac.pipeline import KamacSummary

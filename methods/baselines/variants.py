@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from medpanel.agents.pipelines.baselines import BaselinePipeline
+from medpanel.methods.baselines.pipeline import BaselinePipeline
 
 
 def direct() -> BaselinePipeline:

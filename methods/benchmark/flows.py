@@ -25,11 +25,11 @@ from typing import Any
 from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
-from medpanel.agents.pipelines.baselines import SEED_STRIDE, BaselinePipeline, BaselineSummary, SampleVote
 from medpanel.agents.pipelines.tally import vote
 from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.summary import Fact
 from medpanel.agents.types import Question, TranscriptEvent
+from medpanel.methods.baselines.pipeline import SEED_STRIDE, BaselinePipeline, BaselineSummary, SampleVote
 from medpanel.methods.benchmark.roles import benchmark, multipersona
 from medpanel.methods.benchmark.settings import BenchmarkSettings
 

@@ -40,12 +40,12 @@ from typing import Literal
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import letters_of
 from medpanel.agents.pipelines.base import Outcome, Pipeline, SomePipeline
-from medpanel.agents.pipelines.baselines import session_spent
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.roles import baseline
 from medpanel.agents.roles.exemplars import ExemplarPool
 from medpanel.agents.types import Condition, Question, TranscriptEvent
+from medpanel.methods.baselines.pipeline import session_spent
 from medpanel.methods.benchmark import flows
 from medpanel.methods.benchmark.flows import BenchmarkSummary, permutation, shuffled
 from medpanel.methods.benchmark.roles import benchmark

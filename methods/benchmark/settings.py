@@ -7,8 +7,8 @@ from typing import Literal
 
 from pydantic import Field
 
-from medpanel.agents.pipelines.baselines import BaselineSettings
 from medpanel.agents.roles.exemplars import BUILTIN
+from medpanel.methods.baselines.pipeline import BaselineSettings
 
 
 class BenchmarkSettings(BaselineSettings):
