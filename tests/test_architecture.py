@@ -154,7 +154,7 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("agents",),
     ("agents/model",),
     ("agents/roles", "agents/freetext"),  # the roles two or more methods use; free-text benchmark files
-    ("agents/pipelines",),  # the contract, the registry, the shared multi-agent talk and tally, the baselines
+    ("agents/pipelines",),  # the contract, the registry, the shared multi-agent talk, the majority vote
     ("experiments",),  # errors.py: the one-line user error
     # The run room, split by job; each floor of it imports only those below (docs/architecture.md):
     ("experiments/run", "experiments/run/store"),  # the package itself (no code); the run's files and rows
@@ -163,11 +163,11 @@ ROOM_FLOORS: tuple[tuple[str, ...], ...] = (
     ("experiments/run/execution",),  # the runner, its members and processes, the workers
     ("experiments/analysis",),
     # One room per method (pipeline, roles, prompts, report); a room imports only those below it:
-    ("methods", "methods/clear", "methods/baselines", "methods/benchmark", "methods/medagents", "methods/mdagents",
-     "methods/kamac"),
-    # Methods built on others: the panel asks CLEAR as its evidence channel; multiagent holds medagents,
-    # mdagents and kamac as the variants of one pipeline.
-    ("methods/panel", "methods/multiagent"),
+    ("methods", "methods/clear", "methods/baselines", "methods/medagents", "methods/mdagents", "methods/kamac"),
+    # Methods built on others: the panel asks CLEAR as its evidence channel; the benchmark's settings,
+    # summary and cot-sc samples are the baselines'; multiagent holds medagents, mdagents and kamac as
+    # the variants of one pipeline.
+    ("methods/panel", "methods/benchmark", "methods/multiagent"),
     ("experiments/view",),
     ("experiments/cli",),
     ("medpanel",),
