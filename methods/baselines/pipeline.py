@@ -33,7 +33,7 @@ one sample over. `direct` and `cot` make one fixed call and refuse a budget.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
