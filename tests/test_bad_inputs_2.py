@@ -384,7 +384,7 @@ bad("prompt-file-binary", "p.md")(
 
 def test_prompts_root_opts_in_to_a_folder_elsewhere(ws: Workspace, tmp_path_factory: pytest.TempPathFactory) -> None:
     elsewhere = tmp_path_factory.mktemp("shared-prompts")
-    original = (Path(__file__).parents[1] / "agents").rglob("generalist.system.md")
+    original = (Path(__file__).parents[1] / "methods").rglob("generalist.system.md")  # the panel room's roles
     (elsewhere / "g.md").write_text(next(original).read_text())
     body = GOOD + f"prompts: {{generalist: {elsewhere / 'g.md'}}}\n"
     argv = ["validate", ws.scenario(body)]
