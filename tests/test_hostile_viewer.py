@@ -6,6 +6,7 @@ broken client, say) and how fast it stops on Ctrl-C are measured as a user meets
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -150,8 +151,11 @@ def test_clients_that_reset_mid_answer_print_no_traceback(served: Served) -> Non
 def test_a_client_that_never_reads_does_not_hold_ctrl_c(served: Served) -> None:
     s = socket.create_connection(("127.0.0.1", served.port), timeout=10)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    for _ in range(50):  # a pipeline of requests whose answers are never read
-        s.sendall(b"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    # A pipeline of requests whose answers are never read. The server may drop such a client before
+    # the last request is sent (a reset on a loaded machine): what is tested is how fast it stops.
+    with contextlib.suppress(ConnectionResetError, BrokenPipeError):
+        for _ in range(50):
+            s.sendall(b"GET /index.html HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
     try:
         time.sleep(0.3)
         took = served.stop()
