@@ -43,13 +43,11 @@ def register(name: str) -> Callable[[Factory], Factory]:
 @cache
 def own() -> dict[str, metadata.EntryPoint]:
     """medpanel's own pipelines: name -> entry point, read once per process."""
-    found = {e.name: e for e in metadata.entry_points(group=ENTRY_POINTS) if e.value.startswith(OWN)}
-    if not found:
-        # Package metadata written before the methods had rooms: without this every built-in name
-        # would read as unknown.
-        raise UnknownPipeline(f"medpanel's own pipelines are not registered in {ENTRY_POINTS} (its installed "
-                              "metadata is older than its code): reinstall it, make setup or pip install -e .")
-    return found
+    try:
+        entries = plugins.installed(ENTRY_POINTS, OWN, "pipelines")
+    except plugins.PluginError as exc:
+        raise UnknownPipeline(str(exc)) from None
+    return {e.name: e for e in entries if e.value.startswith(OWN)}
 
 
 def known() -> list[str]:
@@ -80,10 +78,9 @@ def get_pipeline(name: str) -> SomePipeline:
     factory = PIPELINES.get(name)
     if factory is None and name in own():
         try:
-            factory = own()[name].load()
-        except Exception as exc:  # ImportError, or the module failing as it runs
-            raise UnknownPipeline(f"the pipeline {name!r} (entry point {own()[name].value} of {ENTRY_POINTS}) "
-                                  f"cannot be imported ({type(exc).__name__}: {exc})") from None
+            factory = plugins.load_entry(own()[name], ENTRY_POINTS, "pipeline")  # type: ignore[assignment]
+        except plugins.PluginError as exc:
+            raise UnknownPipeline(str(exc)) from None
     if factory is None:
         try:
             loaded = plugins.load(name, ENTRY_POINTS, "pipeline")

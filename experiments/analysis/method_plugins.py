@@ -8,8 +8,9 @@ neither the digests nor the report's types.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from importlib import metadata
 from typing import TYPE_CHECKING, Protocol
+
+from medpanel import plugins
 
 if TYPE_CHECKING:
     from medpanel.experiments.analysis.event_facts import EventFacts
@@ -42,12 +43,10 @@ def registered() -> list[tuple[str, StageReader]]:
     """(name, report) of every installed method (the entry points read once per process) and every
     registered one (a name registered again replaces it), by `place`, then name."""
     if not _INSTALLED:
-        entries = list(metadata.entry_points(group=ENTRY_POINTS))
-        if not any(entry.value.startswith(OWN) for entry in entries):
-            # Package metadata written before the methods had rooms: without this, their tables would
-            # silently be missing from every report.
-            raise RuntimeError(f"medpanel's own methods are not registered in {ENTRY_POINTS} (its installed "
-                               "metadata is older than its code): reinstall it, make setup or pip install -e .")
+        try:
+            entries = plugins.installed(ENTRY_POINTS, OWN, "methods")
+        except plugins.PluginError as exc:
+            raise RuntimeError(str(exc)) from None
         _INSTALLED.extend((entry.name, entry.load()) for entry in entries)
     found = dict(_INSTALLED)
     found.update(_REGISTERED)

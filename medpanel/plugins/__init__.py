@@ -51,13 +51,29 @@ def load(name: str, group: str, what: str) -> object | None:
                               "module:ClassName") from None
         return found
     for entry in metadata.entry_points(group=group, name=name):
-        try:
-            loaded: object = entry.load()
-            return loaded
-        except Exception as exc:  # ImportError, or the module failing as it runs
-            raise PluginError(f"the {what} {name!r} (entry point {entry.value} of {group}) cannot be imported "
-                              f"({type(exc).__name__}: {exc})") from None
+        return load_entry(entry, group, what)
     return None
+
+
+def load_entry(entry: metadata.EntryPoint, group: str, what: str) -> object:
+    """What the entry point `entry` of `group` names; an import that fails is a `PluginError`."""
+    try:
+        loaded: object = entry.load()
+    except Exception as exc:  # ImportError, or the module failing as it runs
+        raise PluginError(f"the {what} {entry.name!r} (entry point {entry.value} of {group}) cannot be imported "
+                          f"({type(exc).__name__}: {exc})") from None
+    return loaded
+
+
+def installed(group: str, own: str, what: str) -> list[metadata.EntryPoint]:
+    """Every entry point of `group`, refused when none is medpanel's own (a value starting with `own`):
+    package metadata written before its methods had rooms would otherwise make every built-in name
+    unknown, or drop its tables from every report without a word."""
+    entries = list(metadata.entry_points(group=group))
+    if not any(entry.value.startswith(own) for entry in entries):
+        raise PluginError(f"medpanel's own {what} are not registered in {group} (its installed metadata is older "
+                          "than its code): reinstall it, make setup or pip install -e .")
+    return entries
 
 
 def entry_point_names(group: str) -> list[str]:
