@@ -32,17 +32,26 @@ _POLL_S = (0.0005, 0.001, 0.002, 0.005)
 a fraction of a millisecond; then `_POLL_S[-1]` each."""
 
 
+def try_begin(db: sqlite3.Connection) -> bool:
+    """`BEGIN IMMEDIATE` on `db`, or False, having begun nothing, when another connection holds the
+    write lock; any other error is raised."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+            raise
+        return False
+    return True
+
+
 def begin_waiting(db: sqlite3.Connection) -> None:
     """`BEGIN IMMEDIATE` on a connection that never waits itself (busy timeout 0), retried for up to
     `WRITE_WAIT_S`; then SQLite's own 'database is locked'."""
     deadline = time.monotonic() + WRITE_WAIT_S
     attempt = 0
-    while True:
-        try:
-            db.execute("BEGIN IMMEDIATE")
+    while not try_begin(db):
+        if time.monotonic() >= deadline:
+            db.execute("BEGIN IMMEDIATE")  # once more: taken, or SQLite's own error raised
             return
-        except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
-                raise
         time.sleep(_POLL_S[min(attempt, len(_POLL_S) - 1)])
         attempt += 1

@@ -35,7 +35,7 @@ from medpanel.experiments.run.store.files import file_per_pair, own_path, row_fi
 from medpanel.experiments.run.store.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.store.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.store.rows import row_of
-from medpanel.experiments.run.store.sqlite_writes import LOOP_WAIT_S, begin_waiting, finish
+from medpanel.experiments.run.store.sqlite_writes import LOOP_WAIT_S, begin_waiting, finish, try_begin
 from medpanel.experiments.run.store.storage import (
     Pair,
     check_sqlite,
@@ -227,12 +227,8 @@ class Store:
                 return None
             try:
                 db = self._now()
-                try:
-                    db.execute("BEGIN IMMEDIATE")
-                except sqlite3.OperationalError as exc:
-                    if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
-                        return None  # another process is writing
-                    raise
+                if not try_begin(db):
+                    return None  # another process is writing
                 return finish(db, work)
             finally:
                 self._writing.release()
