@@ -75,8 +75,11 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
         out.append((f"final {e.get('content', '')}", "final"))
         if data.get("rule"):
             out.append((f"rule {data['rule']}", ""))
-    out += _parsed_badges(e.get("parsed") or {})
-    out += _data_badges(data)
+    parsed = e.get("parsed")
+    if parsed:  # most events have no parsed fields or no data: no badge to look for
+        out += _parsed_badges(parsed)
+    if data:
+        out += _data_badges(data)
     if e.get("invalid"):
         out.append(("INVALID", "bad"))
     if e.get("error"):
@@ -196,9 +199,11 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
             evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
             data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
-    large: dict[str, object] = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
-    for k in large:
-        data.pop(k)
+    large: dict[str, object] = {}
+    if data:
+        large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
+        for k in large:
+            data.pop(k)
     msgs = e.get("messages") or []
     if type(msgs) is not list:
         msgs = list(msgs)
