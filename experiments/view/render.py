@@ -134,37 +134,27 @@ def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
     return out
 
 
-_HEADS: dict[tuple[object, ...], tuple[str, str, str]] = {}
-"""An event card's header around its anchor and index, by what it shows (kind, role, agent, step,
-round, turn): a run's pages have a few hundred distinct ones in some hundred thousand cards."""
-_MAX_HEADS = 50_000
+_HEADS: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
+"""An event card's header around its anchor, index and agent, by its kind, role and step: a run's
+cards have a few dozen distinct ones (the agent, which names a question's own specialists, and the
+round and turn are escaped per card instead of keying thousands of headers)."""
+_MAX_HEADS = 10_000
 
 
-def _head(ev: EventView) -> tuple[str, str, str]:
-    """The header's markup before the card's flags, between its id and its link, and after its
-    index; made once per distinct header (the round and turn keyed with their types: 1, 1.0 and
-    True are equal as keys and print differently)."""
-    rnd, turn = ev["round"], ev["turn"]
-    key = (ev["kind"], ev["role_class"], ev["role"], ev["agent"], ev["step"], rnd.__class__, rnd, turn.__class__,
-           turn)
-    try:
-        done = _HEADS.get(key)
-    except TypeError:  # an unhashable round or turn (a list a transcript holds): made each time
-        return _make_head(ev)
+def _head(ev: EventView) -> tuple[str, str, str, str]:
+    """The header's markup before the card's flags, between its id and its link, after its index
+    up to the agent, and after the agent; made once per kind, role and step."""
+    key = (ev["kind"], ev["role_class"], ev["role"], ev["step"])
+    done = _HEADS.get(key)
     if done is None:
-        done = _make_head(ev)
+        e = _esc
+        done = (f'<div class="ev kind-{e(ev["kind"])} role-{e(ev["role_class"])}',
+                f'" data-role="{e(ev["role"])}" data-step="{e(ev["step"])}">\n<div class="evh"><a class="idx" href="#',
+                f'</a> <span class="kind">{e(ev["kind"])}</span> <span class="role">{e(ev["role"])}</span> '
+                '<span class="agent">', f'</span> <span class="step">{e(ev["step"])}</span>')
         if len(_HEADS) < _MAX_HEADS:
             _HEADS[key] = done
     return done
-
-
-def _make_head(ev: EventView) -> tuple[str, str, str]:
-    e = _esc
-    rt = f' <span class="rt">round {e(ev["round"])} turn {e(ev["turn"])}</span>' if ev["round"] or ev["turn"] else ""
-    return (f'<div class="ev kind-{e(ev["kind"])} role-{e(ev["role_class"])}',
-            f'" data-role="{e(ev["role"])}" data-step="{e(ev["step"])}">\n<div class="evh"><a class="idx" href="#',
-            f'</a> <span class="kind">{e(ev["kind"])}</span> <span class="role">{e(ev["role"])}</span> '
-            f'<span class="agent">{e(ev["agent"])}</span> <span class="step">{e(ev["step"])}</span>{rt}')
 
 
 def render_event(ev: EventView) -> Markup:
@@ -176,10 +166,12 @@ def render_event(ev: EventView) -> Markup:
 def _event(ev: EventView, out: list[str]) -> list[str]:
     """`render_event`'s markup appended to `out`."""
     e = _esc
-    before, between, after = _head(ev)
+    before, between, to_agent, after = _head(ev)
     anchor = e(ev["anchor"])
     out += (before, " weak" if ev["weak"] else "", " diff" if ev["diff"] else "", " leak" if ev["leak"] else "",
-            '" id="', anchor, between, anchor, '">#', e(ev["idx"]), after)
+            '" id="', anchor, between, anchor, '">#', e(ev["idx"]), to_agent, e(ev["agent"]), after)
+    if ev["round"] or ev["turn"]:
+        out.append(f' <span class="rt">round {e(ev["round"])} turn {e(ev["turn"])}</span>')
     out += [f' <span class="badge {e(cls)}">{e(label)}</span>' for label, cls in ev["badges"]]
     call = ev["kind"] == "call"
     if call:
