@@ -201,7 +201,7 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
     large: dict[str, object] = {}
     if data:
-        large = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
+        large = {k: v for k, v in data.items() if isinstance(v, dict | list) and v and _size(v) > LARGE_CHARS}
         for k in large:
             data.pop(k)
     msgs = e.get("messages") or []

@@ -104,14 +104,14 @@ def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
         if "\n" in v or len(v) > LONG_TEXT:
             out += ('<div class="text">', _esc(v), "</div>")
         else:
-            out.append(_esc(v))
+            out.append(_ESCAPED.get(v) or _esc(v))  # a short string seen before: its markup without a call
     elif t is dict or (t is not list and isinstance(v, Mapping)):
         if not v:
             out.append('<span class="dim">(empty)</span>')
             return out
         out.append('<dl class="kv">')
         for k, x in v.items():
-            out += ("<dt>", _esc(k), "</dt><dd>")
+            out += ("<dt>", _ESCAPED.get(k) or _esc(k), "</dt><dd>")
             _parts(x, depth + 1, out)
             out.append("</dd>")
         out.append("</dl>")
