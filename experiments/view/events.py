@@ -253,8 +253,10 @@ def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, object]:
     route = str(row.summary.get("route") or "")
     gate = None
     for e in (doc or {}).get("events", []):
-        passages += sum(1 for _ in evidence_items(e))
         data = e.get("data") or {}
+        if not data:  # most events note nothing: no passage, route, gate or recruit to look for
+            continue
+        passages += sum(1 for _ in evidence_items(e))
         if isinstance(data.get("route"), str) and data["route"]:
             route = data["route"]
         if "fired" in data and e.get("role") == "knowledge_gate":
