@@ -80,11 +80,18 @@ def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
     """`transcript_path` for the many rows of one run, the run directory resolved once (a report
     asks for thousands)."""
     root = Path(run_dir).resolve()
+    inside: dict[str, bool] = {}
+    """Each file's answer, by its name in the row: a run's rows share a few workers' logs, and
+    resolving the same log's path for each of thousands of rows was a tenth of the HTML report's
+    page building."""
 
     def path_of(row: Row) -> Path:
         parsed = parse_reference(row.transcript)
         relative = parsed[0] if parsed else row.transcript
-        if (root / relative).resolve().is_relative_to(root):
+        ok = inside.get(relative)
+        if ok is None:
+            ok = inside[relative] = (root / relative).resolve().is_relative_to(root)
+        if ok:
             return record_path(run_dir, row.transcript)
         return transcript_path(run_dir, row)  # refuses it
 
