@@ -3,6 +3,8 @@ spec object without serialising it, and a new client for any spec that differs."
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from medpanel.agents.model.spec import ModelSpec
@@ -17,12 +19,22 @@ def _spec(**extra: object) -> ModelSpec:
 
 def test_the_same_spec_object_gets_its_client_without_being_serialised(monkeypatch: pytest.MonkeyPatch) -> None:
     built: list[ModelSpec] = []
-    monkeypatch.setattr(run_module, "build_client", lambda spec, base_url=None: built.append(spec) or object())
+
+    def build(spec: ModelSpec, base_url: str | None = None) -> object:
+        built.append(spec)
+        return object()
+
+    monkeypatch.setattr(run_module, "build_client", build)
     pool, spec = ClientPool(), _spec()
     first = pool.get(spec, None)
     dumps: list[int] = []
     original = ModelSpec.model_dump_json
-    monkeypatch.setattr(ModelSpec, "model_dump_json", lambda self, **kw: dumps.append(1) or original(self, **kw))
+
+    def dump(self: ModelSpec, **kw: Any) -> str:
+        dumps.append(1)
+        return original(self, **kw)
+
+    monkeypatch.setattr(ModelSpec, "model_dump_json", dump)
     assert all(pool.get(spec, None) is first for _ in range(5))
     assert dumps == [] and len(built) == 1
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.study._frozen import FrozenStudy
 from optuna.trial import TrialState
 
 from medpanel.experiments.run.execution.study import new_study
@@ -21,7 +22,12 @@ def test_a_resumes_study_fails_the_killed_runners_trials_and_takes_the_next_name
     first.tell(done, 1.0)
     listings: list[int] = []
     original = storage.get_all_studies
-    monkeypatch.setattr(storage, "get_all_studies", lambda: listings.append(1) or original())
+
+    def listing() -> list[FrozenStudy]:
+        listings.append(1)
+        return original()
+
+    monkeypatch.setattr(storage, "get_all_studies", listing)
     monkeypatch.setattr(optuna, "get_all_study_summaries", lambda *a, **k: pytest.fail("summaries read"))
     second = new_study(storage, [1, 2])
     assert second.study_name == "medpanel-resume-1"
