@@ -4,7 +4,8 @@ Each pair is claimed in the store before any model call and committed (transcrip
 so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
 pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
 the end of a run. On SQLite a claim and a commit run on the loop's own connection unless another
-connection holds the write lock (`Store.claim_now`, `Store.record_now`); a commit that met it, and
+connection holds the write lock (`Store.claim_now`, `Store.record_now`), and a lane's next pair is
+claimed in the transaction that records its last one (`Store.record_and_claim_now`); a commit that met it, and
 every PostgreSQL commit, runs in a thread while the lane claims and starts the next question: at
 most one commit per lane is in flight, awaited before the next is queued and before the worker
 returns; a failed commit releases its pair and raises.
@@ -34,7 +35,7 @@ from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
 from medpanel.agents.model.replay import Replay
 from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
-from medpanel.agents.types import QuestionResult
+from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.run.scenario import axes
 from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.store.storage import Pair
@@ -307,21 +308,36 @@ class _Lane:
             s.release_quietly(pair)
             raise
 
+    async def _next(self, pairs: Iterator[Pair]) -> Pair | None:
+        """The next pair this lane takes (this process's from now on, not claimed yet), or None when
+        the lane stops: nothing left, a stop (a budget, `max_errors`) or a sibling's failure."""
+        s = self.shared
+        for pair in pairs:
+            await self._commit_held()
+            s.budget.check()
+            if s.stop.is_set or self.worker.failed:
+                return None
+            if s.take(pair):
+                return pair
+        return None
+
     async def _pairs(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
         s = self.shared
         scenario = s.plan.scenario
         resolved = s.plan.resolved
         questions = s.plan.question_index
-        for pair in pairs:
-            await self._commit_held()
-            s.budget.check()
-            if s.stop.is_set or self.worker.failed:
-                break
-            if not s.take(pair):
-                continue
+        pair = await self._next(pairs)
+        claimed = False  # `pair` was claimed in the last question's row's transaction (SQLite)
+        while pair is not None:
+            if claimed:
+                claimed = False
+                if s.stop.is_set or self.worker.failed:  # set by counting the row just recorded
+                    s.release_quietly(pair)
+                    break
             # In a thread: a claim waits for SQLite's one writer, and on the loop's thread that wait
             # would stall every other question in flight on it.
-            if not await self._claim(pair):
+            elif not await self._claim(pair):
+                pair = await self._next(pairs)
                 continue  # finished already, or another process holds it
             s.timings.setdefault("first_question_s", time.time() - s.started)
             condition = resolved.condition(pair[0])
@@ -358,25 +374,49 @@ class _Lane:
                 # Maybe a dead endpoint or a wrong key: not recorded until a call is answered.
                 if cause is not None:
                     s.stop.set(cause)
+                pair = await self._next(pairs)
                 continue
-            saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
-            if s.store.shared:
-                # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
-                self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
-                                              replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
-                continue
-            try:
-                staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
-                                       cache_saved_usd=saved)
+            pair, claimed = await self._record(pair, result, question, cost, pairs)
+
+    async def _record(self, pair: Pair, result: QuestionResult, question: Question, cost: float,
+                      pairs: Iterator[Pair]) -> tuple[Pair | None, bool]:
+        """Commit a finished pair and find the lane's next: (that pair or None, whether it was
+        claimed in the row's own transaction)."""
+        s = self.shared
+        saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
+        if s.store.shared:
+            # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
+            self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
+                                          replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
+            return await self._next(pairs), False
+        try:
+            staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
+                                   cache_saved_usd=saved)
+            # SQLite: the next pair is claimed in the row's own transaction (`Store.record_and_claim_now`).
+            then = await self._next(pairs)
+            if then is not None:
+                done = s.store.record_and_claim_now(staged, then, s.owner, retry_errors=s.retry_errors)
+            else:
                 row = s.store.record_now(staged)
-            except BaseException:
-                s.release_quietly(pair)
-                raise
-            if row is None:
-                # Another connection is writing (another worker or process): wait for it in a thread.
-                self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
-                continue
+                done = None if row is None else (row, False)
+        except BaseException:
+            s.release_quietly(pair)
+            raise
+        if done is None:
+            # Another connection is writing (another worker or process): wait for it in a thread;
+            # the next pair is claimed on its own.
+            self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
+            return then, False
+        row, claimed = done
+        try:
             self._tally(row, result)
+        except BaseException:
+            if then is not None and claimed:
+                s.release_quietly(then)
+            raise
+        if then is not None and not claimed:
+            return await self._next(pairs), False  # finished already, or another process holds it
+        return then, claimed
 
     def _queue(self, commit: Coroutine[object, object, Row], pair: Pair, result: QuestionResult) -> None:
         """A commit to finish in a thread while this lane goes on (`_settle` awaits it)."""
