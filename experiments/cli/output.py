@@ -24,8 +24,8 @@ from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_record, open_store
-from medpanel.experiments.run.store.store import Row
 from medpanel.inputs import printable as printable  # re-exported: what a command prints from a file
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 from pydantic import ValidationError
@@ -28,9 +28,12 @@ from medpanel.experiments.run.store.records import (
     read_run_record,
     read_transcript_record,
 )
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.runlock import lock_holder
-from medpanel.experiments.run.store.store import Row, Store
 from medpanel.experiments.run.store.transcript_log import RecordPath, parse_reference, record_path
+
+if TYPE_CHECKING:  # the store (and SQLAlchemy under it) is imported where a run's store is opened
+    from medpanel.experiments.run.store.store import Store
 
 RESTORE = "Restore it from a backup, or start the run again"
 
@@ -224,6 +227,8 @@ def open_store(run_dir: Path, record: RunRecord) -> Store:
     (`check_run_paths`). A SQLite run whose study.db is gone, emptied or not this run's is refused:
     opening it would create an empty one, and the run would read as having nothing done (a resume
     would redo every question)."""
+    from medpanel.experiments.run.store.store import Store
+
     check_run_paths(run_dir)
     url = storage_url(run_dir, record)
     require_study(run_dir, url)

@@ -1,0 +1,81 @@
+"""`medpanel report`'s command path imports what the report reads and builds, not the runner's
+machinery: no model client (AutoGen, openai), no corpus or web search, no SQL toolkit until a
+run's store is opened, no SciPy until a table runs a bootstrap or an exact test, and no data
+frames or model fits until a fit runs. Each is checked in a fresh interpreter, so what another
+test imported does not hide an import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+# Module -> why the report's command path must not import it when it is resolved.
+NOT_ON_THE_REPORT_PATH = {
+    "autogen_core": "the model client: a report sends nothing",
+    "autogen_agentchat": "the role agents: a report runs no agent",
+    "openai": "the model backends",
+    "httpx": "the web search backends",
+    "medpanel.retrieval": "corpora and retrievers",
+    "medpanel.methods": "a method's pipeline: imported when its tables are asked for, not before",
+    "sqlalchemy": "the store: imported when the run's store is opened",
+    "scipy": "the statistics: imported by the bootstrap and the exact tests that use them",
+    "statsmodels": "the model fits: imported when a fit runs",
+    "pandas": "statsmodels' data frames",
+}
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = textwrap.dedent(f"""
+        import sys
+        {code}
+        heavy = {sorted(NOT_ON_THE_REPORT_PATH)!r}
+        print("HEAVY", ",".join(m for m in heavy if m in sys.modules or any(k.startswith(m + ".") for k in sys.modules)))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    line = proc.stdout.strip().splitlines()[-1]
+    assert line.startswith("HEAVY"), proc.stdout
+    return [m for m in line.removeprefix("HEAVY").strip().split(",") if m]
+
+
+def test_the_report_command_and_its_analysis_import_no_heavy_module() -> None:
+    # What `medpanel report RUN` imports before it opens the run: the command as the CLI resolves it,
+    # the tables' builders, the digests' reader and the printing.
+    found = _imported_after("""
+        import typer
+        from medpanel.experiments.cli.main import app
+        typer.main.get_command(app).get_command(None, "report")
+        import medpanel.experiments.analysis.digest
+        import medpanel.experiments.analysis.report
+        import medpanel.experiments.cli.inspect
+        import medpanel.experiments.cli.output
+    """)
+    assert found == [], {m: NOT_ON_THE_REPORT_PATH[m] for m in found}
+
+
+def test_the_statistics_load_scipy_only_when_a_test_runs() -> None:
+    found = _imported_after("""
+        from medpanel.experiments.analysis import stats
+        from medpanel.experiments.analysis.inference import resample
+        assert stats.mean_sd([1.0, 2.0]) == (1.5, 0.7071067811865476)
+        # one shared question: no interval (fewer than 2) and no discordance (nothing to test)
+        assert stats.paired_comparison("a", {1: True}, "b", {1: True}).p_mcnemar == 1.0
+        assert resample.sign_flip_pvalue(__import__("numpy").zeros(3), 1) == 1.0
+    """)
+    assert "scipy" not in found
+    found = _imported_after("""
+        from medpanel.experiments.analysis import stats
+        stats.paired_comparison("a", {1: True, 2: False}, "b", {1: False, 2: True}, n_boot=100)
+    """)
+    assert "scipy" in found  # the bootstrap and McNemar's test ran: SciPy is theirs
+
+
+def test_the_budget_and_rate_limits_import_no_model_client() -> None:
+    # A run's settings (its scenario, budget and rate limits) are read by the report's header.
+    found = _imported_after("""
+        import medpanel.experiments.run.scenario.scenario
+        import medpanel.experiments.run.tracking.budget
+        import medpanel.agents.pipelines.registry
+    """)
+    assert "autogen_core" not in found and "sqlalchemy" not in found, found
