@@ -30,7 +30,8 @@ def _imported_after(code: str) -> list[str]:
         import sys
         {code}
         heavy = {sorted(NOT_ON_THE_REPORT_PATH)!r}
-        print("HEAVY", ",".join(m for m in heavy if m in sys.modules or any(k.startswith(m + ".") for k in sys.modules)))
+        loaded = {{name.split(".")[0] for name in sys.modules}} | set(sys.modules)
+        print("HEAVY", ",".join(m for m in heavy if m in loaded or any(k.startswith(m + ".") for k in sys.modules)))
     """)
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr

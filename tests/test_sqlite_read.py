@@ -66,7 +66,7 @@ def test_a_study_of_another_run_is_refused_as_before(run: Path, tmp_path: Path) 
     copy = shutil.copytree(run, tmp_path / "other")
     with sqlite3.connect(copy / "study.db") as conn:
         conn.execute("DELETE FROM mp_meta WHERE key = 'run_json'")
-    with pytest.raises(UserError, match="keeps no copy of the run.json"):
+    with pytest.raises(UserError, match=r"keeps no copy of the run\.json"):
         read_rows(copy, load_record(copy))
     (copy / "study.db").unlink()
     with pytest.raises(UserError, match="is missing: the study database"):
