@@ -84,11 +84,18 @@ def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
     """`transcript_path` for the many rows of one run, the run directory resolved once (a report
     asks for thousands)."""
     root = Path(run_dir).resolve()
+    inside: dict[str, bool] = {}
+    """Each file named, whether it resolves inside the run: a worker's log holds thousands of rows'
+    records, and resolving its path again for each (a stat per folder on the way) cost as much as
+    reading the records."""
 
     def path_of(row: Row) -> Path:
         parsed = parse_reference(row.transcript)
         relative = parsed[0] if parsed else row.transcript
-        if (root / relative).resolve().is_relative_to(root):
+        ok = inside.get(relative)
+        if ok is None:
+            ok = inside[relative] = (root / relative).resolve().is_relative_to(root)
+        if ok:
             return record_path(run_dir, row.transcript)
         return transcript_path(run_dir, row)  # refuses it
 
