@@ -80,3 +80,17 @@ def test_the_budget_and_rate_limits_import_no_model_client() -> None:
         import medpanel.agents.pipelines.registry
     """)
     assert "autogen_core" not in found and "sqlalchemy" not in found, found
+
+
+def test_the_panels_settings_and_tables_import_no_agent_or_client() -> None:
+    # What a report of a panel run asks of its pipeline: the settings with their defaults (the
+    # protocol line) and the tables; the discussion, its agents and CLEAR's adjudication stay out.
+    found = _imported_after("""
+        from medpanel.agents.pipelines.registry import get_pipeline
+        panel = get_pipeline("panel")
+        assert panel.settings_model.model_validate({}).model_dump()["rounds"] >= 1 and panel.tables
+        import medpanel.methods.panel.pipeline
+        assert "medpanel.methods.panel.discussion" not in sys.modules
+        assert "medpanel.methods.panel.channels.clear" not in sys.modules
+    """)
+    assert not {"autogen_core", "autogen_agentchat", "openai", "sqlalchemy", "scipy"} & set(found), found
