@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 # Module -> why the report's command path must not import it when it is resolved.
 NOT_ON_THE_REPORT_PATH = {
@@ -94,3 +95,35 @@ def test_the_panels_settings_and_tables_import_no_agent_or_client() -> None:
         assert "medpanel.methods.panel.channels.clear" not in sys.modules
     """)
     assert not {"autogen_core", "autogen_agentchat", "openai", "sqlalchemy", "scipy"} & set(found), found
+
+
+PANEL = """name: probe-panel
+pipeline: panel
+flags: {c: [0, 1]}
+settings: {rounds: 1, turns_per_round: 2}
+dataset: {source: sample, limit: 2}
+model: {backend: scripted}
+run: {workers: 1}
+"""
+
+
+def test_medpanel_report_of_a_panel_run_loads_no_client_store_toolkit_or_discussion(tmp_path: Path) -> None:
+    from tests.rundir_helpers import finished_run
+
+    run = finished_run(tmp_path, PANEL)
+    probe = textwrap.dedent(f"""
+        import contextlib, io, sys
+        from medpanel.experiments.cli.main import main
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            try:
+                main(["report", {str(run)!r}])
+            except SystemExit as exc:
+                assert not exc.code, exc.code
+        assert "Tables written to" in out.getvalue(), out.getvalue()
+        unwanted = ("autogen_core", "autogen_agentchat", "openai", "sqlalchemy", "medpanel.methods.panel.discussion",
+                    "medpanel.methods.clear.adjudication")
+        print("LOADED", ",".join(m for m in unwanted if m in sys.modules))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "LOADED", proc.stdout.splitlines()[-1]

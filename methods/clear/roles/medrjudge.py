@@ -23,18 +23,20 @@ pools the cases of both stages (`methods/clear/table3.py`).
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, Field
 
 from medpanel.agents.freetext.medrbench import MedRCase
-from medpanel.agents.model.agent import RoleAgent
-from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import TranscriptEvent
 from medpanel.methods.clear.roles.grader import data_block
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.sources import source_class
+
+if TYPE_CHECKING:  # the agent and its client are a grading run's: the report's tables import this module's names
+    from medpanel.agents.model.agent import RoleAgent
+    from medpanel.agents.model.client import QuestionSession
 
 PROMPTS = Prompts(__name__)
 
@@ -113,6 +115,8 @@ async def grade_case(session: QuestionSession, case: MedRCase, response: str, *,
                      web_kind: str | None = None) -> dict[str, Any]:
     """One case judged correct or wrong. `web` (a live search, named `web_kind`) serves the treatment
     judge's supporting information; without it the judge reads the case's published analysis."""
+    from medpanel.agents.model.agent import RoleAgent
+
     grader = RoleAgent(session, name="grader", role="grader", system_message=PROMPTS.render("system"))
     invalid = {"valid": False, "score": None, "kind": "medrbench", "model": session.spec.model_name}
     searched: dict[str, Any] = {}
