@@ -20,7 +20,6 @@ from medpanel.agents.prompting import Prompts
 from medpanel.methods.clear.healthbench import example_metrics, points_ratio
 
 if TYPE_CHECKING:  # the agent and its client are a grading run's: the report's tables import this module's names
-    from medpanel.agents.model.agent import RoleAgent
     from medpanel.agents.model.client import QuestionSession
 
 PROMPTS = Prompts(__name__)
