@@ -4,14 +4,17 @@ reads for its settings and tables, so only a run imports the agents, the channel
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from medpanel.agents.events import Vote
 from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.model.structured import answer_model
 from medpanel.agents.pipelines.base import Outcome
 from medpanel.agents.types import Question, TranscriptEvent
-from medpanel.methods.panel.channels.clear import ClearChannel
+from medpanel.methods.panel.channels.clear import ClearChannel, prepare_channel
 from medpanel.methods.panel.channels.knowledge import KnowledgeChannel
-from medpanel.methods.panel.pipeline import PanelPlan
+from medpanel.methods.panel.channels.knowledge import prepare as prepare_source
+from medpanel.methods.panel.plan import PanelPlan
 from medpanel.methods.panel.roles.challenger import Critique
 from medpanel.methods.panel.settings import PanelSettings
 from medpanel.methods.panel.state import Group, PanelState
@@ -27,6 +30,15 @@ from medpanel.methods.panel.steps import (
 )
 from medpanel.methods.panel.summary import PanelSummary
 from medpanel.methods.panel.vote import moderate
+
+
+def prepare(plans: Sequence[PanelPlan], settings: PanelSettings) -> None:
+    """Before any worker starts: open the corpus of a condition that uses a channel, and CLEAR's two
+    sources when one adjudicates (`PanelPipeline.prepare`)."""
+    if any(p.uses_channel for p in plans):
+        prepare_source(settings)
+    if any(p.evidence == "clear" for p in plans):
+        prepare_channel(settings)
 
 
 async def discuss(question: Question, plan: PanelPlan, session: QuestionSession, settings: PanelSettings, *,

@@ -39,16 +39,16 @@ moderator model, which may choose only among the tied letters (docs/methods/pane
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import model_validator
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Flags, Question, flag_on
-from medpanel.methods.panel.channels.knowledge_settings import Timing
+from medpanel.agents.types import Condition, Question
 from medpanel.methods.panel.channels.tables import knowledge_table
+from medpanel.methods.panel.plan import Coordination as Coordination  # re-exported: the plan's home before
+from medpanel.methods.panel.plan import PanelPlan as PanelPlan
+from medpanel.methods.panel.plan import decode as decode
 from medpanel.methods.panel.settings import PanelSettings
 from medpanel.methods.panel.summary import PanelSummary
 from medpanel.methods.panel.tables import PANEL_TABLES, self_assessment_table
@@ -57,67 +57,14 @@ if TYPE_CHECKING:
     from medpanel.agents.model.client import QuestionSession
     from medpanel.methods.panel.state import Group
 
-# The discussion (`discussion`: the agents, the channels, the vote) is imported when a question is
-# discussed: a report, which reads the pipeline's settings and tables, imports no agent or model client.
 
-Coordination = Literal["naive", "independent", "routed"]
+def _discussion() -> ModuleType:
+    """The discussion (`discussion`: the agents, the channels, the vote), imported when a run first
+    prepares or discusses: start-up of a report, which reads only the pipeline's settings and tables,
+    stays free of every agent and the model client."""
+    from medpanel.methods.panel import discussion
 
-
-class PanelPlan(ConditionPlan):
-    """A panel condition decoded once, at plan time: the run reads these fields and nothing else
-    (docs/methods/panel.md: "The plan of a condition")."""
-
-    challenger: bool
-    recruit: bool
-    knowledge: bool
-    """The `k` flag: knowledge recruitment between turns (routed coordination retrieves without it)."""
-    coordination: Coordination = "naive"
-    evidence: Literal["none", "corpus", "clear"]
-    """The evidence channel the question opens: none, a curator's brief over one corpus, or CLEAR's
-    adjudication (`settings.k_source: clear` or the `-clear` variant)."""
-    timing: Timing
-    """When the channel retrieves: `none` without a channel, `upfront` once before the first turn,
-    `between_blind` / `between_gap` after each turn but the last."""
-    blind: bool
-    """Between turns, the Knowledge Gate does not see the critique: `between_blind`, or no Challenger."""
-
-    @model_validator(mode="after")
-    def _routes_on_a_critique(self) -> PanelPlan:
-        # `decode` refuses such a condition by name; this keeps a stored plan from running one.
-        if self.coordination == "routed" and not self.challenger:
-            raise ValueError("routed coordination needs the Challenger (c1)")
-        return self
-
-    @property
-    def uses_channel(self) -> bool:
-        return self.evidence != "none"
-
-    @property
-    def between(self) -> bool:
-        """The channel is consulted after each turn but the last (the routed controller may skip a turn)."""
-        return self.timing in ("between_blind", "between_gap")
-
-
-def decode(slug: str, flags: Flags, settings: PanelSettings) -> PanelPlan:
-    """The plan of a panel condition: its flags and variant read against the settings, once."""
-    variant = flags.get("variant")
-    coordination: Coordination = "routed" if variant == "routed" else "independent" if variant == "ind" else "naive"
-    challenger, knowledge = flag_on(flags, "c"), flag_on(flags, "k")
-    if coordination == "routed" and not challenger:
-        # Refused here, with the plan, not when the first question runs: the controller routes on the
-        # Challenger's gap type, which c0 never produces.
-        raise PlanError(f"condition {slug!r}: routed coordination routes on the Challenger's diagnosis, which "
-                        f"c0 switches off. Use {slug.replace('c0', 'c1', 1)} (or drop the variant)",
-                        field="variants")
-    channel = knowledge or coordination == "routed"
-    clear = settings.k_source == "clear" or variant == "clear"
-    # `timing: none` beside a channel: the panel retrieves between turns, its default, as it always did
-    timing: Timing = ("none" if not channel else "between_gap" if settings.timing == "none" else settings.timing)
-    between = timing in ("between_blind", "between_gap")
-    return PanelPlan(slug=slug, flags=flags, variant=str(variant) if variant else None, challenger=challenger,
-                     recruit=flag_on(flags, "r"), knowledge=knowledge, coordination=coordination,
-                     evidence="none" if not channel else "clear" if clear else "corpus", timing=timing,
-                     blind=between and (timing == "between_blind" or not challenger))
+    return discussion
 
 
 class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
@@ -141,13 +88,7 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
         return decode(str(stored["slug"]), dict(stored.get("flags") or {}), settings)
 
     def prepare(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> None:
-        from medpanel.methods.panel.channels.clear import prepare_channel
-        from medpanel.methods.panel.channels.knowledge import prepare
-
-        if any(p.uses_channel for p in plans):
-            prepare(settings)
-        if any(p.evidence == "clear" for p in plans):
-            prepare_channel(settings)
+        _discussion().prepare(plans, settings)
 
     def uses_verifier(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> bool:
         return any(p.evidence == "clear" for p in plans)
@@ -159,6 +100,5 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
     async def discuss(self, question: Question, plan: PanelPlan, session: QuestionSession,
                       settings: PanelSettings, *, group: Group | None = None) -> Outcome:
         """One panel's discussion; `group` when it is one of several panels on the same question."""
-        from medpanel.methods.panel.discussion import discuss
-
-        return await discuss(question, plan, session, settings, group=group)
+        outcome: Outcome = await _discussion().discuss(question, plan, session, settings, group=group)
+        return outcome

@@ -235,6 +235,8 @@ def open_store(run_dir: Path, record: RunRecord) -> Store:
     (`check_run_paths`). A SQLite run whose study.db is gone, emptied or not this run's is refused:
     opening it would create an empty one, and the run would read as having nothing done (a resume
     would redo every question)."""
+    # The store, and SQLAlchemy under it, late: start-up of a reader of the run's own SQLite study
+    # (`read_rows`, `done_pairs`) needs neither; PostgreSQL and an older study open it here.
     from medpanel.experiments.run.store.store import Store
 
     check_run_paths(run_dir)

@@ -11,16 +11,15 @@ grader sees neither the condition nor the pipeline that wrote the response.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from medpanel.agents.freetext.tasks import FreeTextTask, RubricItem
+from medpanel.agents.model.agent import RoleAgent
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
 from medpanel.methods.clear.healthbench import example_metrics, points_ratio
-
-if TYPE_CHECKING:  # the agent and its client are a grading run's: the report's tables import this module's names
-    from medpanel.agents.model.client import QuestionSession
 
 PROMPTS = Prompts(__name__)
 
@@ -55,8 +54,6 @@ def rubric_score(items: list[RubricItem], met: set[int]) -> float:
 
 async def grade(session: QuestionSession, task: FreeTextTask, response: str) -> dict[str, Any]:
     """Each rubric item judged in its own call; the decisions, the score and the tag scores."""
-    from medpanel.agents.model.agent import RoleAgent
-
     grader = RoleAgent(session, name="grader", role="grader", system_message=PROMPTS.render("system"))
     decisions: list[dict[str, Any]] = []
     for n, item in enumerate(task.rubrics, 1):

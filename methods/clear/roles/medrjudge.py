@@ -23,20 +23,19 @@ pools the cases of both stages (`methods/clear/table3.py`).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from medpanel.agents.freetext.medrbench import PUBLISHED_ANALYSIS as PUBLISHED_ANALYSIS  # re-exported: its home before
 from medpanel.agents.freetext.medrbench import MedRCase
+from medpanel.agents.model.agent import RoleAgent
+from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.prompting import Prompts
 from medpanel.agents.types import TranscriptEvent
 from medpanel.methods.clear.roles.grader import data_block
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.sources import source_class
-
-if TYPE_CHECKING:  # the agent and its client are a grading run's: the report's tables import this module's names
-    from medpanel.agents.model.agent import RoleAgent
-    from medpanel.agents.model.client import QuestionSession
 
 PROMPTS = Prompts(__name__)
 
@@ -44,8 +43,6 @@ WEB_RESULTS = 3
 """Search results the treatment judge reads (the benchmark's `return_num=3`)."""
 RESULT_CHARS = 1500
 """Characters of each result's text shown to the judge."""
-PUBLISHED_ANALYSIS = "published_analysis"
-"""`support` of a treatment grade read with no web search: the case's own published analysis."""
 FALLBACK_SOURCE = "the case and the published treatment-planning analysis"
 
 
@@ -115,8 +112,6 @@ async def grade_case(session: QuestionSession, case: MedRCase, response: str, *,
                      web_kind: str | None = None) -> dict[str, Any]:
     """One case judged correct or wrong. `web` (a live search, named `web_kind`) serves the treatment
     judge's supporting information; without it the judge reads the case's published analysis."""
-    from medpanel.agents.model.agent import RoleAgent
-
     grader = RoleAgent(session, name="grader", role="grader", system_message=PROMPTS.render("system"))
     invalid = {"valid": False, "score": None, "kind": "medrbench", "model": session.spec.model_name}
     searched: dict[str, Any] = {}

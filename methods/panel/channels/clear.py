@@ -17,10 +17,13 @@ the rationale and the evidence with provenance and quality tiers, never a recomm
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from medpanel.agents.events import Brief as BriefGiven
 from medpanel.agents.types import TranscriptEvent
+from medpanel.methods.clear.adjudication import Decision, adjudicate
+from medpanel.methods.clear.bundle import Candidate
+from medpanel.methods.clear.pathways import Context
 from medpanel.methods.clear.settings import ClearSettings, mode_of
 from medpanel.methods.panel.channels.knowledge import BriefResult, KnowledgeChannel, KnowledgeFacts, KnowledgeSettings
 from medpanel.retrieval.errors import SourceConfigError
@@ -28,12 +31,6 @@ from medpanel.retrieval.quickstart import web_corpus_for
 from medpanel.retrieval.search import check_separate
 from medpanel.retrieval.sources import open_source, source_class
 
-if TYPE_CHECKING:
-    from medpanel.methods.clear.adjudication import Decision
-
-# CLEAR's adjudication (its pathways, verifier and evidence bundle) is imported when the channel
-# adjudicates: the panel's pipeline class, which a report reads for its settings and tables, is
-# imported without it.
 
 class ClearChannel(KnowledgeChannel):
     """A `KnowledgeChannel` whose retrieval step is a CLEAR adjudication over the gap's query."""
@@ -50,10 +47,6 @@ class ClearChannel(KnowledgeChannel):
 
     async def retrieve_and_curate(self, query: str, gap: str, *, round: int, turn: int,
                                   trigger: str) -> BriefResult | None:
-        from medpanel.methods.clear.adjudication import adjudicate
-        from medpanel.methods.clear.bundle import Candidate
-        from medpanel.methods.clear.pathways import Context
-
         cs = self.clear_settings()
         web = self.settings.web_spec()
         ctx = Context(session=self.session, question=self.question, settings=cs, mode=mode_of("clear-default"),
