@@ -21,8 +21,9 @@ endpoint counted them), efficiency (ideal = calls x latency / in flight, over me
 model call (the harness process's CPU time, every thread, `getrusage`, over the measured run /
 calls) and the machine's load average at the start and end of the run; then the ratio medpanel /
 inspect_ai of CPU per call beside the targets (<= 1.5 ms per call, <= 0.07x inspect_ai's, efficiency
->= 0.97). CPU per
-call hardly moves with the machine's load; wall time and efficiency do.
+>= 0.97), and the best efficiency the number of calls allows at all (each lane's calls follow one
+another, so N calls take ceil(N / in flight) latencies: 0.9375 for `--quick`'s 300, 0.997 for
+3,000). CPU per call hardly moves with the machine's load; wall time and efficiency do.
 
 `--quick` is 300 questions. `--profile FILE` cProfiles medpanel's worker thread (CPU time) into FILE.
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
@@ -210,6 +212,13 @@ def figures(r: dict[str, Any], latency_ms: float) -> dict[str, float]:
             "cpu_ms": r["cpu_s"] / max(r["calls"], 1) * 1000}
 
 
+def rounds_bound(calls: int, in_flight: int) -> float:
+    """The best efficiency `calls` sequential calls of one fixed latency allow over `in_flight` lanes:
+    they take ceil(calls / in_flight) latencies at least (0.9375 for 300 over 64: `--quick` cannot
+    reach 0.97; 0.9972 for 3,000)."""
+    return calls / (math.ceil(calls / in_flight) * in_flight)
+
+
 def compare(latencies: list[float], harnesses: list[str], n: int, in_flight: int,
             profile: str | None = None) -> list[tuple[float, dict[str, dict[str, Any]]]]:
     print(f"side by side: {n} questions x 1 call, {in_flight} in flight, fake endpoint in its own process; "
@@ -236,7 +245,8 @@ def compare(latencies: list[float], harnesses: list[str], n: int, in_flight: int
                         f"{'met' if ratio <= RATIO_TARGET else 'MISSED'})"
             eff = figures(results["medpanel"], latency)["efficiency"]
             line += f"; efficiency {eff:.3f} (target >= {EFFICIENCY_TARGET:g}: " \
-                    f"{'met' if eff >= EFFICIENCY_TARGET else 'MISSED'})"
+                    f"{'met' if eff >= EFFICIENCY_TARGET else 'MISSED'}; at most {rounds_bound(n, in_flight):.3f} " \
+                    "with these calls)"
             print(line)
         out.append((latency, results))
     return out

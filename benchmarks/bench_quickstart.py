@@ -11,7 +11,11 @@ prints:
   speed of one llama-server thread measured alone at the start (`calibrate`), divided by the cores;
 - CPU time of the runner and of the llama-servers apart (the servers' from /proc, sampled until they
   exit, counting only the servers this run started);
-- prompt tokens evaluated and taken from the slots' cache, decoded tokens;
+- prompt tokens evaluated and taken from the slots' cache, decoded tokens (calls answered from the
+  run's own cache reach no server and are not counted);
+- the floor again with an unbounded prefix cache: each request, in the order sent, evaluating only
+  what follows its longest prefix in common with any earlier request (`perfect_cache_share`), so
+  what no routing or slot layout could save is shown beside what the layout saved;
 - calls, accuracy per condition and the answers' digest for every run: a layout must change neither;
 - the load average beside every figure (other programs on the machine slow every figure).
 
@@ -112,6 +116,35 @@ def calibrate() -> tuple[float, float]:
     return float(timings["prompt_per_second"]), float(timings["predicted_per_second"])
 
 
+def _chat_text(messages: list[dict[str, Any]]) -> str:
+    """A request's messages as one string in their order (roles and contents), for prefix comparison."""
+    return "".join(f"\x00{m.get('role')}\x01{m.get('content')}" for m in messages) + "\x00assistant\x01"
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # the longest equal prefix, by halving: a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if a[:mid] == b[:mid] else (lo, mid)
+    return lo
+
+
+def perfect_cache_share(requests: list[tuple[float, str]]) -> float:
+    """The share of prompt characters a server with an unbounded prefix cache would still evaluate:
+    each request in the order it was sent pays only for what follows its longest prefix in common
+    with any earlier request. Converted to tokens at the run's own ratio, it is the floor of prompt
+    work no routing or slot layout can go below without sending other prompts."""
+    ordered = [text for _, text in sorted(requests, key=lambda r: r[0])]
+    total = sum(len(t) for t in ordered)
+    fresh = 0
+    for i, text in enumerate(ordered):
+        fresh += len(text) - max((_common_prefix(text, earlier) for earlier in ordered[:i]), default=0)
+    return fresh / total if total else 0.0
+
+
 def one_run(sets: list[str], busy: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "qs"
@@ -144,12 +177,15 @@ def one_run(sets: list[str], busy: bool) -> dict[str, Any]:
             rows = conn.execute("select condition, qid, answer, correct, invalid, error from mp_results "
                                 "order by condition, qid").fetchall()
         calls = prompt_total = 0
+        sent: list[tuple[float, str]] = []  # (when, the request's text) of the calls the servers answered
         for raw in documents(run_dir):  # the workers' transcript logs (or an older run's files)
             doc = json.loads(raw)
             for e in doc["events"]:
                 if e["kind"] == "call":
                     calls += 1
-                    prompt_total += int((e.get("usage") or {}).get("prompt_tokens") or 0)
+                    if not e.get("cache_hit"):  # a reply from the run's cache never reached a server
+                        prompt_total += int((e.get("usage") or {}).get("prompt_tokens") or 0)
+                        sent.append((float(e.get("t") or 0.0), _chat_text(e.get("messages") or [])))
     evals = [(float(ms), int(n)) for ms, n in PROMPT_EVAL.findall(log)]
     decodes = [(float(ms), int(n)) for ms, n in EVAL.findall(log)]
     server_cpu = sum(cpu.values())
@@ -161,7 +197,8 @@ def one_run(sets: list[str], busy: bool) -> dict[str, Any]:
     return {"wall": wall, "cpu": children, "server_cpu": server_cpu, "layout": layout,
             "load_before": load_before, "load_after": load(),
             "runner_cpu": children - server_cpu,
-            "prompt_evaluated": sum(n for _, n in evals), "prompt_total": prompt_total,
+            "prompt_evaluated": sum(n for _, n in evals), "prompt_total": prompt_total, "sent": len(sent),
+            "prompt_unbounded_cache": round(prompt_total * perfect_cache_share(sent)),
             "prompt_ms": sum(ms for ms, _ in evals), "decode_ms": sum(ms for ms, _ in decodes),
             "decoded": sum(n for _, n in decodes), "requests": len(evals), "calls": calls,
             "accuracy": accuracy, "digest": digest,
@@ -199,6 +236,9 @@ def main() -> None:
             print(f"        prompt tokens {r['prompt_total']} in {r['requests']} requests: {r['prompt_evaluated']} "
                   f"evaluated, {r['prompt_total'] - r['prompt_evaluated']} from the slots' cache; "
                   f"decoded {r['decoded']}")
+            best = (r["prompt_unbounded_cache"] / pps + r["decoded"] / dps) / cores
+            print(f"        with an unbounded prefix cache about {r['prompt_unbounded_cache']} prompt tokens would "
+                  f"still be evaluated: floor {best:.1f} s (decoding alone {r['decoded'] / dps / cores:.1f} s)")
             for x in runs:
                 digests[(name, len(digests))] = f"{x['calls']}:{x['digest']}"
                 print(f"        run: wall {x['wall']:.1f} s, calls {x['calls']}, accuracy {x['accuracy']}, "

@@ -49,3 +49,11 @@ def test_a_child_run_reports_what_the_endpoint_served() -> None:
     assert (r["calls"], r["rows"], r["harness_calls"], r["distinct_executions"]) == (12, 12, 12, 12)
     f = figures(r, 0.0)
     assert f["cpu_ms"] > 0 and r["load_start"] and r["load_end"]
+
+
+def test_the_rounds_bound_is_the_best_efficiency_sequential_lanes_allow() -> None:
+    from benchmarks.bench_lean import rounds_bound
+
+    assert rounds_bound(300, 64) == 300 / 320  # five rounds of 64 for 300 calls
+    assert rounds_bound(128, 64) == 1.0
+    assert abs(rounds_bound(3000, 64) - 3000 / 3008) < 1e-12

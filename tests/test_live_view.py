@@ -13,6 +13,7 @@ import importlib.util
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from medpanel.experiments.run.store.rundir import load_record
-from medpanel.experiments.view.live import LiveRun, alerts, condition_view
+from medpanel.experiments.view.live import LiveRun, alerts, condition_view, leave_no_wal
 
 from .conftest import needs_postgres
 from .inspect_fixtures import GRID_QUESTIONS, grid_run
@@ -190,13 +191,7 @@ def test_live_figures_match_the_rows_and_write_nothing(finished: Path) -> None:
     finally:
         live.close()
     after = {p.name: _digest(p) for p in finished.iterdir() if p.is_file()}
-    # SQLite's read-only connection creates the WAL and shared-memory files beside a database
-    # whose writers have all closed (the run's did: it leaves no WAL behind) and cannot remove
-    # them; an empty WAL holds nothing written.
-    for name in ("study.db-wal", "study.db-shm"):
-        if name in after and name not in before:
-            assert name.endswith("-shm") or (finished / name).stat().st_size == 0, name
-            del after[name]
+    # The read-only connection's WAL and shared-memory files are gone too: the run is left as found.
     assert after == before and not (finished / "report").exists()
 
 
@@ -315,3 +310,40 @@ def test_live_figures_follow_postgresql_workers(tmp_path: Path, pg_url: str) -> 
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     seen = _watch(run_dir, [run, worker])
     _check_watched(seen)
+
+
+def _wal_study(folder: Path) -> sqlite3.Connection:
+    folder.mkdir()
+    conn = sqlite3.connect(folder / "study.db")
+    conn.execute("pragma journal_mode=wal")
+    conn.execute("pragma wal_autocheckpoint=0")  # the rows stay in the WAL until a checkpoint
+    conn.execute("create table t (x)")
+    conn.execute("insert into t values (1)")
+    conn.commit()
+    return conn
+
+
+def test_leaving_the_wal_spares_a_writer_and_a_dead_writers_pages(tmp_path: Path) -> None:
+    writer = _wal_study(tmp_path / "live")
+    db = tmp_path / "live" / "study.db"
+    # A writer still holds the study: its files stay and it goes on writing.
+    writer.execute("pragma wal_checkpoint(truncate)")  # an empty WAL, as a runner's between commits
+    leave_no_wal(db)
+    assert (tmp_path / "live" / "study.db-wal").exists()
+    writer.execute("insert into t values (2)")
+    writer.commit()
+    # A writer that died with rows in its WAL: the files are copied as it left them, and kept.
+    shutil.copytree(tmp_path / "live", tmp_path / "dead")
+    writer.close()
+    wal = tmp_path / "dead" / "study.db-wal"
+    before = wal.read_bytes()
+    assert before
+    leave_no_wal(tmp_path / "dead" / "study.db")
+    assert wal.read_bytes() == before
+    # After the last writer closed cleanly, a read-only reader's empty files go.
+    reader = sqlite3.connect(f"{db.absolute().as_uri()}?mode=ro", uri=True)
+    assert reader.execute("select count(*) from t").fetchone() == (2,)
+    reader.close()
+    assert (tmp_path / "live" / "study.db-wal").exists()
+    leave_no_wal(db)
+    assert not (tmp_path / "live" / "study.db-wal").exists() and not (tmp_path / "live" / "study.db-shm").exists()

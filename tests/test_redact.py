@@ -57,3 +57,23 @@ def test_a_text_without_the_words_comes_back_unchanged() -> None:
                        "usage": {"prompt_tokens": 40, "completion_tokens": 4}})
     assert redact(text) == text
     assert redact(f"{text} Bearer {TOKEN}") == f"{text} Bearer {MASK}"
+
+
+def test_the_remembered_secrets_follow_every_change_of_the_environment_and_the_registered_keys(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_secrets` keeps its list between calls (it runs several times a question); any change of the
+    environment (a variable set, changed in place, removed) or a key registered is seen at once."""
+    first, second, registered = "envsecret-" + "x" * 12, "envsecret-" + "y" * 12, "registered-" + "z" * 12
+    monkeypatch.delenv("MP_TEST_API_KEY", raising=False)
+    assert redact(f"a {first} b") == f"a {first} b"
+    monkeypatch.setenv("MP_TEST_API_KEY", first)
+    assert redact(f"a {first} b") == f"a {MASK} b"
+    monkeypatch.setenv("MP_TEST_API_KEY", second)  # the same variable, another value of the same length
+    assert redact(f"{first} {second}") == f"{first} {MASK}"
+    monkeypatch.delenv("MP_TEST_API_KEY")
+    assert redact(f"{first} {second}") == f"{first} {second}"
+    monkeypatch.setattr(redaction, "_registered", set(redaction._registered))  # undone after the test
+    redaction.register_secret(registered)
+    assert redact(f"key {registered}") == f"key {MASK}"
+    # Unchanged: the very list object comes back, so nothing was recomputed.
+    assert redaction._secrets() is redaction._secrets()

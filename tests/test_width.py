@@ -111,6 +111,7 @@ def test_with_the_write_lock_always_taken_elsewhere_claims_and_commits_wait_in_t
         monkeypatch.setattr(Store, "claim_now", lambda self, *a, **k: None)
     if busy in ("commits", "both"):
         monkeypatch.setattr(Store, "record_now", lambda self, staged: None)
+        monkeypatch.setattr(Store, "record_and_claim_now", lambda self, *a, **k: None)
     with FakeOpenAI(_Gate(1)) as srv:
         runner = _run(tmp_path, srv.base_url, 30, 2, 6)
         status = runner.run(install_signals=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from autogen_agentchat.agents import AssistantAgent
+from autogen_agentchat.base import Response
 from autogen_agentchat.messages import TextMessage
 from autogen_core import CancellationToken
 from autogen_core.models import LLMMessage, UserMessage
@@ -30,6 +31,23 @@ def agent_name(label: str, taken: set[str] | None = None) -> str:
     while taken is not None and name in taken:
         name, i = f"{base}_{i}", i + 1
     return name
+
+
+async def _reply(agent: AssistantAgent, message: TextMessage) -> Response:
+    """`agent.on_messages([message])`, with its stream read to the end.
+
+    `on_messages` returns from inside its loop over `on_messages_stream` at the `Response`, which
+    leaves that generator and the one it reads (`_process_model_result`) suspended: when they are
+    collected, the event loop's async-generator finalizer schedules a task to close each, two
+    tasks a call. An agent without tools yields the `Response` last and has nothing after it, so
+    reading on lets both generators end by themselves."""
+    response: Response | None = None
+    async for item in agent.on_messages_stream([message], CancellationToken()):
+        if isinstance(item, Response):
+            response = item
+    if response is None:
+        raise AssertionError("the agent's stream ended without its final response")
+    return response
 
 
 class RoleAgent:
@@ -86,7 +104,7 @@ class RoleAgent:
         for attempt in range(2):
             if isinstance(context, WindowedContext):
                 context.expect(parts if attempt == 0 else None, reply=label)
-            response = await agent.on_messages([TextMessage(content=text, source=source)], CancellationToken())
+            response = await _reply(agent, TextMessage(content=text, source=source))
             raw = response.chat_message.to_model_text()  # an agent with no tools answers with a TextMessage
             parsed, reason = parse_reply(raw, model)
             event = self.client.last_event

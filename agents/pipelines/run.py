@@ -34,17 +34,27 @@ class ClientPool:
 
     def __init__(self) -> None:
         self._clients: dict[str, RawClient] = {}
+        self._last: tuple[ModelSpec, str | None, RawClient] | None = None
+        """The last spec asked for and its client: a run's questions pass the plan's one spec
+        object, found by identity without serialising it (5 us, once a question) for the key."""
 
     def get(self, spec: ModelSpec, base_url: str | None) -> RawClient | None:
         if spec.backend == "scripted":
             return None
+        last = self._last
+        if last is not None and last[0] is spec and last[1] == base_url:
+            return last[2]
         key = f"{base_url}|{spec.model_dump_json()}"
         if key not in self._clients:
             self._clients[key] = build_client(spec, base_url=base_url)
-        return self._clients[key]
+        client = self._clients[key]
+        # Held, so the spec cannot be collected and another object take its id; a spec is never
+        # changed in place (`model_copy` makes the repeats' and routes' own).
+        self._last = (spec, base_url, client)
+        return client
 
     async def close(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
+        clients, self._clients, self._last = list(self._clients.values()), {}, None
         for client in clients:
             await client.close()
 

@@ -75,8 +75,11 @@ def _badges(e: dict[str, Any]) -> list[tuple[str, str]]:
         out.append((f"final {e.get('content', '')}", "final"))
         if data.get("rule"):
             out.append((f"rule {data['rule']}", ""))
-    out += _parsed_badges(e.get("parsed") or {})
-    out += _data_badges(data)
+    parsed = e.get("parsed")
+    if parsed:  # most events have no parsed fields or no data: no badge to look for
+        out += _parsed_badges(parsed)
+    if data:
+        out += _data_badges(data)
     if e.get("invalid"):
         out.append(("INVALID", "bad"))
     if e.get("error"):
@@ -191,21 +194,26 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
                leak: dict[tuple[int, str, int], list[HitFields]]) -> EventView:
     data = dict(e.get("data") or {})
     evidence = []
-    for key, i, item in evidence_items(e) if data else ():
-        evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
-        data.pop(key, None)
+    if data:
+        for key, i, item in evidence_items(e):
+            evidence.append(_evidence_view(item, f"{col}-e{idx}-{key}-{i}", leak.get((idx, key, i), [])))
+            data.pop(key, None)
     # Big nested values (CLEAR's evidence bundle, verdict histories) fold away; small ones stay in view.
-    large: dict[str, object] = {k: v for k, v in data.items() if isinstance(v, dict | list) and _size(v) > LARGE_CHARS}
-    for k in large:
-        data.pop(k)
-    msgs = list(e.get("messages") or [])
-    shown = msgs if messages == "all" else msgs[-1:] if messages == "last" else []
+    large: dict[str, object] = {}
+    if data:
+        large = {k: v for k, v in data.items() if isinstance(v, dict | list) and v and _size(v) > LARGE_CHARS}
+        for k in large:
+            data.pop(k)
+    msgs = e.get("messages") or []
+    if type(msgs) is not list:
+        msgs = list(msgs)
+    shown = list(msgs) if messages == "all" else msgs[-1:] if messages == "last" else []
     role = str(e.get("role", ""))
     parsed = e.get("parsed")
     usage = e.get("usage") or {}
     weak = role == "challenger" and isinstance(parsed, dict) and _yes(parsed.get("material_weakness"))
     return {"idx": idx, "anchor": f"{col}-e{idx}", "kind": str(e.get("kind", "")), "role": role,
-            "role_class": _SAFE.sub("_", role.lower()) or "unknown", "agent": str(e.get("agent", "")),
+            "role_class": _role_class(role), "agent": str(e.get("agent", "")),
             "round": e.get("round", 0), "turn": e.get("turn", 0), "step": str(e.get("step", "")),
             "content": str(e.get("content") or ""), "parsed": parsed if isinstance(parsed, dict) else None,
             "data": data, "data_large": large, "evidence": evidence, "messages": shown, "messages_total": len(msgs),
@@ -213,7 +221,20 @@ def event_view(e: dict[str, Any], idx: int, col: str, messages: str,
             "latency_s": float(e.get("latency_s") or 0.0), "model": _model(e),
             "cache_hit": bool(e.get("cache_hit")), "invalid": bool(e.get("invalid")),
             "error": e.get("error"), "badges": _badges(e), "weak": weak, "diff": [],
-            "leak": sorted({h["kind"] for ev in evidence for h in ev["hits"]})}
+            "leak": sorted({h["kind"] for ev in evidence for h in ev["hits"]}) if evidence else []}
+
+
+_ROLE_CLASSES: dict[str, str] = {}
+"""A role's CSS class, by role: a run's cards have a handful of roles."""
+
+
+def _role_class(role: str) -> str:
+    done = _ROLE_CLASSES.get(role)
+    if done is None:
+        done = _SAFE.sub("_", role.lower()) or "unknown"
+        if len(_ROLE_CLASSES) < 10_000:
+            _ROLE_CLASSES[role] = done
+    return done
 
 
 def _model(e: dict[str, Any]) -> str:
@@ -232,8 +253,10 @@ def row_facts(row: Row, doc: dict[str, Any] | None) -> dict[str, object]:
     route = str(row.summary.get("route") or "")
     gate = None
     for e in (doc or {}).get("events", []):
-        passages += sum(1 for _ in evidence_items(e))
         data = e.get("data") or {}
+        if not data:  # most events note nothing: no passage, route, gate or recruit to look for
+            continue
+        passages += sum(1 for _ in evidence_items(e))
         if isinstance(data.get("route"), str) and data["route"]:
             route = data["route"]
         if "fired" in data and e.get("role") == "knowledge_gate":

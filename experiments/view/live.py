@@ -4,7 +4,9 @@ It reads only what the runner already writes, read-only: the study's rows (a SQL
 `mode=ro`, which WAL lets run beside the writers; a PostgreSQL study by plain SELECTs), status.json
 and the run's lock, and a question's transcripts when its page is asked for. Nothing is written to
 the run while it runs, and nothing here takes a lock a runner waits on, so `--processes N` and
-PostgreSQL workers elsewhere run as fast as without it.
+PostgreSQL workers elsewhere run as fast as without it. When the view closes, the empty WAL and
+shared-memory files its read-only connection made are removed once no writer is left
+(`leave_no_wal`), so the run folder is left as it was found.
 
 Figures come from the rows' own fields and summaries (accuracy with its Wilson interval, invalid
 and error counts, calls, tokens and cost, recruits and retrieved passages), so a study whose
@@ -14,6 +16,7 @@ finished report (`report --html`'s own builder) and the page turns into it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import sqlite3
@@ -71,6 +74,7 @@ class RowReader:
                 uri, uri=True, timeout=5, check_same_thread=False))
         else:
             self.engine = make_engine(url)
+        self.db = db
 
     def rows(self) -> list[tuple[Row, float]]:
         with self.engine.connect() as conn:
@@ -79,6 +83,26 @@ class RowReader:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self.db is not None:
+            leave_no_wal(self.db)
+
+
+def leave_no_wal(db: Path) -> None:
+    """Remove the empty WAL and shared-memory files a read-only connection made beside a study
+    whose writers have all closed: SQLite cannot remove them from a read-only connection, and
+    only the last connection to close may. One ordinary connection, opened and closed, is that
+    last one when no writer is left (its close checkpoints nothing, the WAL being empty, and
+    deletes both files); while a writer still holds the study its close is not the last and
+    changes nothing. A WAL that holds pages (a writer that died mid-run) is left for the runner's
+    resume to recover."""
+    wal = db.with_name(db.name + "-wal")
+    try:
+        if wal.stat().st_size != 0:
+            return
+    except FileNotFoundError:
+        return
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+        conn.execute("select count(*) from sqlite_master").fetchone()  # a connection that never read leaves them
 
 
 def condition_view(cond: str, rows: list[Row], flags: dict[str, int | str]) -> dict[str, object]:

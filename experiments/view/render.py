@@ -11,6 +11,7 @@ is escaped as `markupsafe.escape` escapes it: nothing is marked safe unescaped.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from markupsafe import Markup, escape
@@ -87,31 +88,45 @@ def render_value(v: object, depth: int = 0) -> Markup:
     return Markup("".join(_parts(v, depth, [])))
 
 
-def _parts(v: object, depth: int, out: list[str]) -> list[str]:
+_LEAVES = (str, int, float, bool, type(None))
+"""The types of a decoded JSON document's leaves: a list of only these is flat (shown inline)."""
+
+
+def _parts(v: Any, depth: int, out: list[str]) -> list[str]:
+    """`render_value`'s markup appended to `out`, which the caller joins once. What a decoded JSON
+    document holds (str, dict, list) is told by `type(v) is` before the general checks (a
+    Mapping, a tuple or a str subclass takes those, in the same order, to the same markup)."""
     if depth > MAX_DEPTH:
         out += ('<span class="dim">', _esc(v), "</span>")
-    elif isinstance(v, Mapping):
+        return out
+    t = type(v)
+    if t is str:
+        if "\n" in v or len(v) > LONG_TEXT:
+            out += ('<div class="text">', _esc(v), "</div>")
+        else:
+            out.append(_ESCAPED.get(v) or _esc(v))  # a short string seen before: its markup without a call
+    elif t is dict or (t is not list and isinstance(v, Mapping)):
         if not v:
             out.append('<span class="dim">(empty)</span>')
             return out
         out.append('<dl class="kv">')
         for k, x in v.items():
-            out += ("<dt>", _esc(k), "</dt><dd>")
+            out += ("<dt>", _ESCAPED.get(k) or _esc(k), "</dt><dd>")
             _parts(x, depth + 1, out)
             out.append("</dd>")
         out.append("</dl>")
-    elif isinstance(v, list | tuple):
+    elif t is list or isinstance(v, list | tuple):
         if not v:
             out.append('<span class="dim">(none)</span>')
-        elif any(isinstance(x, Mapping | list | tuple) for x in v):
+        elif all(type(x) in _LEAVES for x in v) or not any(isinstance(x, Mapping | list | tuple) for x in v):
+            out.append(", ".join([f'<span class="item">{_esc(pretty(x))}</span>' for x in v]))
+        else:
             out.append('<ol class="list">')
             for x in v:
                 out.append("<li>")
                 _parts(x, depth + 1, out)
                 out.append("</li>")
             out.append("</ol>")
-        else:
-            out.append(", ".join(f'<span class="item">{_esc(pretty(x))}</span>' for x in v))
     elif isinstance(v, str) and ("\n" in v or len(v) > LONG_TEXT):
         out += ('<div class="text">', _esc(v), "</div>")
     else:
@@ -119,16 +134,42 @@ def _parts(v: object, depth: int, out: list[str]) -> list[str]:
     return out
 
 
+_HEADS: dict[tuple[str, str, str, str], tuple[str, str, str, str]] = {}
+"""An event card's header around its anchor, index and agent, by its kind, role and step: a run's
+cards have a few dozen distinct ones (the agent, which names a question's own specialists, and the
+round and turn are escaped per card instead of keying thousands of headers)."""
+_MAX_HEADS = 10_000
+
+
+def _head(ev: EventView) -> tuple[str, str, str, str]:
+    """The header's markup before the card's flags, between its id and its link, after its index
+    up to the agent, and after the agent; made once per kind, role and step."""
+    key = (ev["kind"], ev["role_class"], ev["role"], ev["step"])
+    done = _HEADS.get(key)
+    if done is None:
+        e = _esc
+        done = (f'<div class="ev kind-{e(ev["kind"])} role-{e(ev["role_class"])}',
+                f'" data-role="{e(ev["role"])}" data-step="{e(ev["step"])}">\n<div class="evh"><a class="idx" href="#',
+                f'</a> <span class="kind">{e(ev["kind"])}</span> <span class="role">{e(ev["role"])}</span> '
+                '<span class="agent">', f'</span> <span class="step">{e(ev["step"])}</span>')
+        if len(_HEADS) < _MAX_HEADS:
+            _HEADS[key] = done
+    return done
+
+
 def render_event(ev: EventView) -> Markup:
     """One event's card (`events.event_view`'s dict): header, badges, notes, parsed fields or the
     reply, data, evidence, error, and for a call the messages shown and the raw reply."""
+    return Markup("".join(_event(ev, [])))
+
+
+def _event(ev: EventView, out: list[str]) -> list[str]:
+    """`render_event`'s markup appended to `out`."""
     e = _esc
-    out = [f'<div class="ev kind-{e(ev["kind"])} role-{e(ev["role_class"])}', " weak" if ev["weak"] else "",
-           " diff" if ev["diff"] else "", " leak" if ev["leak"] else "",
-           f'" id="{e(ev["anchor"])}" data-role="{e(ev["role"])}" data-step="{e(ev["step"])}">\n',
-           f'<div class="evh"><a class="idx" href="#{e(ev["anchor"])}">#{e(ev["idx"])}</a> <span class="kind">'
-           f'{e(ev["kind"])}</span> <span class="role">{e(ev["role"])}</span> <span class="agent">{e(ev["agent"])}'
-           f'</span> <span class="step">{e(ev["step"])}</span>']
+    before, between, to_agent, after = _head(ev)
+    anchor = e(ev["anchor"])
+    out += (before, " weak" if ev["weak"] else "", " diff" if ev["diff"] else "", " leak" if ev["leak"] else "",
+            '" id="', anchor, between, anchor, '">#', e(ev["idx"]), to_agent, e(ev["agent"]), after)
     if ev["round"] or ev["turn"]:
         out.append(f' <span class="rt">round {e(ev["round"])} turn {e(ev["turn"])}</span>')
     out += [f' <span class="badge {e(cls)}">{e(label)}</span>' for label, cls in ev["badges"]]
@@ -138,19 +179,26 @@ def render_event(ev: EventView) -> Markup:
         out.append(f' <span class="cost">{e(usage["prompt"])}+{e(usage["completion"])} tok · '
                    f'{e(num(ev["latency_s"], 2))} s</span>')
     out.append("</div>\n")
-    out += [f'<div class="diffnote">{e(d)}</div>' for d in ev["diff"]]
+    if ev["diff"]:
+        out += [f'<div class="diffnote">{e(d)}</div>' for d in ev["diff"]]
     flip = ev.get("flip")
     if flip:
         out.append(f'<div class="flipnote" data-flip="{e(flip["label"])}">majority flipped here: {e(flip["before"])} '
                    f'&rarr; {e(flip["after"])} ({e(flip["direction"])}), after {e(flip["after_what"])}</div>')
     if ev["parsed"] is not None:
-        out += ('<div class="parsed">', render_value(ev["parsed"]), "</div>\n")
+        out.append('<div class="parsed">')
+        _parts(ev["parsed"], 0, out)
+        out.append("</div>\n")
     elif ev["content"]:
         out.append(f'<div class="content text">{e(ev["content"])}</div>')
     if ev["data"]:
-        out += ('<div class="data">', render_value(ev["data"]), "</div>")
+        out.append('<div class="data">')
+        _parts(ev["data"], 0, out)
+        out.append("</div>")
     for k, v in ev["data_large"].items():
-        out += (f'<details class="big"><summary>{e(k)}</summary>', render_value(v), "</details>")
+        out.append(f'<details class="big"><summary>{e(k)}</summary>')
+        _parts(v, 0, out)
+        out.append("</details>")
     if ev["evidence"]:
         out.append(_evidence(ev["evidence"]))
     if ev["error"]:
@@ -162,17 +210,23 @@ def render_event(ev: EventView) -> Markup:
         out.append(f'<details class="raw"><summary>raw reply{sent}{model}</summary>\n')
         for m in shown:
             name = m.get("name")
-            out += (f'<div class="msg"><span class="mrole">{e(m.get("role", ""))}{f":{e(name)}" if name else ""}'
-                    "</span> ", render_value(m.get("content", "")), "</div>")
+            out.append(f'<div class="msg"><span class="mrole">{e(m.get("role", ""))}{f":{e(name)}" if name else ""}'
+                       "</span> ")
+            _parts(m.get("content", ""), 0, out)
+            out.append("</div>")
         out.append(f'<div class="msg reply"><span class="mrole">reply</span> <div class="text">{e(ev["content"])}'
                    "</div></div>\n</details>\n")
     out.append("</div>")
-    return Markup("".join(out))
+    return out
 
 
 def render_events(events: list[EventView]) -> Markup:
-    """A column's event cards, each followed by a newline (what the page's loop over `render_event` wrote)."""
-    return Markup("".join(f"{render_event(ev)}\n" for ev in events))
+    """A column's event cards, each followed by a newline (what the page's loop over `render_event`
+    wrote), joined once."""
+    out: list[str] = []
+    for ev in events:
+        _event(ev, out).append("\n")
+    return Markup("".join(out))
 
 
 def _evidence(passages: list[EvidenceView]) -> str:

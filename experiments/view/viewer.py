@@ -14,9 +14,10 @@ of still shows every field.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,20 @@ def build_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000, messag
                              shared=shared)[0]
 
 
+@contextlib.contextmanager
+def _stale_pages(own: Confined) -> Iterator[set[str]]:
+    """The names of the question pages already there, for the build to discard as it writes each
+    page over its old one (replaced whole by the write's rename); those left, whose questions the
+    run no longer has or the build did not reach, are removed afterwards, also when it fails, so the
+    folder ends as removing every old page first left it, without a removal per page."""
+    stale = {old.name for old in own.path("report/questions").glob("*.html")}
+    try:
+        yield stale
+    finally:
+        for name in sorted(stale):
+            own.unlink(f"report/questions/{name}")
+
+
 def _key(row: Row) -> tuple[str, str, str, int]:
     return (row.condition, row.dataset, row.qid, row.repeat)
 
@@ -145,10 +160,8 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
     data = load_run(Path(run_dir))
     own = Confined(data.run_dir, private=False)  # the report is written inside the run, never through a link
     out = own.folder("report")
-    qdir = own.folder("report/questions")
+    own.folder("report/questions")
     own.folder("report/plots")
-    for old in qdir.glob("*.html"):
-        own.unlink(f"report/questions/{old.name}")
     shared = shared if shared is not None and shared.matches(data.rows) else None
     audit, provenance_file = reopen_audit(data.run_dir, provenance_file=provenance) if data.rows else (None, None)
     leaks: dict[tuple[str, str, str, int], list[HitRecord]] = {}
@@ -166,7 +179,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
     table_rows: list[dict[str, Any]] = []
     pages: list[Path] = []
     scoring = data.record.scoring
-    with gc_paused():
+    with gc_paused(), _stale_pages(own) as stale:
         for key in sorted(by_q):
             docs: dict[tuple[str, str, str, int], dict[str, Any] | None] | None = None
             if shared is None:
@@ -178,7 +191,9 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
             html, rows_here = question_page(data, key, by_q[key], digest_of, ctx, docs=docs)
             del docs  # this question's documents: never more than one page's at a time
             table_rows += rows_here
-            pages.append(own.write(f"report/questions/{page_name(*key)}", html, durable=False))
+            name = page_name(*key)
+            stale.discard(name)
+            pages.append(own.write(f"report/questions/{name}", html, durable=False))
     digests = [digest_of[_key(r)] for r in data.rows]
     written: list[Path] = []
     leak_doc = None

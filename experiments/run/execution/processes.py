@@ -42,7 +42,8 @@ from pydantic import BaseModel
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import children
-from medpanel.experiments.run.execution.worker import Shared, Worker
+from medpanel.experiments.run.execution.shared import Shared
+from medpanel.experiments.run.execution.worker import Worker
 from medpanel.experiments.run.scenario.runspec import SESSION_OPTIONS
 from medpanel.experiments.run.store.runlock import lock_holder
 from medpanel.experiments.run.store.storage import Pair

@@ -39,7 +39,8 @@ from medpanel.experiments.run.execution import batches, directory, processes, sh
 from medpanel.experiments.run.execution.axes_health import session_health
 from medpanel.experiments.run.execution.collector import collecting_less
 from medpanel.experiments.run.execution.roles import MemberRole, RunnerRole, SharedRole
-from medpanel.experiments.run.execution.worker import Shared, Worker
+from medpanel.experiments.run.execution.shared import Shared
+from medpanel.experiments.run.execution.worker import Worker
 from medpanel.experiments.run.scenario.axes import ModelBudget
 from medpanel.experiments.run.scenario.plan import Plan
 from medpanel.experiments.run.scenario.runspec import updated

@@ -32,11 +32,13 @@ def shared_study(storage: optuna.storages.RDBStorage, grid: list[int]) -> optuna
 def new_study(storage: optuna.storages.RDBStorage, grid: list[int]) -> optuna.Study:
     """A runner's on its own storage: a new study over the shards still to do."""
     sampler = optuna.samplers.GridSampler({"shard": grid}, seed=0)
-    names = {s.study_name for s in optuna.get_all_study_summaries(storage)}
-    for summary in optuna.get_all_study_summaries(storage):
+    # The storage's own listing, read once: `get_all_study_summaries` copied every trial of every
+    # study (for best values nobody reads here), and it was called twice.
+    studies = storage.get_all_studies()
+    names = {s.study_name for s in studies}
+    for earlier in studies:
         # Trials left RUNNING belong to a runner that was killed: close them as FAILED.
-        study = optuna.load_study(study_name=summary.study_name, storage=storage)
-        for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        for t in storage.get_all_trials(earlier._study_id, deepcopy=False, states=(TrialState.RUNNING,)):
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
     name = "medpanel" if "medpanel" not in names else f"medpanel-resume-{len(names)}"
     return optuna.create_study(study_name=name, storage=storage, sampler=sampler, direction="maximize")

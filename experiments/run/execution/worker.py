@@ -1,10 +1,11 @@
-"""Execution: what one worker does with its shard, and what a session's workers share.
+"""Execution: what one worker does with its shard (what a session's workers share is `shared.py`).
 
 Each pair is claimed in the store before any model call and committed (transcript, then row) after,
 so no pair runs twice whatever Optuna's sampler re-offers. A worker whose shard is done helps with
 pairs nobody has claimed, from the far end of the grid, so large shards never leave workers idle at
 the end of a run. On SQLite a claim and a commit run on the loop's own connection unless another
-connection holds the write lock (`Store.claim_now`, `Store.record_now`); a commit that met it, and
+connection holds the write lock (`Store.claim_now`, `Store.record_now`), and a lane's next pair is
+claimed in the transaction that records its last one (`Store.record_and_claim_now`); a commit that met it, and
 every PostgreSQL commit, runs in a thread while the lane claims and starts the next question: at
 most one commit per lane is in flight, awaited before the next is queued and before the worker
 returns; a failed commit releases its pair and raises.
@@ -23,130 +24,24 @@ import concurrent.futures
 import functools
 import itertools
 import math
-import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from medpanel.agents.model.backends import ClientFactory
-from medpanel.agents.model.cache import ResponseCache
 from medpanel.agents.model.client import RunHalted
-from medpanel.agents.model.replay import Replay
 from medpanel.agents.pipelines.run import ClientPool, Route, run_resolved
-from medpanel.agents.types import QuestionResult
-from medpanel.experiments.run.scenario import axes
-from medpanel.experiments.run.scenario.plan import Plan
+from medpanel.agents.types import Question, QuestionResult
+from medpanel.experiments.run.execution.shared import Shared as Shared  # re-exported: its home was here
 from medpanel.experiments.run.store.storage import Pair
-from medpanel.experiments.run.store.store import Row, Store
-from medpanel.experiments.run.tracking.budget import Budget, cache_saving, event_cost
-from medpanel.experiments.run.tracking.health import EndpointHealth, Held
-from medpanel.experiments.run.tracking.state import ProgressHook, Stop, Tally
+from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.tracking.budget import cache_saving, event_cost
+from medpanel.experiments.run.tracking.health import Held
 
 LANES_PER_CLIENT = 8
 THREADS_PER_WORKER = 8
 ABORT_POLL_S = 0.1
 """How often a worker's loop looks at the abort flag (set from a signal handler's timer thread)."""
-
-
-@dataclass
-class Shared:
-    """What every worker of one session (one process) shares."""
-
-    plan: Plan
-    store: Store
-    owner: str
-    stop: Stop
-    budget: Budget
-    health: EndpointHealth
-    tally: Tally
-    timings: dict[str, float]
-    started: float
-    progress: ProgressHook | None = None
-    on_row: Callable[[Row], None] | None = None
-    """Called with every committed row (run.tracker's live metrics)."""
-    cache: ResponseCache | None = None
-    replay: Replay | None = None
-    base_url: str | None = None
-    client_factory: ClientFactory | None = None
-    model_budgets: dict[str, axes.ModelBudget] = field(default_factory=dict)
-    """`models:` blocks with their own budget or rate limit, by label."""
-    retry_errors: bool = False
-    """`--resume --retry-errors`: pairs with error rows run again; each new result replaces its error row."""
-    error_pairs: set[Pair] = field(default_factory=set)
-    retried: set[Pair] = field(default_factory=set)
-    taken: set[Pair] = field(default_factory=set)
-    """Pairs this process has finished or claimed: lets helping skip them without a query."""
-    pending: list[Pair] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def total(self) -> int:
-        return len(self.plan.pairs)
-
-    def count(self, row: Row, result: QuestionResult) -> None:
-        """Tally a committed pair, show it, and apply `max_errors` (to error rows, over all sessions)."""
-        self.tally.add(row, result)
-        pair = (row.condition, row.dataset, row.qid, row.repeat)
-        if pair in self.error_pairs:
-            self.retried.add(pair)
-        if self.progress is not None:
-            self.progress(self.tally, self.total)
-        if self.on_row is not None:
-            self.on_row(row)
-        max_errors = self.plan.scenario.run.max_errors
-        if row.error and max_errors is not None and self.tally.errors > max_errors:
-            self.stop.set(f"max_errors={max_errors} exceeded ({self.tally.errors} questions have error rows); "
-                          "fix the cause, then resume (--retry-errors re-runs the error rows, --max-errors "
-                          "raises the limit)")
-
-    def release_quietly(self, pair: Pair) -> None:
-        """Release a claim; if the storage itself has failed, a resume releases it instead."""
-        try:
-            self.store.release(pair, self.owner)
-        except Exception as exc:
-            if self.store.resource_failure(exc) is None:
-                raise
-
-    def commit(self, held: Held) -> Row:
-        return self.store.commit(held.result, held.question, self.owner, cost_usd=held.cost_usd,
-                                 replace_error=held.pair in self.error_pairs,
-                                 cache_saved_usd=sum(cache_saving(e, self.budget.prices) for e in held.result.events))
-
-    def settle_held(self) -> None:
-        """At the end of a session: record held failures if the endpoint answered, else stop and release them."""
-        held = self.health.take_all()
-        verdict = self.health.verdict(held)
-        if verdict is not None:
-            self.stop.set(verdict)
-        for h in held:
-            if verdict is None:
-                try:
-                    self.count(self.commit(h), h.result)
-                    continue
-                except Exception as exc:
-                    verdict = self.store.resource_failure(exc)
-                    if verdict is None:
-                        raise
-                    self.stop.set(verdict)
-            self.release_quietly(h.pair)
-
-    def model_call(self, label: str | None, spec: Any) -> dict[str, Any]:
-        """What a question's calls to one model need: its endpoint and its gate (the run's and its own)."""
-        return {"base_url": self.base_url if spec.backend == "local" else None,
-                "before_call": axes.gate(self.budget.before_call, self.model_budgets.get(label or ""))}
-
-    def all_taken(self) -> bool:
-        with self.lock:
-            return all(p in self.taken for p in self.pending)
-
-    def take(self, pair: Pair) -> bool:
-        """Mark a pair as this process's; False when it already was."""
-        with self.lock:
-            if pair in self.taken:
-                return False
-            self.taken.add(pair)
-            return True
 
 
 @dataclass
@@ -307,21 +202,36 @@ class _Lane:
             s.release_quietly(pair)
             raise
 
+    async def _next(self, pairs: Iterator[Pair]) -> Pair | None:
+        """The next pair this lane takes (this process's from now on, not claimed yet), or None when
+        the lane stops: nothing left, a stop (a budget, `max_errors`) or a sibling's failure."""
+        s = self.shared
+        for pair in pairs:
+            await self._commit_held()
+            s.budget.check()
+            if s.stop.is_set or self.worker.failed:
+                return None
+            if s.take(pair):
+                return pair
+        return None
+
     async def _pairs(self, pairs: Iterator[Pair], clients: ClientPool) -> None:
         s = self.shared
         scenario = s.plan.scenario
         resolved = s.plan.resolved
         questions = s.plan.question_index
-        for pair in pairs:
-            await self._commit_held()
-            s.budget.check()
-            if s.stop.is_set or self.worker.failed:
-                break
-            if not s.take(pair):
-                continue
+        pair = await self._next(pairs)
+        claimed = False  # `pair` was claimed in the last question's row's transaction (SQLite)
+        while pair is not None:
+            if claimed:
+                claimed = False
+                if s.stop.is_set or self.worker.failed:  # set by counting the row just recorded
+                    s.release_quietly(pair)
+                    break
             # In a thread: a claim waits for SQLite's one writer, and on the loop's thread that wait
             # would stall every other question in flight on it.
-            if not await self._claim(pair):
+            elif not await self._claim(pair):
+                pair = await self._next(pairs)
                 continue  # finished already, or another process holds it
             s.timings.setdefault("first_question_s", time.time() - s.started)
             condition = resolved.condition(pair[0])
@@ -358,25 +268,49 @@ class _Lane:
                 # Maybe a dead endpoint or a wrong key: not recorded until a call is answered.
                 if cause is not None:
                     s.stop.set(cause)
+                pair = await self._next(pairs)
                 continue
-            saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
-            if s.store.shared:
-                # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
-                self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
-                                              replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
-                continue
-            try:
-                staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
-                                       cache_saved_usd=saved)
+            pair, claimed = await self._record(pair, result, question, cost, pairs)
+
+    async def _record(self, pair: Pair, result: QuestionResult, question: Question, cost: float,
+                      pairs: Iterator[Pair]) -> tuple[Pair | None, bool]:
+        """Commit a finished pair and find the lane's next: (that pair or None, whether it was
+        claimed in the row's own transaction)."""
+        s = self.shared
+        saved = sum(cache_saving(e, s.budget.prices) for e in result.events)
+        if s.store.shared:
+            # PostgreSQL: each statement is a round trip to the server, in a thread while this lane goes on.
+            self._queue(asyncio.to_thread(s.store.commit, result, question, s.owner, cost_usd=cost,
+                                          replace_error=pair in s.error_pairs, cache_saved_usd=saved), pair, result)
+            return await self._next(pairs), False
+        try:
+            staged = s.store.stage(result, question, s.owner, cost_usd=cost, replace_error=pair in s.error_pairs,
+                                   cache_saved_usd=saved)
+            # SQLite: the next pair is claimed in the row's own transaction (`Store.record_and_claim_now`).
+            then = await self._next(pairs)
+            if then is not None:
+                done = s.store.record_and_claim_now(staged, then, s.owner, retry_errors=s.retry_errors)
+            else:
                 row = s.store.record_now(staged)
-            except BaseException:
-                s.release_quietly(pair)
-                raise
-            if row is None:
-                # Another connection is writing (another worker or process): wait for it in a thread.
-                self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
-                continue
+                done = None if row is None else (row, False)
+        except BaseException:
+            s.release_quietly(pair)
+            raise
+        if done is None:
+            # Another connection is writing (another worker or process): wait for it in a thread;
+            # the next pair is claimed on its own.
+            self._queue(asyncio.to_thread(s.store.record, staged), pair, result)
+            return then, False
+        row, claimed = done
+        try:
             self._tally(row, result)
+        except BaseException:
+            if then is not None and claimed:
+                s.release_quietly(then)
+            raise
+        if then is not None and not claimed:
+            return await self._next(pairs), False  # finished already, or another process holds it
+        return then, claimed
 
     def _queue(self, commit: Coroutine[object, object, Row], pair: Pair, result: QuestionResult) -> None:
         """A commit to finish in a thread while this lane goes on (`_settle` awaits it)."""

@@ -85,9 +85,9 @@ def transcript_paths(run_dir: Path) -> Callable[[Row], Path]:
     asks for thousands)."""
     root = Path(run_dir).resolve()
     inside: dict[str, bool] = {}
-    """Each file named, whether it resolves inside the run: a worker's log holds thousands of rows'
-    records, and resolving its path again for each (a stat per folder on the way) cost as much as
-    reading the records."""
+    """Each file's answer, by its name in the row: a run's rows share a few workers' logs, and
+    resolving the same log's path for each of thousands of rows was a tenth of the HTML report's
+    page building."""
 
     def path_of(row: Row) -> Path:
         parsed = parse_reference(row.transcript)
