@@ -83,7 +83,8 @@ class Summary(BaseModel):
     @classmethod
     def view(cls, facts: Mapping[str, object]) -> Self:
         """A stored summary (a row's, a transcript's) read as this model: the facts it declares."""
-        return cls.model_validate({k: v for k, v in facts.items() if k in cls.model_fields})
+        fields = cls.model_fields  # once: a class attribute read through pydantic's descriptor each time
+        return cls.model_validate({k: v for k, v in facts.items() if k in fields})
 
     def add(self, facts: Summary, *, without: Collection[str] = ()) -> Self:
         """Set the facts `facts` set (a channel's, an inner method's), in their order, but `without`."""

@@ -12,8 +12,8 @@ else), in a fresh process like the others; each figure is also printed as a mult
 over the floor's CPU, which the load average moves less than wall time). The whole process is
 `python -m medpanel report RUN_DIR` from exec to exit, imports included. `--breakdown` also prints
 where one `report`'s CPU goes, in a fresh process: the CLI's imports, the store's rows, the
-transcripts read into digests (beside the floor's decoding), the model fits' imports (statsmodels,
-on first use), the tables, and printing and writing them.
+transcripts read into digests (beside the floor's decoding), the statistics' and model fits' imports
+(SciPy and statsmodels, on first use), the tables, and printing and writing them.
 Targets, for the 862 x 4 run at 3 x 3: `report` <= 2x the floor and <= 300 MB, `report --html` <= 6x
 the floor, the whole `medpanel report` process <= 4 s. To compare two checkouts, run each one's
 interpreter on the same `--run-dir`, back to back, and read the load printed beside each figure.
@@ -83,11 +83,17 @@ def whole_process(run_dir: Path) -> tuple[float, float]:
 
 def phase(run_dir: Path, html: bool) -> None:
     """One `medpanel report [--html]` in this process; prints `wall cpu peak_mb` on the last line.
-    What the command imports is imported first (the commands import their analysis when they run),
-    so the figure is the work; the whole process's figure has the imports."""
+    What the command imports is imported first (the commands import their analysis when they run,
+    and the statistics import SciPy and statsmodels when a test or a fit runs), so the figure is the
+    work; the whole process's figure has the imports."""
     import medpanel.experiments.analysis.report
     import medpanel.experiments.cli.output
     import medpanel.experiments.view.viewer  # noqa: F401
+
+    with contextlib.suppress(ImportError):  # what the tables' bootstrap, exact tests and fits import on first use
+        import scipy.stats  # noqa: F401
+        import statsmodels.discrete.conditional_models
+        import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
 
     w, c = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -118,10 +124,11 @@ def breakdown(run_dir: Path) -> None:
     parts.append(("transcripts read into digests", cpu() - c))
     with gc_frozen():  # as `read_run_tables` builds them
         c = cpu()
-        with contextlib.suppress(ImportError):  # the fits' imports, timed apart from the fits
+        with contextlib.suppress(ImportError):  # the statistics' and fits' imports, timed apart from them
+            import scipy.stats  # noqa: F401
             import statsmodels.discrete.conditional_models
             import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
-        parts.append(("imports on first use (statsmodels)", cpu() - c))
+        parts.append(("imports on first use (scipy, statsmodels)", cpu() - c))
         c = cpu()
         tables = build_tables(rows, record, digests=digests)
         parts.append(("tables", cpu() - c))

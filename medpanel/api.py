@@ -41,10 +41,10 @@ from medpanel.experiments.run.scenario.runspec import CLI_OPTIONS, SESSION_OPTIO
 from medpanel.experiments.run.scenario.scenario import Scenario, check_cost_budget, load_scenario
 from medpanel.experiments.run.store.ownership import first_difference
 from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import RunData, load_record, load_transcript, transcript_path
 from medpanel.experiments.run.store.rundir import load_run as _load_run_data
 from medpanel.experiments.run.store.storage import redact_url
-from medpanel.experiments.run.store.store import Row
 
 PANDAS_EXTRA = frames.PANDAS_EXTRA
 IF_EXISTS = ("error", "resume", "new")

@@ -22,8 +22,10 @@ ONE_IDEA: dict[str, str] = {
         "it, read back for resume; its SQL statements and its row type are modules of their own already",
 }
 """Modules over `SOFT_LINES`, each with the one idea it holds (a long module is fine; two ideas are not)."""
-MAX_LATE_IMPORTS = 10
-"""Outside the command room: the optional extras' and the openai SDK's (Azure, batches, a second model)."""
+MAX_LATE_IMPORTS = 11
+"""Outside the command room: the optional extras' and the openai SDK's (Azure, batches, a second model),
+the store's SQLAlchemy (a reader of the run's own SQLite study needs none) and the panel's discussion
+(a report reads only the pipeline's settings and tables)."""
 MODEL_LIBRARIES = ("autogen_core", "autogen_agentchat", "autogen_ext", "openai")
 
 

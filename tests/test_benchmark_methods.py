@@ -16,7 +16,7 @@ from medpanel.agents.types import Condition, Question
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import load_scenario
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.transcript_log import documents
 from medpanel.methods.benchmark.pipeline import permutation
 from medpanel.methods.benchmark.tables import benchmark_tables, context_table, write_pareto

@@ -265,7 +265,7 @@ def test_paired_scores_by_hand() -> None:
 
 def test_free_text_pairs_table_holm_over_datasets() -> None:
     from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
-    from medpanel.experiments.run.store.store import Row
+    from medpanel.experiments.run.store.rows import Row
 
     def row(cond: str, ds: str, qid: str, score: float | None) -> Row:
         return Row(condition=cond, dataset=ds, qid=qid, repeat=0, answer="", gold="", correct=False, invalid=False,

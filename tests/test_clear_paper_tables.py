@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.clear.paper_tables import PAPER_TABLES, table2, table9
 
 

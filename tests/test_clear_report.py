@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from medpanel.agents.tables import Table
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.transcript_log import record_path
 from medpanel.methods.clear.tables import CLEAR_TABLES, followup_table, guard_audit_table, route_table
 

@@ -10,7 +10,7 @@ from benchmarks.bench_leak_screen import FALSE_POSITIVE_TARGET, RECALL_TARGET, S
 from medpanel.agents.model.scripted import ScriptedRequest
 from medpanel.agents.types import Question
 from medpanel.experiments.analysis.protocol import protocol_line
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.panel.protocol import screened_critiques
 from medpanel.methods.panel.roles.challenger import Critique, leaks, screen
 

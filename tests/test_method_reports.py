@@ -15,7 +15,7 @@ from medpanel.experiments.analysis.methods import MethodReport, ScenarioFacts, r
 from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.analysis.report import build_tables
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from tests.run_records import run_record
 
 ROOT = Path(__file__).resolve().parents[1]

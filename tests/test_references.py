@@ -23,8 +23,8 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import load_scenario
 from medpanel.experiments.run.sources.references import References, read_file, resolve
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_record
-from medpanel.experiments.run.store.store import Row
 from medpanel.methods.benchmark.references import load, pairings, reference_tables, write_reference_forest
 from tests.run_records import run_record
 

@@ -14,7 +14,7 @@ from medpanel.experiments.analysis.report import (
     paired_table,
     repeats_table,
 )
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.panel.tables import recruitment_table
 from tests.run_records import run_record
 

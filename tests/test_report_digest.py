@@ -15,7 +15,7 @@ from medpanel.experiments.analysis.digest import read_digests
 from medpanel.experiments.analysis.inference.ledger import ledger
 from medpanel.experiments.analysis.transitions import call_events, cell_of, transition_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 QUESTION = {"dataset": "d", "qid": "q1", "text": "Which organ makes insulin?",
             "options": {"A": "pancreas", "B": "liver"}, "gold": ["A"]}

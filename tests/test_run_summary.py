@@ -21,7 +21,7 @@ from medpanel.experiments.cli import output as cli
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import Scenario
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from tests.run_records import run_record
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import pytest
 
 from medpanel.experiments.analysis import study
 from medpanel.experiments.analysis.report import build_tables, paired_table
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.panel.contrast import table3_contrast
 from tests.run_records import run_record
 

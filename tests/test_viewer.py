@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_run
-from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.view.events import event_signature, first_difference, row_facts
 from medpanel.experiments.view.viewer import build_site, make_server, page_name, safe_url
 

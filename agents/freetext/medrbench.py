@@ -30,6 +30,9 @@ STAGES: tuple[Stage, ...] = ("diagnosis", "treatment")
 DATASETS: dict[Stage, str] = {"diagnosis": "medrbench-diagnosis", "treatment": "medrbench-treatment"}
 """The run's dataset name of each stage (Table 3's columns)."""
 REFERENCE: dict[Stage, str] = {"diagnosis": "diagnosis_results", "treatment": "treatment_plan_results"}
+PUBLISHED_ANALYSIS = "published_analysis"
+"""What a treatment grade records as its `support` when the judge read the case's published
+treatment-planning analysis (no live web search): the judge writes it, Table 3's note reads it."""
 PUBLISHED = ("MedRBench is published at https://github.com/MAGIC-AI4Med/MedRBench (data/MedRBench/"
              "diagnosis_957_cases_with_rare_disease_491.json and treatment_496_cases_with_rare_disease_165.json)")
 

@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from medpanel.agents.events import Act
 from medpanel.agents.model.cache import ResponseCache, cache_key
+from medpanel.agents.model.halted import RunHalted as RunHalted  # re-exported where it always was
 from medpanel.agents.model.limits import RateLimits, request_tokens
 from medpanel.agents.model.probe import probing
 from medpanel.agents.model.replay import Replay, replayed
@@ -47,11 +48,6 @@ Hook = Callable[[TranscriptEvent], object]
 """Called with every event a session records (the runner's cost and progress tally)."""
 Gate = Callable[[], Awaitable[object]]
 """Awaited before every model call (the endpoint's health, the run's budget): it may wait or raise."""
-
-
-class RunHalted(RuntimeError):
-    """The run was halted (a budget spent, Ctrl-C): the question stops unfinished and is not
-    recorded, so a resume runs it again (its calls so far are answered by the cache)."""
 
 
 class ModelCallError(RuntimeError):

@@ -23,12 +23,8 @@ from typing import Any
 from autogen_core.model_context import ChatCompletionContext
 from autogen_core.models import AssistantMessage, LLMMessage, UserMessage
 
-MESSAGE_OVERHEAD = 4
-"""Tokens a chat template adds around each message (role markers, separators)."""
-
-
-def estimate_tokens(text: str) -> int:
-    return len(text.encode("utf-8")) // 3 + MESSAGE_OVERHEAD
+from medpanel.agents.model.tokens import MESSAGE_OVERHEAD as MESSAGE_OVERHEAD  # re-exported where they always were
+from medpanel.agents.model.tokens import estimate_tokens as estimate_tokens
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from medpanel.agents.model.context import estimate_tokens
+from medpanel.agents.model.tokens import estimate_tokens
 
 ABSURD_WAIT_S = 7 * 86400.0
 """A wait or reset a server reports beyond a week is a broken header, not a schedule: it is ignored."""

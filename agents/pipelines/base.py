@@ -22,14 +22,16 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from medpanel.agents.model.client import QuestionSession
 from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.settings import PipelineSettings
 from medpanel.agents.summary import Summary
 from medpanel.agents.tables import TableSpec
 from medpanel.agents.types import Condition, Question
+
+if TYPE_CHECKING:  # the session is the runner's to make: a reader of a pipeline's settings and tables imports no client
+    from medpanel.agents.model.client import QuestionSession
 
 __all__ = ["Outcome", "Pipeline", "PipelineSettings"]
 

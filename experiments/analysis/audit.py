@@ -24,8 +24,8 @@ from medpanel.experiments.analysis.digest import EVIDENCE_KEYS, Passage, RowDige
 from medpanel.experiments.errors import UserError, read_json, read_text
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.jsonline import lines_of
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import read_questions
-from medpanel.experiments.run.store.store import Row
 from medpanel.retrieval.leakage import (
     DIRECT,
     DIRECT_KIND,

@@ -16,7 +16,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.stats import paired_comparison, percentile_bootstrap
 from medpanel.experiments.run.scenario.axes import split_slug
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 DEFAULT_PROMPTS = "default"
 """The variant name shown for conditions that run the shipped prompts."""

@@ -15,8 +15,8 @@ from pathlib import Path
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.report import accuracy_table, cost_table, paired_table
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import RunData, load_run
-from medpanel.experiments.run.store.store import Row
 
 
 def run_labels(run_dirs: list[Path]) -> list[str]:

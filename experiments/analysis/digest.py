@@ -35,8 +35,8 @@ from medpanel.experiments.analysis.trajectory import Outcome, outcome_of, trajec
 from medpanel.experiments.analysis.trajectory_types import PATHWAYS, Trajectory
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.records import TRANSCRIPT_FORMAT
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_transcript, read_document, transcript_paths
-from medpanel.experiments.run.store.store import Row
 
 EVIDENCE_KEYS = ("evidence", "documents", "passages")
 """An event's `data` lists that hold passages (the curator's brief, CLEAR's web documents, a

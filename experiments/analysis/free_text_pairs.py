@@ -16,7 +16,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.inference.score_pairs import ScorePair, paired_scores
 from medpanel.experiments.analysis.stats import NOTHING_TO_TEST
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 
 def _graded_datasets(rows: Sequence[Row]) -> list[str]:

@@ -41,8 +41,8 @@ from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.files import safe_stem
 from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import RunData, load_run, load_transcript, transcript_path
-from medpanel.experiments.run.store.store import Row
 
 SCORER = "choice"
 INSTALL = "pip install 'medpanel[inspect]'"

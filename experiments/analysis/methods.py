@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from medpanel.experiments.analysis.event_facts import EventFacts
     from medpanel.experiments.analysis.trajectory_types import Intervention, Stage
     from medpanel.experiments.run.store.records import RunRecord
-    from medpanel.experiments.run.store.store import Row
+    from medpanel.experiments.run.store.rows import Row
 
 @dataclass(frozen=True)
 class Deviation:

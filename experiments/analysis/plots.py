@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from medpanel.experiments.analysis.stats import accuracy_ci
 from medpanel.experiments.run.store.confined import Confined
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

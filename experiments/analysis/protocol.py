@@ -19,7 +19,7 @@ from medpanel.agents.model.spec import ModelSpec
 from medpanel.agents.pipelines.registry import get_pipeline
 from medpanel.experiments.analysis.methods import Deviation, ScenarioFacts, reports
 from medpanel.experiments.run.scenario.scenario import Scenario
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 __all__ = ["Deviation", "deviations", "facts_of", "protocol_line", "undeclared"]
 

@@ -26,8 +26,8 @@ from medpanel.experiments.analysis.transitions import call_events, transition_ta
 from medpanel.experiments.run.scenario.axes import expand_pairs
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import condition_order
-from medpanel.experiments.run.store.store import Row
 
 
 def _pct(k: int, n: int) -> float:

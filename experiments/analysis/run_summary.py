@@ -18,8 +18,8 @@ from medpanel.experiments.analysis.inference.ledger import LedgerLine
 from medpanel.experiments.analysis.report import comparison_pairs, paired_table
 from medpanel.experiments.analysis.stats import mean_ci, wilson_ci
 from medpanel.experiments.run.store.records import RunRecord
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import condition_order
-from medpanel.experiments.run.store.store import Row
 
 MAX_VERDICTS = 8
 """More comparisons than this (a models or variants axis) are left to the full report."""

@@ -6,6 +6,7 @@ interval on the accuracy difference plus an exact McNemar test on the discordant
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -13,7 +14,6 @@ from dataclasses import asdict, dataclass
 from typing import TypeVar
 
 import numpy as np
-from scipy import stats
 
 K = TypeVar("K", bound=Hashable)
 """A question's key (dataset, qid): anything hashable."""
@@ -28,9 +28,17 @@ __all__ = [
     "wilson_ci",
 ]
 
-# SciPy 1.15 renamed bootstrap's `random_state` to `rng`; pyproject allows scipy>=1.10, and the old
-# name is slated for deprecation, so pick whichever this SciPy understands.
-_RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+# SciPy is imported by the functions that call it (a second of imports): a report whose tables run
+# no bootstrap and no exact test (a single condition, no pairs) never loads it.
+
+
+@functools.cache
+def _rng_kw() -> str:
+    """SciPy 1.15 renamed bootstrap's `random_state` to `rng`; pyproject allows scipy>=1.10, and the
+    old name is slated for deprecation, so pick whichever this SciPy understands."""
+    from scipy import stats
+
+    return "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 def _as_bool_array(values: Iterable[object]) -> np.ndarray:
@@ -46,6 +54,8 @@ def percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float)
     """Percentile bootstrap CI of mean(x); (nan, nan) below two observations, where it is meaningless."""
     if x.size < 2:
         return float("nan"), float("nan")
+    from scipy import stats
+
     res = stats.bootstrap(
         (x,),
         np.mean,
@@ -55,7 +65,7 @@ def percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float)
         method="percentile",
         # 1000 resamples per batch bounds memory at ~1000*n indices for large question sets.
         batch=1000,
-        **{_RNG_KW: np.random.default_rng(seed)},
+        **{_rng_kw(): np.random.default_rng(seed)},
     )
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
@@ -79,8 +89,17 @@ def mean_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = 10000, seed: 
 
 def wilson_ci(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for k successes out of n (better than the bootstrap for small n)."""
+    from scipy import stats
+
     ci = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
     return float(ci.low), float(ci.high)
+
+
+def _binomial_p(k: int, n: int) -> float:
+    """Two-sided exact binomial test of k successes in n at 1/2."""
+    from scipy import stats
+
+    return float(stats.binomtest(k, n, 0.5).pvalue)
 
 
 NOTHING_TO_TEST = "no question differs: nothing to test"
@@ -150,7 +169,7 @@ def paired_comparison(
     a_only = int(np.sum(ra & ~rb))
     # Exact McNemar: under H0 each discordant question is equally likely to favour a or b.
     discordant = b_only + a_only
-    p = float(stats.binomtest(b_only, discordant, 0.5).pvalue) if discordant else 1.0
+    p = _binomial_p(b_only, discordant) if discordant else 1.0
     # Resampling per-question differences is resampling questions jointly for both conditions,
     # which keeps the pairing (and its variance reduction) intact.
     d = rb.astype(float) - ra.astype(float)

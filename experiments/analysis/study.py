@@ -27,8 +27,8 @@ from medpanel.experiments.analysis.inference.ledger import (
 from medpanel.experiments.analysis.inference.paired_data import correctness_from_rows
 from medpanel.experiments.analysis.inference.repeats import repeat_summary
 from medpanel.experiments.errors import UserError
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import read_document, transcript_path
-from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.run.tracking.budget import Price
 
 Events = Callable[[Row], Iterable[object]]

@@ -16,7 +16,7 @@ from medpanel.experiments.analysis.inference.paired_data import correctness_from
 from medpanel.experiments.analysis.plots import new_figure, save_figure
 from medpanel.experiments.analysis.study import factorials
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 POOLED = "pooled"
 

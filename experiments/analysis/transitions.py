@@ -47,7 +47,7 @@ from medpanel.experiments.analysis.trajectory import (
     direction,
     transition_of,
 )
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 CELLS = ("right->right", "right->wrong", "wrong->right", "wrong->wrong", "right->invalid", "wrong->invalid",
          "invalid->right", "invalid->wrong", "invalid->invalid", "errors", "free_text")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from medpanel.experiments.analysis.digest import RowDigest
     from medpanel.experiments.analysis.report import RunTables
     from medpanel.experiments.run.store.records import RunRecord
-    from medpanel.experiments.run.store.store import Row
+    from medpanel.experiments.run.store.rows import Row
 
 # Each command imports what it alone runs (the analysis and its statistics, the viewer and its
 # templates, the exports, the audit's detectors) in its own body: the commands of this module share

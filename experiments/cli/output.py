@@ -24,8 +24,8 @@ from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
-from medpanel.experiments.run.store.rundir import load_record, open_store
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
+from medpanel.experiments.run.store.rundir import load_record, read_rows
 from medpanel.inputs import printable as printable  # re-exported: what a command prints from a file
 
 if TYPE_CHECKING:
@@ -51,11 +51,8 @@ def print_table(t: Table, *, where: str = "the CSV and markdown files medpanel r
 def read_run(run_dir: Path) -> tuple[RunRecord, list[Row]]:
     """A run's record and rows, other machines' transcripts synced first (what `report` reads first)."""
     record = load_record(run_dir)
-    store = open_store(run_dir, record)
-    store.sync_transcripts()  # shared storage: other machines' transcripts become files here
-    rows = store.rows()
-    store.close()
-    return record, rows
+    # shared storage: other machines' transcripts become files here
+    return record, read_rows(run_dir, record, sync=True)
 
 
 def print_header(record: RunRecord, rows: list[Row] | None = None) -> None:

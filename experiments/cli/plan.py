@@ -32,8 +32,8 @@ from medpanel.experiments.cli.output import console
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_run
-from medpanel.experiments.run.store.store import Row
 
 
 def _pair_rows(pairs: list[tuple[str, str]], n: int, effect: float, rate: float, power: float,

@@ -24,7 +24,7 @@ from medpanel.experiments.analysis.study_plots import forest_plot
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.sources.references import Item, References, read_file, select
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.tracking.budget import Price
 from medpanel.methods.benchmark.tables import context_table
 

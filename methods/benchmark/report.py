@@ -10,7 +10,7 @@ from pathlib import Path
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.methods import Deviation, MethodReport, ScenarioFacts
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.benchmark import protocol, references, tables
 
 CODE = "benchmark's code"

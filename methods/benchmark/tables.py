@@ -29,7 +29,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis import plots
 from medpanel.experiments.analysis.stats import PairedComparison, paired_comparison
 from medpanel.experiments.run.store.records import RunRecord
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 BENCHMARK_PIPELINES = frozenset({"benchmark", "zero-shot", "few-shot", "cot-sc", "multipersona", "self-refine",
                                  "medprompt"})

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from medpanel.agents.summary import Summary
-from medpanel.methods.clear.adjudication import Decision
 from medpanel.methods.clear.bundle import Bundle
 from medpanel.methods.clear.quality import counts
 from medpanel.methods.clear.settings import PATHWAYS
 from medpanel.retrieval.evidence import Evidence
+
+if TYPE_CHECKING:  # the adjudication (its agents, the model client) is a run's: CLEAR's report tables read this module
+    from medpanel.methods.clear.adjudication import Decision
 
 
 class ClearSummary(Summary):

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from medpanel.agents.freetext.medrbench import DATASETS
+from medpanel.agents.freetext.medrbench import DATASETS, PUBLISHED_ANALYSIS
 from medpanel.agents.freetext.tasks import HEALTHBENCH
 from medpanel.agents.tables import ResultRow, Table
 from medpanel.methods.clear.healthbench import REPORTED_TAGS, Aggregate, aggregate
-from medpanel.methods.clear.roles.medrjudge import PUBLISHED_ANALYSIS
 from medpanel.methods.clear.summary import ClearSummary
 
 FREE_TEXT_COLUMNS = (DATASETS["diagnosis"], DATASETS["treatment"], HEALTHBENCH)

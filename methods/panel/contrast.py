@@ -9,7 +9,7 @@ from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.inference.contrasts import Adjusted, pair_family
 from medpanel.experiments.analysis.inference.paired_data import Correctness, correctness_from_rows
 from medpanel.experiments.analysis.study import FAMILY_COLUMNS, FAMILY_KEEP, family_rows
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 BASE = "c1r0k1"
 ADDED = ("c1r1k1", "c1r1k1-ind")

@@ -39,95 +39,32 @@ moderator model, which may choose only among the tied letters (docs/methods/pane
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from pydantic import model_validator
-
-from medpanel.agents.events import Vote
-from medpanel.agents.model.client import QuestionSession
-from medpanel.agents.model.structured import answer_model
 from medpanel.agents.pipelines.base import Outcome, Pipeline
-from medpanel.agents.plan import ConditionPlan, PlanError
 from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Flags, Question, TranscriptEvent, flag_on
-from medpanel.methods.panel.channels.clear import ClearChannel, prepare_channel
-from medpanel.methods.panel.channels.knowledge import KnowledgeChannel, Timing, prepare
+from medpanel.agents.types import Condition, Question
 from medpanel.methods.panel.channels.tables import knowledge_table
-from medpanel.methods.panel.roles.challenger import Critique
+from medpanel.methods.panel.plan import Coordination as Coordination  # re-exported: the plan's home before
+from medpanel.methods.panel.plan import PanelPlan as PanelPlan
+from medpanel.methods.panel.plan import decode as decode
 from medpanel.methods.panel.settings import PanelSettings
-from medpanel.methods.panel.state import Group, PanelState
-from medpanel.methods.panel.steps import (
-    add_member,
-    between_brief,
-    coordinate,
-    critique,
-    recruit,
-    run_turn,
-    select_team,
-    upfront_brief,
-)
 from medpanel.methods.panel.summary import PanelSummary
 from medpanel.methods.panel.tables import PANEL_TABLES, self_assessment_table
-from medpanel.methods.panel.vote import moderate
 
-Coordination = Literal["naive", "independent", "routed"]
-
-
-class PanelPlan(ConditionPlan):
-    """A panel condition decoded once, at plan time: the run reads these fields and nothing else
-    (docs/methods/panel.md: "The plan of a condition")."""
-
-    challenger: bool
-    recruit: bool
-    knowledge: bool
-    """The `k` flag: knowledge recruitment between turns (routed coordination retrieves without it)."""
-    coordination: Coordination = "naive"
-    evidence: Literal["none", "corpus", "clear"]
-    """The evidence channel the question opens: none, a curator's brief over one corpus, or CLEAR's
-    adjudication (`settings.k_source: clear` or the `-clear` variant)."""
-    timing: Timing
-    """When the channel retrieves: `none` without a channel, `upfront` once before the first turn,
-    `between_blind` / `between_gap` after each turn but the last."""
-    blind: bool
-    """Between turns, the Knowledge Gate does not see the critique: `between_blind`, or no Challenger."""
-
-    @model_validator(mode="after")
-    def _routes_on_a_critique(self) -> PanelPlan:
-        # `decode` refuses such a condition by name; this keeps a stored plan from running one.
-        if self.coordination == "routed" and not self.challenger:
-            raise ValueError("routed coordination needs the Challenger (c1)")
-        return self
-
-    @property
-    def uses_channel(self) -> bool:
-        return self.evidence != "none"
-
-    @property
-    def between(self) -> bool:
-        """The channel is consulted after each turn but the last (the routed controller may skip a turn)."""
-        return self.timing in ("between_blind", "between_gap")
+if TYPE_CHECKING:
+    from medpanel.agents.model.client import QuestionSession
+    from medpanel.methods.panel.state import Group
 
 
-def decode(slug: str, flags: Flags, settings: PanelSettings) -> PanelPlan:
-    """The plan of a panel condition: its flags and variant read against the settings, once."""
-    variant = flags.get("variant")
-    coordination: Coordination = "routed" if variant == "routed" else "independent" if variant == "ind" else "naive"
-    challenger, knowledge = flag_on(flags, "c"), flag_on(flags, "k")
-    if coordination == "routed" and not challenger:
-        # Refused here, with the plan, not when the first question runs: the controller routes on the
-        # Challenger's gap type, which c0 never produces.
-        raise PlanError(f"condition {slug!r}: routed coordination routes on the Challenger's diagnosis, which "
-                        f"c0 switches off. Use {slug.replace('c0', 'c1', 1)} (or drop the variant)",
-                        field="variants")
-    channel = knowledge or coordination == "routed"
-    clear = settings.k_source == "clear" or variant == "clear"
-    # `timing: none` beside a channel: the panel retrieves between turns, its default, as it always did
-    timing: Timing = ("none" if not channel else "between_gap" if settings.timing == "none" else settings.timing)
-    between = timing in ("between_blind", "between_gap")
-    return PanelPlan(slug=slug, flags=flags, variant=str(variant) if variant else None, challenger=challenger,
-                     recruit=flag_on(flags, "r"), knowledge=knowledge, coordination=coordination,
-                     evidence="none" if not channel else "clear" if clear else "corpus", timing=timing,
-                     blind=between and (timing == "between_blind" or not challenger))
+def _discussion() -> ModuleType:
+    """The discussion (`discussion`: the agents, the channels, the vote), imported when a run first
+    prepares or discusses: start-up of a report, which reads only the pipeline's settings and tables,
+    stays free of every agent and the model client."""
+    from medpanel.methods.panel import discussion
+
+    return discussion
 
 
 class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
@@ -151,10 +88,7 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
         return decode(str(stored["slug"]), dict(stored.get("flags") or {}), settings)
 
     def prepare(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> None:
-        if any(p.uses_channel for p in plans):
-            prepare(settings)
-        if any(p.evidence == "clear" for p in plans):
-            prepare_channel(settings)
+        _discussion().prepare(plans, settings)
 
     def uses_verifier(self, plans: Sequence[PanelPlan], settings: PanelSettings) -> bool:
         return any(p.evidence == "clear" for p in plans)
@@ -166,83 +100,5 @@ class PanelPipeline(Pipeline[PanelSettings, PanelPlan]):
     async def discuss(self, question: Question, plan: PanelPlan, session: QuestionSession,
                       settings: PanelSettings, *, group: Group | None = None) -> Outcome:
         """One panel's discussion; `group` when it is one of several panels on the same question."""
-        s = settings
-        state = PanelState(question=question, session=session, settings=s, group=group,
-                           independent=plan.coordination != "naive", assessors=plan.coordination == "independent",
-                           routed=plan.coordination == "routed")
-        channel = _open_channel(plan, session, question, s)
-        for spec in await select_team(state):
-            add_member(state, spec, turn=1, recruited=False)
-        if channel is not None and plan.timing == "upfront":
-            await upfront_brief(state, channel)
-        answer_type = answer_model(question.letters, multi=question.multi_answer)
-        total = s.rounds * s.turns_per_round
-        stopped_early = False
-        for index in range(1, total + 1):
-            rnd, turn = (index - 1) // s.turns_per_round + 1, (index - 1) % s.turns_per_round + 1
-            await run_turn(state, answer_type, rnd=rnd, turn=turn, index=index)
-            if index == total:
-                break  # an intervention after the last turn could not change any answer
-            found = await _intervene(state, plan, channel, rnd=rnd, turn=turn, index=index)
-            if s.early_stop and _agreed(state) and not (found and found.material_weakness):
-                stopped_early = True
-                session.record(TranscriptEvent(kind="note", role="pipeline", agent="moderator", step="early_stop",
-                                               round=rnd, turn=turn, content="All agents agree; discussion ends."))
-                break
-        answer, vote = await moderate(state)
-        session.record(TranscriptEvent(kind="vote", role="moderator", agent="moderator", step="final",
-                                       content=",".join(answer) or "invalid", data=vote, act=Vote.of(vote)))
-        return Outcome(answer=answer, invalid=not answer,
-                       summary=_summary(state, channel, stopped_early=stopped_early, tie="tied" in vote))
-
-
-def _open_channel(plan: PanelPlan, session: QuestionSession, question: Question,
-                  s: PanelSettings) -> KnowledgeChannel | None:
-    """The question's evidence channel, the one the plan chose: CLEAR's, the curator's, or none."""
-    if plan.evidence == "clear":
-        return ClearChannel(session, question, s)
-    if plan.evidence == "corpus":
-        return KnowledgeChannel(session, question, s)
-    return None
-
-
-async def _intervene(state: PanelState, plan: PanelPlan, channel: KnowledgeChannel | None, *, rnd: int, turn: int,
-                     index: int) -> Critique | None:
-    """The interventions after a turn, in the paper's order: the critique, the routed controller's
-    choice, the brief, the recruitment decision. Returns the critique (None without the Challenger)."""
-    found = await critique(state, rnd=rnd, turn=turn, index=index) if plan.challenger else None
-    route = coordinate(state, found, rnd=rnd, turn=turn) if plan.coordination == "routed" else None
-    if channel is not None and plan.between and route in (None, "retrieve"):
-        await between_brief(state, channel, found, blind=plan.blind, rnd=rnd, turn=turn, index=index)
-    if (plan.recruit and (index == 1 or not state.settings.self_assessment)) or route == "recruit":
-        await recruit(state, found, rnd=rnd, turn=turn, index=index)
-    return found
-
-
-def _agreed(state: PanelState) -> bool:
-    """Every discussant holds the same valid answer."""
-    panel = state.discussants()
-    return len({m.last for m in panel}) == 1 and all(m.last for m in panel)
-
-
-def _summary(state: PanelState, channel: KnowledgeChannel | None, *, stopped_early: bool, tie: bool) -> PanelSummary:
-    recruits = [m for m in state.members if m.recruited]
-    summary = PanelSummary(
-        recruited=len(recruits), recruited_roles=[m.spec.role for m in recruits],
-        initial_panel=[m.spec.role for m in state.members if not m.recruited],
-        recruit_names=[m.agent.name for m in recruits], final_panel_size=len(state.members),
-        critiques_with_weakness=state.weaknesses, stopped_early=stopped_early, tie=tie)
-    if channel is not None:
-        summary.add(channel.facts())
-    # The optional facts are set only where they hold, so a record never carries them as nulls.
-    if state.settings.self_assessment:
-        summary.self_assessment = True
-    if channel is not None:
-        summary.independent = state.independent
-    if state.assessors:
-        assessed = [m.assessment for m in state.members if m.assessment]
-        summary.auxiliary_assessments = sum(1 for a in assessed if a["valid"])
-        summary.auxiliary_invalid = sum(1 for a in assessed if not a["valid"])
-    if state.routed:
-        summary.routes = state.routes
-    return summary
+        outcome: Outcome = await _discussion().discuss(question, plan, session, settings, group=group)
+        return outcome

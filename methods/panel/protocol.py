@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from medpanel.experiments.analysis.methods import Deviation, ScenarioFacts
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 
 PANEL_PIPELINES = ("panel", "calibrated")
 """Pipelines whose conditions are multi-specialist discussions (calibrated: its group levels)."""

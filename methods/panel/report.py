@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.methods import Deviation, MethodReport, ScenarioFacts
-from medpanel.experiments.run.store.store import Row
+from medpanel.experiments.run.store.rows import Row
 from medpanel.methods.panel import contrast, protocol
 
 

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from medpanel.methods.panel.channels.knowledge import KnowledgeSettings
+from medpanel.methods.panel.channels.knowledge_settings import KnowledgeSettings
 
 
 class PanelSettings(KnowledgeSettings):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from medpanel.methods.panel.channels.knowledge import KnowledgeFacts
+from medpanel.methods.panel.channels.knowledge_settings import KnowledgeFacts
 
 
 class PanelSummary(KnowledgeFacts):

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-from scipy import signal, special
 
 __all__ = [
     "mcnemar_pvalue",
@@ -106,6 +105,8 @@ def mcnemar_pvalue(b_only: int | np.ndarray, a_only: int | np.ndarray) -> np.nda
 
     Equal to `scipy.stats.binomtest(b_only, b_only + a_only).pvalue`; 1 without discordance.
     """
+    from scipy import special  # here, not at the top: a report whose tables test nothing never loads SciPy
+
     b = np.asarray(b_only, dtype=np.int64)
     a = np.asarray(a_only, dtype=np.int64)
     d = a + b
@@ -118,6 +119,8 @@ def mcnemar_pvalue(b_only: int | np.ndarray, a_only: int | np.ndarray) -> np.nda
 
 def _fair_binomial_pmf(m: int) -> np.ndarray:
     """P(X = k), k = 0..m, for X ~ Binomial(m, 1/2), in log space (exact to ~1e-13 relative)."""
+    from scipy import special
+
     k = np.arange(m + 1)
     log_pmf: np.ndarray = special.gammaln(m + 1) - special.gammaln(k + 1) - special.gammaln(m - k + 1) - m * np.log(2.0)
     pmf: np.ndarray = np.exp(log_pmf)
@@ -147,8 +150,12 @@ def sign_flip_pvalue(d: np.ndarray, scale: int) -> float:
     for v, m in zip(mags.tolist(), counts.tolist(), strict=True):
         part = np.zeros(v * m + 1)
         part[::v] = _fair_binomial_pmf(m)
-        big = len(pmf) * len(part) > _DIRECT_MAX
-        pmf = signal.fftconvolve(pmf, part) if big else np.convolve(pmf, part)
+        if len(pmf) * len(part) > _DIRECT_MAX:
+            from scipy import signal
+
+            pmf = signal.fftconvolve(pmf, part)
+        else:
+            pmf = np.convolve(pmf, part)
     pmf = np.clip(pmf, 0.0, None)  # FFT round-off can dip a hair below 0
     total = int(ai.sum())
     s_obs = int(ai[pos].sum())

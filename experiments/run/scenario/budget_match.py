@@ -24,8 +24,8 @@ from medpanel.agents.pipelines.run import Resolved
 from medpanel.agents.types import Question, QuestionResult
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.scenario.scenario import BudgetMatch
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_record, open_store
-from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.run.store.transcript_log import record_path
 
 Key = tuple[str, str]

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 from pydantic import ValidationError
@@ -28,9 +28,13 @@ from medpanel.experiments.run.store.records import (
     read_run_record,
     read_transcript_record,
 )
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.runlock import lock_holder
-from medpanel.experiments.run.store.store import Row, Store
+from medpanel.experiments.run.store.sqlite_read import check_study_file, study_pair_count, study_rows
 from medpanel.experiments.run.store.transcript_log import RecordPath, parse_reference, record_path
+
+if TYPE_CHECKING:  # the store (and SQLAlchemy under it) is imported where a run's store is opened
+    from medpanel.experiments.run.store.store import Store
 
 RESTORE = "Restore it from a backup, or start the run again"
 
@@ -231,6 +235,10 @@ def open_store(run_dir: Path, record: RunRecord) -> Store:
     (`check_run_paths`). A SQLite run whose study.db is gone, emptied or not this run's is refused:
     opening it would create an empty one, and the run would read as having nothing done (a resume
     would redo every question)."""
+    # The store, and SQLAlchemy under it, late: start-up of a reader of the run's own SQLite study
+    # (`read_rows`, `done_pairs`) needs neither; PostgreSQL and an older study open it here.
+    from medpanel.experiments.run.store.store import Store
+
     check_run_paths(run_dir)
     url = storage_url(run_dir, record)
     require_study(run_dir, url)
@@ -243,9 +251,55 @@ def open_store(run_dir: Path, record: RunRecord) -> Store:
     return store
 
 
+def read_rows(run_dir: Path, record: RunRecord, *, sync: bool = False) -> list[Row]:
+    """The run's result rows, with the checks of `open_store`. The run's own SQLite study, when it has
+    the current schema, is read with sqlite3 alone (`sqlite_read`: a reader writes nothing to it and
+    needs no SQLAlchemy); other storage, or an older schema, through the store (`sync`: transcripts
+    committed by other machines written out first)."""
+    if record.storage_url is None:
+        read = study_rows(_checked_own_study(run_dir, record))
+        if read is not None:
+            check_parts_belong(run_dir, record, read[0], None)
+            return read[1]
+    store = open_store(run_dir, record)
+    try:
+        if sync:
+            store.sync_transcripts()
+        return store.rows()
+    finally:
+        store.close()
+
+
+def done_pairs(run_dir: Path, record: RunRecord) -> int:
+    """How many pairs have a result row (`Store.done`), read as `read_rows` reads the rows."""
+    if record.storage_url is None:
+        db = _checked_own_study(run_dir, record)
+        count = study_pair_count(db)
+        if count is not None:
+            return count
+    store = open_store(run_dir, record)
+    try:
+        return len(store.done())
+    finally:
+        store.close()
+
+
+def _checked_own_study(run_dir: Path, record: RunRecord) -> Path:
+    """The run's own study.db, with the checks `open_store` makes before it opens it."""
+    db = run_dir / "study.db"
+    check_run_paths(run_dir)
+    require_study_file(run_dir, db)
+    check_study_file(db, run_dir)
+    return db
+
+
 def require_study(run_dir: Path, url: str) -> None:
     """Refuse an existing run whose SQLite study file is gone or holds no run's study (see `open_store`)."""
-    db = sa_url_path(url) if url.startswith("sqlite") else None
+    require_study_file(run_dir, sa_url_path(url) if url.startswith("sqlite") else None)
+
+
+def require_study_file(run_dir: Path, db: Path | None) -> None:
+    """`require_study` on the study's file (None: not a SQLite file)."""
     if db is not None and not db.is_file():
         raise UserError(f"is missing: the study database holds every result row of the run in {run_dir}. "
                         f"{RESTORE}", file=str(db))
@@ -283,11 +337,7 @@ def load_run(run_dir: Path, *, arg: str = "RUN_DIR") -> RunData:
     """Everything the viewer, export and audit need; a UserError if it is not a run directory."""
     run_dir = Path(run_dir)
     record = load_record(run_dir, arg=arg)
-    store = open_store(run_dir, record)
-    try:
-        rows = store.rows()
-    finally:
-        store.close()
+    rows = read_rows(run_dir, record)
     questions = read_questions(run_dir)
     status = read_status(run_dir)
     if status.get("state") == "running" and lock_holder(run_dir) is None:
@@ -321,11 +371,7 @@ def progress_note(run_dir: Path) -> str | None:
     total = record.n_pairs
     if total is None:
         return None
-    store = open_store(run_dir, record)
-    try:
-        done = len(store.done())
-    finally:
-        store.close()
+    done = done_pairs(run_dir, record)
     try:
         status = read_status(run_dir)
     except UserError:  # damaged: the note is about the pairs, which the study tells

@@ -6,9 +6,7 @@ instead of failing with "database is locked"); PostgreSQL serves runs spread ove
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from medpanel.agents.model.cache import StorageFailure, storage_cause
-from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.store.confined import Confined, UnsafePath
+from medpanel.experiments.run.store.confined import UnsafePath
+from medpanel.experiments.run.store.sqlite_read import check_study_file
 
 metadata = sa.MetaData()
 
@@ -194,39 +192,10 @@ def redact_url(url: str) -> str:
 
 
 def check_sqlite(url: str, run_dir: Path) -> None:
-    """Refuse a SQLite study file that is not a database or has damaged pages, naming it; and, when
-    it is the run directory's own, one that is a link or has other names (SQLite writes it, and its
-    journal beside it, in place: `confined`).
-
-    SQLite reports damage only when a query reaches a damaged page, which may be deep inside a
-    report or a resumed run; `PRAGMA quick_check` reads every page once (milliseconds for a run's
-    study.db), so the problem is one line before anything else happens.
-    """
+    """`sqlite_read.check_study_file` on the file of a `sqlite:///` URL (nothing for an in-memory one)."""
     path = sa.engine.make_url(url).database
-    if not path or path == ":memory:":
-        return
-    if Path(path).parent.resolve() == Path(run_dir).resolve():
-        own = Confined(run_dir)
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            own.check_file(Path(path).name + suffix, in_place=True)
-    if not Path(path).is_file() or Path(path).stat().st_size == 0:
-        return
-    fix = ("Restore it from a backup, or start the run again in a new --run-dir (its transcripts/ folder "
-           "keeps every finished debate)")
-    try:
-        with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
-            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        verdict = str(exc)
-    if verdict != "ok":
-        folder = Path(path).parent
-        if not os.access(folder, os.W_OK) or not os.access(path, os.W_OK):
-            # SQLite writes its journal beside the study even to read it: a read-only folder or
-            # filesystem fails like a damaged file, and "restore from a backup" would be wrong advice.
-            raise UserError(f"cannot be opened: {folder} is read-only (a read-only filesystem or folder), and "
-                            "SQLite writes its journal beside the study even to read it. Copy the run directory "
-                            "to a writable place, or make it writable", file=path)
-        raise UserError(f"the study database is damaged ({verdict}). {fix}", file=path)
+    if path and path != ":memory:":
+        check_study_file(Path(path), run_dir)
 
 
 def is_shared(url: str) -> bool:

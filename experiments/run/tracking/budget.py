@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from medpanel.agents.model.client import RunHalted
+from medpanel.agents.model.halted import RunHalted
 from medpanel.agents.model.limits import RateLimiter, RateLimits
 from medpanel.agents.types import TranscriptEvent
 from medpanel.experiments.run.tracking.prices import BATCH_DISCOUNT, Price

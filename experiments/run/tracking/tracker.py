@@ -34,8 +34,8 @@ from pathlib import Path
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.confined import Confined
+from medpanel.experiments.run.store.rows import Row
 from medpanel.experiments.run.store.rundir import load_record
-from medpanel.experiments.run.store.store import Row
 
 TRACKERS = ("mlflow", "wandb")
 PARAM_CHARS = 500  # MLflow's limit on a param value in older servers; longer values are cut

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
+from medpanel.agents.freetext.medrbench import PUBLISHED_ANALYSIS as PUBLISHED_ANALYSIS  # re-exported: its home before
 from medpanel.agents.freetext.medrbench import MedRCase
 from medpanel.agents.model.agent import RoleAgent
 from medpanel.agents.model.client import QuestionSession
@@ -42,8 +43,6 @@ WEB_RESULTS = 3
 """Search results the treatment judge reads (the benchmark's `return_num=3`)."""
 RESULT_CHARS = 1500
 """Characters of each result's text shown to the judge."""
-PUBLISHED_ANALYSIS = "published_analysis"
-"""`support` of a treatment grade read with no web search: the case's own published analysis."""
 FALLBACK_SOURCE = "the case and the published treatment-planning analysis"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from medpanel.agents.tables import OVERALL, ResultRow, Table, pct
-from medpanel.methods.panel.channels.knowledge import KnowledgeFacts
+from medpanel.methods.panel.channels.knowledge_settings import KnowledgeFacts
 
 
 class _Facts(KnowledgeFacts):
