@@ -127,3 +127,28 @@ def test_medpanel_report_of_a_panel_run_loads_no_client_store_toolkit_or_discuss
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "LOADED", proc.stdout.splitlines()[-1]
+
+
+def test_the_summary_at_a_runs_end_imports_nothing_the_run_did_not_import_meanwhile(tmp_path: Path) -> None:
+    # `medpanel run` imports the summary's modules in a thread while questions run, so the run's
+    # end pays for none of them; the statistics' own imports on first use (SciPy) are among them.
+    from tests.rundir_helpers import finished_run
+
+    run = finished_run(tmp_path, PANEL)
+    probe = textwrap.dedent(f"""
+        import contextlib, importlib, io, sys
+        from medpanel.experiments.cli.run_session import REPORT_MODULE, SUMMARY_MODULES
+        for name in (REPORT_MODULE, *SUMMARY_MODULES):
+            importlib.import_module(name)
+        before = set(sys.modules)
+        from medpanel.experiments.cli import output
+        with contextlib.redirect_stdout(io.StringIO()):
+            output.print_summary(__import__("pathlib").Path({str(run)!r}))
+        # medpanel's own method report parts (hundredths of a second together), a codec and
+        # rich's emoji table are imported as the summary asks for them; no other package.
+        new = sorted({{m.split(".")[0] for m in set(sys.modules) - before}} - {{"medpanel", "rich", "encodings"}})
+        print("NEW", ",".join(new))
+    """)
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "NEW", proc.stdout.splitlines()[-1]

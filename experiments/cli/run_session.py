@@ -30,9 +30,11 @@ from medpanel.inputs import one_line
 
 REPORT_MODULE = "medpanel.experiments.cli.output"
 SUMMARY_MODULES = ("medpanel.experiments.analysis.run_summary", "medpanel.experiments.analysis.study",
-                   "medpanel.experiments.analysis.report")
+                   "medpanel.experiments.analysis.report", "scipy.stats")
 """What `output.print_summary` and the tracker's report import when they run (the analysis and its
-statistics, seconds): imported meanwhile with `REPORT_MODULE`, not after the run's last question."""
+statistics, seconds): imported meanwhile with `REPORT_MODULE`, not after the run's last question.
+SciPy's statistics are imported by `analysis.stats` when a bootstrap or an exact test first runs
+(so that `medpanel report` loads them only then); a run's summary runs them, so they are here."""
 T = TypeVar("T")
 """What a progress hook returns: its wrapper returns the same."""
 
