@@ -43,12 +43,13 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from medpanel.agents.pipelines.base import Outcome, Pipeline
+from medpanel.agents.plan import PlanError
 from medpanel.agents.tables import TableSpec
-from medpanel.agents.types import Condition, Question
+from medpanel.agents.types import Condition, Flags, Question, flag_on
+from medpanel.methods.panel.channels.knowledge_settings import Timing
 from medpanel.methods.panel.channels.tables import knowledge_table
 from medpanel.methods.panel.plan import Coordination as Coordination  # re-exported: the plan's home before
 from medpanel.methods.panel.plan import PanelPlan as PanelPlan
-from medpanel.methods.panel.plan import decode as decode
 from medpanel.methods.panel.settings import PanelSettings
 from medpanel.methods.panel.summary import PanelSummary
 from medpanel.methods.panel.tables import PANEL_TABLES, self_assessment_table
@@ -56,6 +57,28 @@ from medpanel.methods.panel.tables import PANEL_TABLES, self_assessment_table
 if TYPE_CHECKING:
     from medpanel.agents.model.client import QuestionSession
     from medpanel.methods.panel.state import Group
+
+
+def decode(slug: str, flags: Flags, settings: PanelSettings) -> PanelPlan:
+    """The plan of a panel condition: its flags and variant read against the settings, once."""
+    variant = flags.get("variant")
+    coordination: Coordination = "routed" if variant == "routed" else "independent" if variant == "ind" else "naive"
+    challenger, knowledge = flag_on(flags, "c"), flag_on(flags, "k")
+    if coordination == "routed" and not challenger:
+        # Refused here, with the plan, not when the first question runs: the controller routes on the
+        # Challenger's gap type, which c0 never produces.
+        raise PlanError(f"condition {slug!r}: routed coordination routes on the Challenger's diagnosis, which "
+                        f"c0 switches off. Use {slug.replace('c0', 'c1', 1)} (or drop the variant)",
+                        field="variants")
+    channel = knowledge or coordination == "routed"
+    clear = settings.k_source == "clear" or variant == "clear"
+    # `timing: none` beside a channel: the panel retrieves between turns, its default, as it always did
+    timing: Timing = ("none" if not channel else "between_gap" if settings.timing == "none" else settings.timing)
+    between = timing in ("between_blind", "between_gap")
+    return PanelPlan(slug=slug, flags=flags, variant=str(variant) if variant else None, challenger=challenger,
+                     recruit=flag_on(flags, "r"), knowledge=knowledge, coordination=coordination,
+                     evidence="none" if not channel else "clear" if clear else "corpus", timing=timing,
+                     blind=between and (timing == "between_blind" or not challenger))
 
 
 def _discussion() -> ModuleType:
