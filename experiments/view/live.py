@@ -37,6 +37,7 @@ from medpanel.experiments.run.store.records import RunRecord
 from medpanel.experiments.run.store.rows import Row, row_of
 from medpanel.experiments.run.store.rundir import RunData, read_questions, sa_url_path, storage_url
 from medpanel.experiments.run.store.runlock import lock_holder
+from medpanel.experiments.run.store.sqlite_read import connect_existing
 from medpanel.experiments.run.store.storage import make_engine
 from medpanel.experiments.view.server import json_answer
 from medpanel.experiments.view.viewer import PageContext, environment, page_name, question_page, run_header
@@ -101,7 +102,7 @@ def leave_no_wal(db: Path) -> None:
             return
     except FileNotFoundError:
         return
-    with contextlib.closing(sqlite3.connect(db, timeout=5)) as conn:
+    with contextlib.closing(connect_existing(db)) as conn:
         conn.execute("select count(*) from sqlite_master").fetchone()  # a connection that never read leaves them
 
 

@@ -40,8 +40,9 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _connect(db: Path) -> sqlite3.Connection:
-    # mode=rw: an existing file only (sqlite3 would create an empty one); SQLite still reads the WAL.
+def connect_existing(db: Path) -> sqlite3.Connection:
+    """An ordinary connection to the study file `db`, which must exist (sqlite3 would create an
+    empty one): `mode=rw`, so SQLite still reads, and as the last connection cleans up, the WAL."""
     return sqlite3.connect(f"{db.resolve().as_uri()}?mode=rw", uri=True, timeout=60)
 
 
@@ -55,7 +56,7 @@ def _current(conn: sqlite3.Connection) -> bool:
 def study_pair_count(db: Path) -> int | None:
     """How many pairs have a result row (each pair has at most one: the table's key); None when the
     study's schema is not the current one."""
-    with contextlib.closing(_connect(db)) as conn:
+    with contextlib.closing(connect_existing(db)) as conn:
         return int(conn.execute("SELECT COUNT(*) FROM mp_results").fetchone()[0]) if _current(conn) else None
 
 
@@ -63,7 +64,7 @@ def study_rows(db: Path) -> tuple[str | None, list[Row]] | None:
     """The run.json the study keeps (None without one) and its result rows, in the store's order;
     None when the study's schema is not the current one (the store's reading brings it up to date).
     The file is checked first (`check_study_file`)."""
-    with contextlib.closing(_connect(db)) as conn:
+    with contextlib.closing(connect_existing(db)) as conn:
         if not _current(conn):
             return None
         found = conn.execute(RUN_JSON_SQL).fetchone()
