@@ -81,6 +81,15 @@ def whole_process(run_dir: Path) -> tuple[float, float]:
     return time.perf_counter() - w, cpu
 
 
+def import_first_use() -> None:
+    """What the tables' bootstrap and exact tests (SciPy) and model fits (statsmodels) import when
+    they first run."""
+    with contextlib.suppress(ImportError):
+        import scipy.stats  # noqa: F401
+        import statsmodels.discrete.conditional_models
+        import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
+
+
 def phase(run_dir: Path, html: bool) -> None:
     """One `medpanel report [--html]` in this process; prints `wall cpu peak_mb` on the last line.
     What the command imports is imported first (the commands import their analysis when they run,
@@ -90,10 +99,7 @@ def phase(run_dir: Path, html: bool) -> None:
     import medpanel.experiments.cli.output
     import medpanel.experiments.view.viewer  # noqa: F401
 
-    with contextlib.suppress(ImportError):  # what the tables' bootstrap, exact tests and fits import on first use
-        import scipy.stats  # noqa: F401
-        import statsmodels.discrete.conditional_models
-        import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
+    import_first_use()
 
     w, c = time.perf_counter(), time.process_time()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
@@ -124,10 +130,7 @@ def breakdown(run_dir: Path) -> None:
     parts.append(("transcripts read into digests", cpu() - c))
     with gc_frozen():  # as `read_run_tables` builds them
         c = cpu()
-        with contextlib.suppress(ImportError):  # the statistics' and fits' imports, timed apart from them
-            import scipy.stats  # noqa: F401
-            import statsmodels.discrete.conditional_models
-            import statsmodels.genmod.generalized_estimating_equations  # noqa: F401
+        import_first_use()  # timed apart from the tables
         parts.append(("imports on first use (scipy, statsmodels)", cpu() - c))
         c = cpu()
         tables = build_tables(rows, record, digests=digests)
