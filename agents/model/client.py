@@ -186,7 +186,8 @@ class RecordingClient(ChatCompletionClient):
             request["model_label"] = self.session.label
         return request
 
-    async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
+    async def _call_inner(self, messages: Sequence[LLMMessage], oai: list[dict[str, Any]]) -> CreateResult:
+        """`oai`: `messages` as `to_openai` converted them for the call's event."""
         spec = self.session.spec
         json_output: bool | type[BaseModel] | None = None
         extra: dict[str, object] = {}
@@ -205,7 +206,10 @@ class RecordingClient(ChatCompletionClient):
         inner = self.session.inner
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
-        coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
+        # The lean HTTP client takes the messages as converted for the event: one conversion a call.
+        create_openai = getattr(inner, "create_openai", None) if json_output is None else None
+        coro = (create_openai(oai, extra) if create_openai is not None
+                else inner.create(messages, json_output=json_output, extra_create_args=extra))
         if getattr(inner, "batched", False):
             result = await coro  # a batch answers within its completion window, not model.timeout_s
             if not isinstance(result.content, str):
@@ -293,7 +297,7 @@ class RecordingClient(ChatCompletionClient):
                 used: int | None = None
                 try:
                     with probing(limits) as probe:
-                        result = await self._call_inner(messages)
+                        result = await self._call_inner(messages, oai)
                     batch.append(probe.batch)
                     usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
                                           probe.cached_tokens)
