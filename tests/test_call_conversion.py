@@ -129,3 +129,47 @@ def test_a_call_converts_its_messages_once_and_sends_autogens_request(monkeypatc
     event = recording.session.events[-1]
     assert event.messages[0] == {"role": "system", "content": "You are a physician.  \n"}, \
         "the transcript keeps the system message as the agent gave it"
+
+
+def _recorded_calls(monkeypatch: pytest.MonkeyPatch, *, cache: Any = None, overrides: dict[str, object] | None = None
+                    ) -> tuple[int, list[Any]]:
+    """(how many times the call's cache-key request was built, the events) for 3 calls on the scripted model."""
+    from medpanel.agents.model.scripted import ScriptedChatCompletionClient
+
+    built: list[int] = []
+    original = RecordingClient._request
+
+    def counted(self: RecordingClient, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        built.append(1)
+        return original(self, messages)
+
+    monkeypatch.setattr(RecordingClient, "_request", counted)
+    spec = ModelSpec(backend="scripted", cache="run" if cache is not None else "off")
+    session = QuestionSession(spec=spec, inner=ScriptedChatCompletionClient(lambda r: {"answer": "A"}), cache=cache)
+    recording = RecordingClient(session)
+    recording.response_model = Letter
+    recording.overrides = dict(overrides or {})
+
+    async def go() -> None:
+        for _ in range(3):
+            await recording.create([USER])
+
+    asyncio.run(go())
+    return len(built), session.events
+
+
+def test_no_cache_key_is_built_where_no_cache_or_replay_reads_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    built, events = _recorded_calls(monkeypatch)
+    assert built == 0 and len(events) == 3 and not any(e.cache_hit for e in events)
+
+
+def test_a_cache_still_keys_every_call(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    from medpanel.agents.model.cache import ResponseCache
+
+    built, events = _recorded_calls(monkeypatch, cache=ResponseCache(tmp_path / "cache"))
+    assert built == 3 and [e.cache_hit for e in events] == [False, True, True]
+
+
+def test_an_unknown_sampling_override_is_still_refused_without_a_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=r"unknown sampling override\(s\) \['top_p'\]"):
+        _recorded_calls(monkeypatch, overrides={"top_p": 0.5})

@@ -158,12 +158,16 @@ class RecordingClient(ChatCompletionClient):
         cap = self.overrides["max_tokens"] if "max_tokens" in self.overrides else self.session.spec.max_tokens
         return None if cap is None else int(cap)
 
-    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        spec = self.session.spec
-        schema = schema_of(self.response_model) if self.response_model else None
-        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
+    def _check_overrides(self) -> None:
+        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES) if self.overrides else None
         if unknown:
             raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
+
+    def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """What the cache key is made of: everything that makes a reply what it is."""
+        spec = self.session.spec
+        schema = schema_of(self.response_model) if self.response_model else None
+        self._check_overrides()
         request = {
             "model": spec.model_name,
             "backend": spec.backend,
@@ -185,6 +189,13 @@ class RecordingClient(ChatCompletionClient):
         if self.session.label is not None:  # two blocks may share name and endpoint: never each other's reply
             request["model_label"] = self.session.label
         return request
+
+    def _key(self, oai: list[dict[str, Any]], *, looked_up: bool) -> str:
+        """The call's cache key, or "" where no cache or replay looks it up: its request is not built then."""
+        if looked_up:
+            return cache_key(self._request(oai))
+        self._check_overrides()
+        return ""
 
     async def _call_inner(self, messages: Sequence[LLMMessage], oai: list[dict[str, Any]]) -> CreateResult:
         """`oai`: `messages` as `to_openai` converted them for the call's event."""
@@ -246,10 +257,9 @@ class RecordingClient(ChatCompletionClient):
             self.response_model = json_output
         spec = self.session.spec
         oai = [to_openai(m) for m in messages]
-        request = self._request(oai)
         cache = self.session.cache if spec.cache != "off" else None
         replay = self.session.replay
-        key = cache_key(request) if cache is not None or replay is not None else ""
+        key = self._key(oai, looked_up=cache is not None or replay is not None)
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name,
                                 act=self.tag.act)
