@@ -221,8 +221,11 @@ class RecordingClient(ChatCompletionClient):
         create_openai = getattr(inner, "create_openai", None) if json_output is None else None
         coro = (create_openai(oai, extra) if create_openai is not None
                 else inner.create(messages, json_output=json_output, extra_create_args=extra))
-        if getattr(inner, "batched", False):
-            result = await coro  # a batch answers within its completion window, not model.timeout_s
+        # A batch answers within its completion window, not model.timeout_s; a client whose own
+        # deadline covers the whole call, within this one's, needs no second timer on every call.
+        own = getattr(inner, "whole_call_s", None)
+        if getattr(inner, "batched", False) or (own is not None and own <= spec.timeout_s + 5):
+            result = await coro
             if not isinstance(result.content, str):
                 raise ValueError("the model returned tool calls; medpanel roles expect text")
             return result

@@ -147,6 +147,9 @@ class LeanChatClient(ChatCompletionClient):
         self.create_args = dict(create_args)
         self.info = model_info
         self.timeout_s = timeout_s
+        self.whole_call_s = timeout_s
+        """The deadline of a whole call (connection, request, every byte of the reply: aiohttp's total
+        timeout on the session), so `RecordingClient` adds none of its own."""
         self.ssl = ssl
         self.max_reply_bytes = max_reply_bytes
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
