@@ -159,12 +159,10 @@ class RecordingClient(ChatCompletionClient):
         return None if cap is None else int(cap)
 
     def _check_overrides(self) -> None:
-        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES) if self.overrides else None
-        if unknown:
+        if self.overrides and (unknown := set(self.overrides) - set(SAMPLING_OVERRIDES)):
             raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
 
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        """What the cache key is made of: everything that makes a reply what it is."""
         spec = self.session.spec
         schema = schema_of(self.response_model) if self.response_model else None
         self._check_overrides()
@@ -191,14 +189,11 @@ class RecordingClient(ChatCompletionClient):
         return request
 
     def _key(self, oai: list[dict[str, Any]], *, looked_up: bool) -> str:
-        """The call's cache key, or "" where no cache or replay looks it up: its request is not built then."""
-        if looked_up:
-            return cache_key(self._request(oai))
+        """The call's cache key; "" where no cache or replay looks it up, without building its request."""
         self._check_overrides()
-        return ""
+        return cache_key(self._request(oai)) if looked_up else ""
 
     async def _call_inner(self, messages: Sequence[LLMMessage], oai: list[dict[str, Any]]) -> CreateResult:
-        """`oai`: `messages` as `to_openai` converted them for the call's event."""
         spec = self.session.spec
         json_output: bool | type[BaseModel] | None = None
         extra: dict[str, object] = {}
@@ -217,7 +212,7 @@ class RecordingClient(ChatCompletionClient):
         inner = self.session.inner
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
-        # The lean HTTP client takes the messages as converted for the event: one conversion a call.
+        # The lean HTTP client takes `oai`, the messages as converted for the event: one conversion a call.
         create_openai = getattr(inner, "create_openai", None) if json_output is None else None
         coro = (create_openai(oai, extra) if create_openai is not None
                 else inner.create(messages, json_output=json_output, extra_create_args=extra))
