@@ -117,8 +117,9 @@ SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.execution.runner en
          ("Group.spawn start", "spawn"),
          ("Runner._prior end", "prior"), ("Runner.prepare end", "prepared"), ("preload end", "preloaded"),
          ("new_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
-         ("Store.commit end", "1st commit"), ("Group.wait start", "work done"), ("print_summary start", "summary"),
-         ("exit", "exit"))
+         ("Store.commit end", "1st commit"), ("stay_until_done start", "own work done"),
+         ("Runner.run end", "session end"), ("Group.wait start", "work done"), ("Group.wait end", "children gone"),
+         ("print_summary start", "summary"), ("exit", "exit"))
 
 
 def read_timeline(folder: Path, t0: float) -> list[dict[str, Any]]:
