@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 _DIR = os.environ.get("MEDPANEL_TIMELINE_DIR")
 
@@ -166,7 +166,7 @@ def _install(directory: str) -> None:
     # atexit function of its own after its last flush: its exit is logged as it calls os._exit.
     leave = os._exit
 
-    def _exit(code: int) -> None:
+    def _exit(code: int) -> NoReturn:
         log.event("exit")
         leave(code)
 
