@@ -166,9 +166,9 @@ def _install(directory: str) -> None:
     # atexit function of its own after its last flush: its exit is logged as it calls os._exit.
     leave = os._exit
 
-    def _exit(code: int) -> NoReturn:
+    def _exit(status: int) -> NoReturn:
         log.event("exit")
-        leave(code)
+        leave(status)
 
     os._exit = _exit
 
