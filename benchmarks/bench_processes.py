@@ -20,8 +20,10 @@ The machine's load average is printed beside each figure: wall-time figures need
 Each run also prints the CPU per call of the `medpanel run` process tree (start-up included) and of
 the fake server, with the rate the machine's cores allow at that CPU (the physical bound of the
 2 : 1 target where the server shares the cores), and a timeline per process (seconds after the
-CLI started: exec, imports, study, first claim and commit, exit; `benchmarks/timeline`) with its
-wall time in the store's claims and commits (SQLite's write lock included).
+CLI started: exec, imports, study, first claim and commit in a thread, its own work done, its
+session's end, the runner's children gone, exit; `benchmarks/timeline`) with its wall time in the
+store's claims and commits made in a thread (the process's other writers and SQLite's write lock
+included).
 """
 
 from __future__ import annotations
