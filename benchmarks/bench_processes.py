@@ -20,8 +20,10 @@ The machine's load average is printed beside each figure: wall-time figures need
 Each run also prints the CPU per call of the `medpanel run` process tree (start-up included) and of
 the fake server, with the rate the machine's cores allow at that CPU (the physical bound of the
 2 : 1 target where the server shares the cores), and a timeline per process (seconds after the
-CLI started: exec, imports, study, first claim and commit, exit; `benchmarks/timeline`) with its
-wall time in the store's claims and commits (SQLite's write lock included).
+CLI started: exec, imports, study, first claim and commit in a thread, its own work done, its
+session's end, the runner's children gone, exit; `benchmarks/timeline`) with its wall time in the
+store's claims and commits made in a thread (the process's other writers and SQLite's write lock
+included).
 """
 
 from __future__ import annotations
@@ -117,8 +119,9 @@ SHOWN = (("exec", "exec"), ("import medpanel.experiments.run.execution.runner en
          ("Group.spawn start", "spawn"),
          ("Runner._prior end", "prior"), ("Runner.prepare end", "prepared"), ("preload end", "preloaded"),
          ("new_study end", "study"), ("Group.send end", "sent"), ("Store.claim start", "1st claim"),
-         ("Store.commit end", "1st commit"), ("Group.wait start", "work done"), ("print_summary start", "summary"),
-         ("exit", "exit"))
+         ("Store.commit end", "1st commit"), ("stay_until_done start", "own work done"),
+         ("Runner.run end", "session end"), ("Group.wait start", "work done"), ("Group.wait end", "children gone"),
+         ("print_summary start", "summary"), ("exit", "exit"))
 
 
 def read_timeline(folder: Path, t0: float) -> list[dict[str, Any]]:

@@ -125,3 +125,41 @@ def _load_error(path: Path) -> UserError:
     except UserError as exc:
         return exc
     raise AssertionError(f"{path} loaded")
+
+
+def test_before_its_imports_run_reads_the_pipeline_its_children_import_while_they_wait(tmp_path: Path) -> None:
+    from medpanel.experiments.run.scenario.runspec import planned
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("name: x\npipeline: generalist\nrun: {processes: 2}\n")
+    assert planned(scenario, None, None).pipeline == "generalist"
+    assert planned(scenario, None, ["pipeline=panel"]).pipeline == "panel"  # --set, by the scenario's reader
+    assert planned(scenario, None, ["pipeline=[1]"]).pipeline is None  # not a name: the validation names it next
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text('{"scenario": {"pipeline": "clear", "run": {"processes": 2}}}')
+    assert planned(None, run_dir, None).pipeline == "clear"  # --resume: the record's
+    assert planned(None, tmp_path / "missing", None).pipeline is None
+
+
+MEMBER_AHEAD = """
+import sys
+from medpanel.experiments.run.execution import member
+pipeline, given = member._arguments(sys.argv[1:])
+before = {m for m in MODULES if m in sys.modules}
+member._import_ahead(pipeline)
+print(pipeline, given, sorted(before), sorted(m for m in MODULES if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(("args", "printed"), [
+    (["--pipeline", "generalist", "runs/x"], "generalist runs/x [] ['medpanel.methods.panel.generalist']"),
+    (["--pipeline", "generalist"], "generalist None [] ['medpanel.methods.panel.generalist']"),
+    (["runs/x"], "None runs/x [] []"),
+    (["--pipeline", "mine.module:Pipeline"], "mine.module:Pipeline None [] []"),  # not one of medpanel's own
+])
+def test_a_child_imports_its_pipelines_modules_before_it_reads_its_part(args: list[str], printed: str) -> None:
+    code = MEMBER_AHEAD.replace("MODULES", repr(["medpanel.methods.panel.generalist"]))
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == printed

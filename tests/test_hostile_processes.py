@@ -106,7 +106,7 @@ def test_the_scenario_bound_is_the_same_constant() -> None:
 def test_no_more_children_start_ahead_than_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[Path | None] = []
 
-    def launch(run_dir: Path | None = None) -> None:
+    def launch(run_dir: Path | None = None, pipeline: str | None = None) -> None:
         started.append(run_dir)
 
     monkeypatch.setattr(children, "launch", launch)

@@ -305,3 +305,17 @@ def test_a_signal_landing_while_the_handlers_forward_holds_the_lock_is_forwarded
     t.start()
     assert done.wait(10), "the nested forward waited for the lock its own thread holds"
     assert group.signals_sent == 2
+
+
+def test_the_runner_is_done_waiting_when_its_last_child_exits_not_at_its_next_look(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Its looks are WATCH_S apart: a wait in fixed steps would end up to one step after the exit.
+    monkeypatch.setattr(processes, "WATCH_S", 120.0)
+    group = processes.Group(tmp_path, Stop(), store=None, grace_s=1, backstop_s=1)  # type: ignore[arg-type]
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    group.children.append(processes._Child(proc, ""))
+    started = time.monotonic()
+    group.wait()  # closes the child's stdin: it exits
+    assert proc.returncode == 0
+    assert time.monotonic() - started < 60, "the runner waited out its step after the child had gone"

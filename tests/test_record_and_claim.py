@@ -19,7 +19,6 @@ from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store import sqlite_writes
-from medpanel.experiments.run.store import store as store_module
 from medpanel.experiments.run.store.store import Staged, Store
 
 FIRST, NEXT = ("c0", "medqa", "q1", 0), ("c0", "medqa", "q2", 0)
@@ -138,7 +137,7 @@ def test_a_run_begins_one_write_a_question_and_leaves_every_pair_done_once(
         begun.append(1)
         return original(db)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(store_module, "try_begin", counting)
+    monkeypatch.setattr(sqlite_writes, "try_begin", counting)
     runner = Runner.create(make_plan(_scenario(tmp_path, 12), base_dir=tmp_path), run_dir=tmp_path / "run")
     assert runner.run(install_signals=False)["state"] == "complete"
     assert len(begun) == 12 + 1  # each row with the next claim, and the first claim

@@ -49,7 +49,7 @@ def test_medpanel_run_passes_every_session_option_to_the_runner(tmp_path: Path,
     # replaced there; the children `--processes 7` would start ahead are only counted.
     monkeypatch.setattr(run_session, "Runner", FakeRunner)
     started: list[int] = []
-    monkeypatch.setattr(children, "prestart", started.append)
+    monkeypatch.setattr(children, "prestart", lambda count, pipeline=None: started.append(count))
     app = typer.Typer()
     cli_run.register(app)
     argv = ["run", "--resume", str(tmp_path)]

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 _DIR = os.environ.get("MEDPANEL_TIMELINE_DIR")
 
@@ -32,7 +32,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "medpanel.experiments.run.scenario.plan": ("make_plan",),
     "medpanel.experiments.run.execution.runner": ("Runner.create", "Runner.open", "Runner.run", "Runner.prepare",
                                                   "Runner._prior", "Runner._work", "Runner._optuna_storage"),
-    "medpanel.experiments.run.execution.processes": ("Group.spawn", "Group.send", "Group.wait"),
+    "medpanel.experiments.run.execution.processes": ("Group.spawn", "Group.send", "Group.wait", "stay_until_done"),
     "medpanel.experiments.run.execution.study": ("new_study", "member_study", "shared_study"),
     "medpanel.experiments.run.store.store": ("Store.__init__", "Store.claim", "Store.commit"),
     "medpanel.agents.model.backends": ("preload",),
@@ -162,6 +162,15 @@ def _install(directory: str) -> None:
     log.event("sitecustomize")
     sys.meta_path.insert(0, _Finder(log))
     atexit.register(lambda: log.event("exit"))
+    # A process that leaves without the interpreter's teardown (the CLI's entry, a member) runs no
+    # atexit function of its own after its last flush: its exit is logged as it calls os._exit.
+    leave = os._exit
+
+    def _exit(status: int) -> NoReturn:
+        log.event("exit")
+        leave(status)
+
+    os._exit = _exit
 
 
 if _DIR:

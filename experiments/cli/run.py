@@ -17,7 +17,7 @@ import typer
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import children
-from medpanel.experiments.run.scenario.runspec import planned_run
+from medpanel.experiments.run.scenario.runspec import planned
 
 
 def _session() -> ModuleType:
@@ -70,7 +70,8 @@ def run(
                         "scenarios/quickstart.yaml", field="SCENARIO")
     # Before any import of the runner: the children import it meanwhile (see the module docstring).
     # Their count is the resolved run block's, `--set`, `--storage` and `--processes` applied.
-    children.prestart(planned_run(scenario, resume, set_, storage=storage, processes=processes).process_count - 1)
+    ahead = planned(scenario, resume, set_, storage=storage, processes=processes)
+    children.prestart(ahead.run.process_count - 1, pipeline=ahead.pipeline)
     try:
         _session().run(scenario, resume, limit, workers, processes, run_dir, repeat, quiet, max_calls, max_tokens,
                        max_cost_usd, max_errors, max_wall_s, rpm, tpm, storage, set_, retry_errors, replay,

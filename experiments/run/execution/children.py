@@ -34,26 +34,31 @@ from pathlib import Path
 from medpanel.experiments.run.execution import tether
 
 MEMBER = "medpanel.experiments.run.execution.member"
+PIPELINE_OPTION = "--pipeline"
+"""`member --pipeline NAME [RUN_DIR]`: the pipeline whose modules it imports while it waits."""
 
 _started: list[subprocess.Popen[str]] = []
 """Children started ahead of their runner's session, not yet taken by its `Group`."""
 
 
-def launch(run_dir: Path | None = None) -> subprocess.Popen[str]:
-    """One child process: it imports the runner, then waits on stdin for its part."""
+def launch(run_dir: Path | None = None, pipeline: str | None = None) -> subprocess.Popen[str]:
+    """One child process: it imports the runner (and `pipeline`'s modules, a name of the scenario's
+    `pipeline:`), then waits on stdin for its part."""
     # Its own session: a terminal's Ctrl-C reaches the runner only, which forwards it once (a child
     # that got it from both would take the second as "abort now").
-    args = [sys.executable, "-m", MEMBER, *([str(run_dir)] if run_dir is not None else [])]
+    args = [sys.executable, "-m", MEMBER, *([PIPELINE_OPTION, pipeline] if pipeline else []),
+            *([str(run_dir)] if run_dir is not None else [])]
     # Tied to this process (tether.py): it ends with this one, however this one ends.
     return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
                             env=tether.child_env(), pass_fds=(tether.lifeline(),))
 
 
-def prestart(count: int) -> None:
+def prestart(count: int, pipeline: str | None = None) -> None:
     """Start `count` children now, ahead of the session that will take them: at most one fewer than
-    the machine's cores (the session starts any more it needs once its settings are validated)."""
+    the machine's cores (the session starts any more it needs once its settings are validated).
+    `pipeline`, the scenario's as written: they import its modules while they wait for their part."""
     for _ in range(max(min(count, (os.cpu_count() or 1) - 1), 0)):
-        _started.append(launch())
+        _started.append(launch(pipeline=pipeline))
 
 
 def take(count: int) -> list[subprocess.Popen[str]]:

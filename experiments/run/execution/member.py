@@ -1,7 +1,9 @@
-"""A child process of a runner (`run.processes`): `python -m medpanel.experiments.run.execution.member [RUN_DIR]`.
+"""A child process of a runner (`run.processes`):
+`python -m medpanel.experiments.run.execution.member [--pipeline NAME] [RUN_DIR]`.
 
 Started by `processes.Group` or, ahead of its runner's session, by `children.prestart` (then
-without RUN_DIR: its part names it), never by hand. Its own entry point rather than a `medpanel` command,
+without RUN_DIR: its part names it; with the scenario's pipeline, whose modules it imports while it
+waits), never by hand. Its own entry point rather than a `medpanel` command,
 so it imports the runner and nothing of the CLI or the report (a second of CPU less before it
 takes its first question). Its part (`MemberSpec`) comes on stdin once the runner's study is
 open; its tally and final status go to stdout as JSON lines the runner reads. Exit codes as the
@@ -31,7 +33,9 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from medpanel.agents.model.replay import Replay  # noqa: E402
+from medpanel.agents.pipelines.registry import own as own_pipelines  # noqa: E402
 from medpanel.experiments.errors import UserError  # noqa: E402
+from medpanel.experiments.run.execution.children import PIPELINE_OPTION  # noqa: E402
 from medpanel.experiments.run.execution.processes import MemberSpec, member_reporter  # noqa: E402
 from medpanel.experiments.run.execution.runner import Runner  # noqa: E402
 
@@ -41,14 +45,30 @@ from medpanel.experiments.run.execution.runner import Runner  # noqa: E402
 STORAGE_MODULES = ("sqlalchemy.orm", "alembic.migration", "alembic.script", "optuna.storages._rdb.models")
 
 
-def _import_storage() -> None:
+def _import_ahead(pipeline: str | None) -> None:
+    """While the part has not come: the modules of the scenario's pipeline (one of medpanel's own:
+    about 0.25 s of AutoGen's agents and the panel's roles, which its runner imported planning the
+    run), then what Optuna's storage imports on first use, in the order the part will need them."""
+    if pipeline is not None:
+        entry = own_pipelines().get(pipeline)
+        if entry is not None:
+            with contextlib.suppress(ImportError):  # imported again, and its error raised, where it is used
+                importlib.import_module(entry.module)
     for name in STORAGE_MODULES:
         with contextlib.suppress(ImportError):  # another Optuna's layout: imported on first use instead
             importlib.import_module(name)
 
 
-def main(given: Path | None) -> int:
-    _import_storage()
+def _arguments(argv: list[str]) -> tuple[str | None, Path | None]:
+    """`[--pipeline NAME] [RUN_DIR]` (`children.launch`): the pipeline and the run directory given."""
+    pipeline = None
+    if argv[:1] == [PIPELINE_OPTION] and len(argv) > 1:
+        pipeline, argv = argv[1], argv[2:]
+    return pipeline, Path(argv[0]) if argv else None
+
+
+def main(given: Path | None, pipeline: str | None = None) -> int:
+    _import_ahead(pipeline)
     raw = sys.stdin.readline()
     if not raw.strip():
         return 0  # the runner found nothing for this child to do
@@ -81,7 +101,8 @@ def _exit(code: int) -> None:
 
 if __name__ == "__main__":
     try:
-        code = main(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+        pipeline, given = _arguments(sys.argv[1:])
+        code = main(given, pipeline)
     except UserError as exc:
         sys.stderr.write(f"error: {exc}\n")
         code = exc.exit_code

@@ -256,16 +256,18 @@ class Group:
         for c in self.children:
             self._close(c)  # a child never sent its part (nothing was left to do) ends now
         try:
-            while any(c.proc.poll() is None for c in self.children):
+            while running := [c for c in self.children if c.proc.poll() is None]:
                 if (self.stop.is_set or self.signals_sent) and deadline is None:
                     deadline = time.monotonic() + self.wait_s
                 if deadline is not None and time.monotonic() > deadline:
-                    for c in self.children:
-                        if c.proc.poll() is None:
-                            log.warning("worker process %d did not stop in time: killed", c.proc.pid)
-                            c.proc.kill()
+                    for c in running:
+                        log.warning("worker process %d did not stop in time: killed", c.proc.pid)
+                        c.proc.kill()
                     deadline = float("inf")
-                time.sleep(WATCH_S)
+                # On a child's exit, not at the next of fixed steps (which kept a run's end up to
+                # WATCH_S after its last child had gone).
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    running[0].proc.wait(timeout=WATCH_S)
         finally:
             self._done.set()
             for t in self._threads:

@@ -123,12 +123,21 @@ class RunSpec(BaseModel):
         return 1 if self.storage is not None and _storage().is_shared(self.storage) else self.processes
 
 
-def planned_run(scenario: Path | None, resume: Path | None, overrides: list[str] | None, *,
-                storage: str | None = None, processes: int | None = None) -> RunSpec:
+class Planned(BaseModel):
+    """What `medpanel run` reads before the runner is imported (`planned`)."""
+
+    run: RunSpec
+    pipeline: str | None = None
+    """The scenario's `pipeline:` as written (a name, or module:ClassName), or None: its child
+    processes import its modules while they wait for their part (`execution/member.py`)."""
+
+
+def planned(scenario: Path | None, resume: Path | None, overrides: list[str] | None, *,
+            storage: str | None = None, processes: int | None = None) -> Planned:
     """The run block a session will use, resolved before the runner is imported: the scenario file
     read and its `--set` applied by the one reader (`yamlfile.read_scenario`), or on resume the run
     record's; then `--storage` and `--processes`, with their bounds (`--processes 1000` is refused
-    here, in one line, before any child starts).
+    here, in one line, before any child starts). Also the scenario's pipeline, as written.
 
     A problem of the file (its YAML, its size) is the `UserError` `load_scenario` would raise. A run
     block that does not validate reads as the defaults: the whole scenario's validation, which
@@ -136,20 +145,26 @@ def planned_run(scenario: Path | None, resume: Path | None, overrides: list[str]
     """
     session = {"storage": storage, "processes": processes}
     updated(RunSpec(), session, block="run")  # the options' bounds first: nothing is read before
-    block: Any = None
+    doc: Any = None
     if scenario is not None:
-        data, _ = read_scenario(scenario, overrides)  # a problem of the file: load_scenario's own line
-        block = data.get("run")
+        doc, _ = read_scenario(scenario, overrides)  # a problem of the file: load_scenario's own line
     elif resume is not None and (resume / "run.json").is_file():
         with contextlib.suppress(UserError):  # not read here: `Runner.open` names what is wrong with it
             record = read_json(resume / "run.json", what="run.json", fix="Restore it from a backup")
-            scenario_doc = record.get("scenario") if isinstance(record, dict) else None
-            block = scenario_doc.get("run") if isinstance(scenario_doc, dict) else None
+            doc = record.get("scenario") if isinstance(record, dict) else None
+    doc = doc if isinstance(doc, dict) else {}
     try:
-        run = RunSpec.model_validate(block or {})
+        run = RunSpec.model_validate(doc.get("run") or {})
     except ValidationError:
         run = RunSpec()  # the whole scenario's validation, next, names the field and its line
-    return updated(run, session, block="run")
+    pipeline = doc.get("pipeline")
+    return Planned(run=updated(run, session, block="run"), pipeline=pipeline if isinstance(pipeline, str) else None)
+
+
+def planned_run(scenario: Path | None, resume: Path | None, overrides: list[str] | None, *,
+                storage: str | None = None, processes: int | None = None) -> RunSpec:
+    """`planned(...).run`: the run block a session will use."""
+    return planned(scenario, resume, overrides, storage=storage, processes=processes).run
 
 
 def session_overrides(**values: object) -> dict[str, object]:

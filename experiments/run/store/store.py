@@ -35,7 +35,7 @@ from medpanel.experiments.run.store.files import file_per_pair, own_path, row_fi
 from medpanel.experiments.run.store.records import TranscriptRecord, summary_record
 from medpanel.experiments.run.store.rows import Row as Row  # re-exported: readers import it from the store
 from medpanel.experiments.run.store.rows import row_of
-from medpanel.experiments.run.store.sqlite_writes import LOOP_WAIT_S, begin_waiting, finish, try_begin
+from medpanel.experiments.run.store.sqlite_writes import Writers
 from medpanel.experiments.run.store.storage import (
     Pair,
     check_sqlite,
@@ -82,8 +82,8 @@ class Store:
         self._own: list[sqlite3.Connection] = []
         """The threads' own connections (`_now`), closed with the store."""
         self._lock = threading.Lock()
-        self._writing = threading.Lock()
-        """Held by this process's SQLite writer of the moment (`_sqlite_write`)."""
+        self._writers = Writers(self._now)
+        """This process's SQLite writers, one at a time (`_sqlite_write`)."""
         if not self.shared:
             check_sqlite(url, run_dir)
         try:
@@ -213,30 +213,20 @@ class Store:
         every statement. sqlite3's errors are its own, which `resource_failure` reads like
         SQLAlchemy's wrapped ones.
 
-        The writers of this process take `_writing` first. SQLite's own busy handler polls a taken
-        lock with sleeps growing to 100 ms, and a writer asleep in it lost the lock, again and
-        again, to those that found it free between its polls (the workers' loops, `wait=False`):
-        claims waited 0.1 s on average and seconds at worst, each a question in flight held
-        back. A thread lock hands the write over the moment it is free; only another process's
-        writer is still polled for (`sqlite_writes.begin_waiting`), in steps of a few milliseconds.
+        The writers of this process write one at a time (`sqlite_writes.Writers`), a waiting one's
+        work done in the next writer's transaction. SQLite's own busy handler polls a taken lock
+        with sleeps growing to 100 ms, and a writer asleep in it lost the lock, again and again, to
+        those that found it free between its polls (the workers' loops, `wait=False`): claims
+        waited 0.1 s on average and seconds at worst, each a question in flight held back. Only
+        another process's writer is still polled for (`sqlite_writes.begin_waiting`), in steps of a
+        few milliseconds.
         """
         if not wait:
             # Another worker of this process writing holds it for a transaction, a fraction of a
-            # millisecond (sqlite3 lets the interpreter lock go meanwhile): waited for here, as a
+            # millisecond (sqlite3 lets the interpreter lock go meanwhile): waited for there, as a
             # hand-off to a thread cost more CPU. Longer (it waits for another process): elsewhere.
-            if not self._writing.acquire(timeout=LOOP_WAIT_S):
-                return None
-            try:
-                db = self._now()
-                if not try_begin(db):
-                    return None  # another process is writing
-                return finish(db, work)
-            finally:
-                self._writing.release()
-        with self._writing:
-            db = self._now()
-            begin_waiting(db)
-            return finish(db, work)
+            return self._writers.now(work)
+        return self._writers.wait(work)
 
     def _now(self) -> sqlite3.Connection:
         """This thread's own connection that never waits for SQLite's write lock (busy timeout 0).
