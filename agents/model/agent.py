@@ -1,4 +1,5 @@
-"""Role agents: an AutoGen `AssistantAgent` per role instance, with structured replies.
+"""Role agents: each call made by an AutoGen `AssistantAgent` (lent per call: `agent_pool`), with
+structured replies.
 
 Every call goes through `RecordingClient`, so each one is a transcript event. A reply that does
 not validate gets exactly one re-ask; if that fails too the step is `invalid` (never a default).
@@ -15,6 +16,7 @@ from autogen_core import CancellationToken
 from autogen_core.models import LLMMessage, UserMessage
 
 from medpanel.agents.events import Act
+from medpanel.agents.model.agent_pool import AGENTS
 from medpanel.agents.model.client import QuestionSession, RecordingClient
 from medpanel.agents.model.context import Part, Trim, WindowedContext, estimate_tokens
 from medpanel.agents.model.route import for_role
@@ -77,8 +79,8 @@ class RoleAgent:
         self.context = WindowedContext(window=spec.context_limit,
                                        reserve=estimate_tokens(system_message or "") + spec.max_tokens,
                                        on_trim=self._trimmed)
-        self.agent = AssistantAgent(name=name, model_client=self.client, system_message=system_message,
-                                    model_context=self.context)
+        if not name.isidentifier():  # AutoGen's own check, where it built the agent
+            raise ValueError("The agent name must be a valid Python identifier.")
 
     def _trimmed(self, trim: Trim) -> None:
         tag = self.client.tag
@@ -91,20 +93,21 @@ class RoleAgent:
                   "tokens_before": trim.tokens_before, "tokens_after": trim.tokens_after,
                   "window": trim.window, "budget": trim.budget, "still_over": trim.still_over}))
 
-    async def _ask(self, agent: AssistantAgent, content: str, model: type[R], *, step: str,
+    async def _ask(self, context: WindowedContext, content: str, model: type[R], *, step: str,
                    round: int, turn: int, source: str, parts: list[Part] | None = None,
                    act: Act | None = None) -> R | None:
+        """Ask over `context` (the agent's own, or a fork for a side question), by an AutoGen agent
+        lent for each call (`agent_pool`): this one's name and system message, its client and `context`."""
         self.client.tag.role, self.client.tag.agent, self.client.tag.step = self.role, self.name, step
         self.client.tag.round, self.client.tag.turn, self.client.tag.act = round, turn, act
         self.client.response_model = model
         text = f"{content}\n\n{format_instructions(model)}"
-        context = agent.model_context
         where = f" (round {round}, turn {turn})" if round or turn else ""
         label = f"{self.name}'s own {step} reply{where}"
         for attempt in range(2):
-            if isinstance(context, WindowedContext):
-                context.expect(parts if attempt == 0 else None, reply=label)
-            response = await _reply(agent, TextMessage(content=text, source=source))
+            context.expect(parts if attempt == 0 else None, reply=label)
+            with AGENTS.lent(self.name, self.system_message, self.client, context) as agent:
+                response = await _reply(agent, TextMessage(content=text, source=source))
             raw = response.chat_message.to_model_text()  # an agent with no tools answers with a TextMessage
             parsed, reason = parse_reply(raw, model)
             event = self.client.last_event
@@ -133,17 +136,15 @@ class RoleAgent:
                     source: str = "moderator", parts: list[Part] | None = None, act: Act | None = None) -> R | None:
         """The reply to `content` as a `model` (None when it is invalid twice); both stay in the context.
         `act`: what the reply is in the debate (`AnswerAt` for an answer the tables count)."""
-        return await self._ask(self.agent, content, model, step=step, round=round, turn=turn, source=source,
+        return await self._ask(self.context, content, model, step=step, round=round, turn=turn, source=source,
                                parts=parts, act=act)
 
     async def consult(self, content: str, model: type[R], *, step: str, round: int = 0, turn: int = 0,
                       source: str = "moderator", parts: list[Part] | None = None, act: Act | None = None
                       ) -> R | None:
         """As `speak`, on a fork of the context: this agent's later requests do not show it."""
-        side = AssistantAgent(name=self.name, model_client=self.client, system_message=self.system_message,
-                              model_context=self.context.fork())
-        return await self._ask(side, content, model, step=step, round=round, turn=turn, source=source, parts=parts,
-                               act=act)
+        return await self._ask(self.context.fork(), content, model, step=step, round=round, turn=turn,
+                               source=source, parts=parts, act=act)
 
     async def hear(self, text: str, source: str, parts: list[Part] | None = None) -> None:
         """Append a post to this agent's context without a call (e.g. the trajectory so far)."""

@@ -158,12 +158,14 @@ class RecordingClient(ChatCompletionClient):
         cap = self.overrides["max_tokens"] if "max_tokens" in self.overrides else self.session.spec.max_tokens
         return None if cap is None else int(cap)
 
+    def _check_overrides(self) -> None:
+        if self.overrides and (unknown := set(self.overrides) - set(SAMPLING_OVERRIDES)):
+            raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
+
     def _request(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         spec = self.session.spec
         schema = schema_of(self.response_model) if self.response_model else None
-        unknown = set(self.overrides) - set(SAMPLING_OVERRIDES)
-        if unknown:
-            raise ValueError(f"unknown sampling override(s) {sorted(unknown)}; use {', '.join(SAMPLING_OVERRIDES)}")
+        self._check_overrides()
         request = {
             "model": spec.model_name,
             "backend": spec.backend,
@@ -186,7 +188,12 @@ class RecordingClient(ChatCompletionClient):
             request["model_label"] = self.session.label
         return request
 
-    async def _call_inner(self, messages: Sequence[LLMMessage]) -> CreateResult:
+    def _key(self, oai: list[dict[str, Any]], *, looked_up: bool) -> str:
+        """The call's cache key; "" where no cache or replay looks it up, without building its request."""
+        self._check_overrides()
+        return cache_key(self._request(oai)) if looked_up else ""
+
+    async def _call_inner(self, messages: Sequence[LLMMessage], oai: list[dict[str, Any]]) -> CreateResult:
         spec = self.session.spec
         json_output: bool | type[BaseModel] | None = None
         extra: dict[str, object] = {}
@@ -205,9 +212,15 @@ class RecordingClient(ChatCompletionClient):
         inner = self.session.inner
         if hasattr(inner, "tag"):
             inner.tag = self.tag  # scripted clients answer per role
-        coro = inner.create(messages, json_output=json_output, extra_create_args=extra)
-        if getattr(inner, "batched", False):
-            result = await coro  # a batch answers within its completion window, not model.timeout_s
+        # The lean HTTP client takes `oai`, the messages as converted for the event: one conversion a call.
+        create_openai = getattr(inner, "create_openai", None) if json_output is None else None
+        coro = (create_openai(oai, extra) if create_openai is not None
+                else inner.create(messages, json_output=json_output, extra_create_args=extra))
+        # A batch answers within its completion window, not model.timeout_s; a client whose own
+        # deadline covers the whole call, within this one's, needs no second timer on every call.
+        own = getattr(inner, "whole_call_s", None)
+        if getattr(inner, "batched", False) or (own is not None and own <= spec.timeout_s + 5):
+            result = await coro
             if not isinstance(result.content, str):
                 raise ValueError("the model returned tool calls; medpanel roles expect text")
             return result
@@ -242,10 +255,9 @@ class RecordingClient(ChatCompletionClient):
             self.response_model = json_output
         spec = self.session.spec
         oai = [to_openai(m) for m in messages]
-        request = self._request(oai)
         cache = self.session.cache if spec.cache != "off" else None
         replay = self.session.replay
-        key = cache_key(request) if cache is not None or replay is not None else ""
+        key = self._key(oai, looked_up=cache is not None or replay is not None)
         event = TranscriptEvent(kind="call", role=self.tag.role, agent=self.tag.agent, step=self.tag.step,
                                 round=self.tag.round, turn=self.tag.turn, messages=oai, model=spec.model_name,
                                 act=self.tag.act)
@@ -293,7 +305,7 @@ class RecordingClient(ChatCompletionClient):
                 used: int | None = None
                 try:
                     with probing(limits) as probe:
-                        result = await self._call_inner(messages)
+                        result = await self._call_inner(messages, oai)
                     batch.append(probe.batch)
                     usage = checked_usage(result.usage.prompt_tokens, result.usage.completion_tokens,
                                           probe.cached_tokens)

@@ -48,7 +48,6 @@ from autogen_core.models import (
     ModelFamily,
     ModelInfo,
     RequestUsage,
-    SystemMessage,
 )
 from autogen_core.tools import Tool, ToolSchema
 from autogen_ext.models._utils.parse_r1_content import parse_r1_content
@@ -95,27 +94,30 @@ _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "content
                                     "tool_calls": "function_calls", "function_call": "function_calls"}
 
 
-def merged_system(messages: Sequence[LLMMessage]) -> list[LLMMessage]:
-    """AutoGen's handling for models without `multiple_system_messages`: consecutive system messages
-    become one (joined by newlines, stripped at the end), at the first one's place."""
-    if not any(isinstance(m, SystemMessage) for m in messages):
-        return list(messages)
-    out: list[LLMMessage] = []
+def merged_openai(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """AutoGen's handling for models without `multiple_system_messages`, on messages in OpenAI form
+    (`client.to_openai`'s dicts): consecutive system messages become one (joined by newlines,
+    stripped at the end), at the first one's place. The dicts given are not changed (they are also
+    the call's transcript, which keeps the system message as it was given); an unchanged one is
+    reused, so no AutoGen message is built again for the request."""
+    first = -1
     parts: list[str] = []
-    first = last = -1
+    last = -1
     for i, m in enumerate(messages):
-        if isinstance(m, SystemMessage):
+        if m["role"] == "system":
             if first == -1:
                 first = i
             elif last + 1 != i:
                 raise ValueError("system messages that are not consecutive cannot be merged into one")
-            parts.append(m.content)
+            parts.append(m["content"])
             last = i
-        else:
-            out.append(m)
+    if first == -1:
+        return list(messages)
     text = "\n".join(parts).rstrip()
+    out = messages[:first] + messages[last + 1:]
     if text:
-        out.insert(first, SystemMessage(content=text))
+        only = messages[first] if first == last and messages[first]["content"] == text else None
+        out.insert(first, only or {"role": "system", "content": text})
     return out
 
 
@@ -145,6 +147,9 @@ class LeanChatClient(ChatCompletionClient):
         self.create_args = dict(create_args)
         self.info = model_info
         self.timeout_s = timeout_s
+        self.whole_call_s = timeout_s
+        """The deadline of a whole call (connection, request, every byte of the reply: aiohttp's total
+        timeout on the session), so `RecordingClient` adds none of its own."""
         self.ssl = ssl
         self.max_reply_bytes = max_reply_bytes
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json",
@@ -189,15 +194,28 @@ class LeanChatClient(ChatCompletionClient):
         return self._session
 
     def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, object]) -> dict[str, object]:
+        return self.body_of([to_openai(m) for m in messages], extra)
+
+    def body_of(self, messages: list[dict[str, Any]], extra: Mapping[str, object]) -> dict[str, object]:
+        """The request's body from messages in OpenAI form (`client.to_openai`'s dicts)."""
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.
-        return unsent({"messages": [to_openai(m) for m in merged_system(messages)], **self.create_args, **extra})
+        return unsent({"messages": merged_openai(messages), **self.create_args, **extra})
 
     def payload(self, messages: Sequence[LLMMessage], tools: Sequence[Tool | ToolSchema],
                 extra: Mapping[str, object]) -> bytes:
         """The request's bytes, the same whether posted or sent as a line of a batch."""
         if tools:
             raise ValueError("medpanel roles do not call tools")
-        return json.dumps(self.body(messages, extra), ensure_ascii=False).encode()
+        return self.payload_of([to_openai(m) for m in messages], extra)
+
+    def payload_of(self, messages: list[dict[str, Any]], extra: Mapping[str, object]) -> bytes:
+        """`payload` from messages in OpenAI form."""
+        return json.dumps(self.body_of(messages, extra), ensure_ascii=False).encode()
+
+    async def create_openai(self, messages: list[dict[str, Any]], extra: Mapping[str, object]) -> CreateResult:
+        """`create` from the messages as `RecordingClient` already converted them for the call's
+        event (`client.to_openai`): the same bytes sent, without converting them a second time."""
+        return await self.send(self.payload_of(messages, extra))
 
     async def create(
         self,

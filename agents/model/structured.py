@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, Field, ValidationError, create_model, model_validator
@@ -160,6 +160,7 @@ def format_instructions(model: type[BaseModel]) -> str:
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+_BRACE = re.compile(r"[{}]")
 
 
 def parse_reply(text: str, model: type[R]) -> tuple[R | None, str | None]:
@@ -167,22 +168,12 @@ def parse_reply(text: str, model: type[R]) -> tuple[R | None, str | None]:
 
     Accepts a bare object, one inside a code fence, or the first balanced `{...}` in prose, since
     prompt-mode models wrap JSON in chatter. It never guesses a letter from free text.
+    The candidates are tried in that order; the fences and the braces are looked for only when the
+    bare reply is not a valid object (most replies are), since scanning a long reasoning for them
+    costs more than validating it.
     """
-    candidates = [text.strip()]
-    candidates += [m.strip() for m in _FENCE.findall(text)]
-    start = text.find("{")
-    if start >= 0:
-        depth = 0
-        for i in range(start, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    candidates.append(text[start : i + 1])
-                    break
     reason = "no JSON object found"
-    for cand in candidates:
+    for cand in _candidates(text):
         if not cand.startswith("{"):
             continue
         try:
@@ -192,6 +183,21 @@ def parse_reply(text: str, model: type[R]) -> tuple[R | None, str | None]:
             loc = ".".join(str(x) for x in first["loc"])
             reason = f"{loc or 'reply'}: {first['msg']}" if first["type"] != "json_invalid" else "invalid JSON"
     return None, reason
+
+
+def _candidates(text: str) -> Iterator[str]:
+    """The reply as it stands, then (only if asked for more) each code fence's content, then the
+    first balanced `{...}`."""
+    yield text.strip()
+    yield from [m.strip() for m in _FENCE.findall(text)]
+    start = text.find("{")
+    if start >= 0:
+        depth = 0
+        for brace in _BRACE.finditer(text, start):
+            depth += 1 if brace.group() == "{" else -1
+            if depth == 0:
+                yield text[start : brace.end()]
+                return
 
 
 def reask_message(reason: str, model: type[BaseModel]) -> str:
