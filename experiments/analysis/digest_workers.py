@@ -46,18 +46,24 @@ def read_digests_spread(run_dir: Path, rows: Sequence[Row], *, scoring: str, pro
         return Done([read_digest(path_of(row) if row.transcript else None, row, scoring=scoring)
                      for row in rows[bounds[0]:bounds[1]]])
 
-    def with_collector() -> None:
-        if meanwhile is not None:
-            gc.enable()
-            try:
-                meanwhile()
-            finally:
-                gc.disable()
-
     with gc_paused():
         chunks = fan_out(chunk_bounds(len(rows), processes), work, processes, encode=encode,
-                         decode=lambda bounds, data: decode(rows[bounds[0]:bounds[1]], data), meanwhile=with_collector)
+                         decode=lambda bounds, data: decode(rows[bounds[0]:bounds[1]], data),
+                         meanwhile=collecting(meanwhile) if meanwhile is not None else None)
     return [d for chunk in chunks for d in chunk]
+
+
+def collecting(fn: Callable[[], None]) -> Callable[[], None]:
+    """`fn` run with the cycle collector on, in a pass that pauses it: the work done meanwhile (the
+    tables of the rows, the figures) makes what the collector is for, and the digests it would
+    walk are not there yet."""
+    def run() -> None:
+        gc.enable()
+        try:
+            fn()
+        finally:
+            gc.disable()
+    return run
 
 
 def encode(digests: Sequence[RowDigest]) -> bytes:

@@ -180,7 +180,7 @@ class _Workers(Generic[T, R]):
             try:
                 done = self.work(self.chunks[i])
                 data, stop = _OK + encode(done.result), done.stop
-            except Exception as exc:  # noqa: BLE001 - sent to the parent, which raises it at its chunk
+            except Exception as exc:  # sent to the parent, which raises it at its chunk
                 data, stop = _FAILED + _pickled(exc), True
             os.pwrite(fd, data, offset)
             os.write(notify, _NOTICE.pack(i, n, offset, len(data)))
@@ -201,7 +201,7 @@ class _Workers(Generic[T, R]):
             try:
                 done = self.work(self.chunks[i])
                 self.done[i] = (done.result, done.stop)
-            except Exception as exc:  # noqa: BLE001 - raised at its chunk's place, as a worker's would be
+            except Exception as exc:  # raised at its chunk's place, as a worker's would be
                 self.done[i] = (exc, True)
             if self.done[i][1]:
                 _empty(self.queue)
@@ -274,14 +274,16 @@ def _reap(pid: int) -> None:
             continue
 
 
-def _pickled(exc: BaseException) -> bytes:  # pragma: no cover - runs in a worker
-    """The exception as the parent will raise it: itself when it survives pickling whole (a
-    `UserError` keeps its message, file and field), else its traceback as text."""
+def portable(exc: BaseException) -> BaseException:
+    """The exception as a worker sends it: itself when it survives pickling whole (a `UserError`
+    keeps its message, file and field), else its traceback as text in a `WorkerFailed`."""
     try:
-        data = pickle.dumps(exc)
-        pickle.loads(data)
-        return data
-    except Exception:  # noqa: BLE001 - any exception that cannot travel travels as text
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:  # any exception that cannot travel travels as text
         text = "".join(traceback.format_exception(exc)).rstrip()
-        return pickle.dumps(WorkerFailed(f"a report worker failed:\n{text}"))
+        return WorkerFailed(f"a report worker failed:\n{text}")
 
+
+def _pickled(exc: BaseException) -> bytes:  # pragma: no cover - runs in a worker
+    return pickle.dumps(portable(exc))

@@ -277,11 +277,18 @@ def audit(
 
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
-                                                            "audit.")] = False) -> None:
+                                                            "audit.")] = False,
+           processes: Annotated[int | None, typer.Option(
+               "--processes", help="Processes reading the transcripts (and writing the question pages): default "
+                                   "one per CPU this process may use, at most 8, and one for a small run; 1: this "
+                                   "process alone.")] = None) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
     from medpanel.experiments.analysis.report import read_run_tables
     from medpanel.experiments.cli.output import report_tables
 
+    if processes is not None and processes < 1:
+        raise UserError(f"{processes} is not a number of processes. Give 1 or more (1: this process alone)",
+                        field="--processes")
     if html:
         _refuse_without_transcripts(run_dir)  # before anything is printed or written
     site: list[Path] | None = None
@@ -291,12 +298,15 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
         from medpanel.experiments.view.viewer import build_report_site
 
         nonlocal site
-        site, tables = build_report_site(run_dir)
+        site, tables = build_report_site(run_dir, processes=processes)
         if tables is None or not tables.matches(rows):  # the store changed since: the rows printed
-            return read_run_tables(run_dir, rows, record)
+            return read_run_tables(run_dir, rows, record, processes=processes)
         return tables
 
-    _written, read = report_tables(run_dir, build=with_site if html else None)
+    def tables_only(rows: list[Row], record: RunRecord) -> RunTables:
+        return read_run_tables(run_dir, rows, record, processes=processes)
+
+    _written, read = report_tables(run_dir, build=with_site if html else tables_only)
     if html:
         paths = site if site is not None else write_html_report(run_dir)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")
