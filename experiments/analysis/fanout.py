@@ -116,6 +116,52 @@ def fan_out(chunks: Sequence[T], work: Callable[[T], Done[R]], processes: int, *
         return workers.collect(decode)
 
 
+def in_child(fn: Callable[[], R], *, fork: bool = True) -> Callable[[], R]:
+    """`fn` run in a forked process while this one goes on; call what is returned for its result
+    (its exception raised here). With `fork` False, or where `fan_out` would not fork, `fn` runs
+    here first. For one piece of work beside the parent's own (a figure, a table) once the
+    transcripts are read."""
+    if not fork or not _can_fork():
+        value = fn()
+        return lambda: value
+    out = tempfile.TemporaryFile(prefix="medpanel-report-")
+    _flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child's side; its result is what the tests compare
+        status = 1
+        try:
+            try:
+                data = pickle.dumps((True, fn()), protocol=5)
+            except Exception as exc:  # raised by the parent when it asks for the result
+                data = pickle.dumps((False, portable(exc)), protocol=5)
+            os.pwrite(out.fileno(), data, 0)
+            status = 0
+        finally:
+            os._exit(status)
+
+    def wait() -> R:
+        try:
+            _reap(pid)
+            out.seek(0)
+            data = out.read()
+        finally:
+            out.close()
+        if not data:
+            raise WorkerFailed("a report worker ended without its result (killed?)")
+        ok, got = pickle.loads(data)
+        if not ok:
+            raise got
+        return got  # type: ignore[no-any-return]
+
+    return wait
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):  # what is buffered is this process's to write, not a child's
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
 def _serial(chunks: Sequence[T], work: Callable[[T], Done[R]]) -> list[R]:
     out: list[R] = []
     for chunk in chunks:
@@ -151,9 +197,7 @@ class _Workers(Generic[T, R]):
         os.close(writer)  # empty is the end: every process reads EOF once the chunks are taken
         self.notices, notify = os.pipe()
         self.files: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="medpanel-report-") for _ in range(count)]
-        for stream in (sys.stdout, sys.stderr):  # what is buffered is this process's to write, not a child's
-            with contextlib.suppress(Exception):
-                stream.flush()
+        _flush()
         try:
             for n in range(count):
                 pid = os.fork()

@@ -23,7 +23,7 @@ from typing import Any
 from medpanel.agents.tables import Table
 from medpanel.experiments.analysis.audit import LEAKAGE_FILE, finish_audit, leakage_table, reopen_audit
 from medpanel.experiments.analysis.digest import gc_frozen
-from medpanel.experiments.analysis.fanout import process_count
+from medpanel.experiments.analysis.fanout import in_child, process_count
 from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.report import RowTables, RunTables, row_tables
@@ -151,8 +151,9 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
 
     table_rows: list[dict[str, Any]] = []
     pages: list[Path] = []
+    count = process_count(processes, len(data.rows))
     with _stale_pages(own) as kept:
-        for chunk in site.run(process_count(processes, len(data.rows)), meanwhile):
+        for chunk in site.run(count, meanwhile):
             site.take(chunk)
             kept.keep(chunk.pages)
             table_rows += chunk.table_rows
@@ -166,18 +167,19 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         leak_doc = finish_audit(data.run_dir, audit, data.rows, provenance_file)
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     with gc_frozen():  # the digests, kept out of the collector's passes while tables and figures are made
-        ts = [d.trajectory for d in digests]  # for the transition figures
-        tables = (list(shared.tables) if shared is not None else
-                  early.tables.complete(digests) if early.tables is not None else [])
+        ts = [d.trajectory for d in digests]  # for the transition figures, drawn by a worker meanwhile
+        transitions = in_child(lambda: write_transition_plots(ts, out / "plots", data.conditions),
+                               fork=count > 1) if plots and data.rows else list
+        try:
+            tables = (list(shared.tables) if shared is not None else
+                      early.tables.complete(digests, fork=count > 1) if early.tables is not None else [])
+        finally:
+            transition_files: list[Path] = transitions()
         run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
         if leak_doc and data.rows:
             tables.append(leakage_table(leak_doc))
         plot_files = early.plot_files
-        transition_files: list[Path] = []
-        if plots and data.rows:
-            written += plot_files
-            transition_files = write_transition_plots(ts, out / "plots", data.conditions)
-            written += transition_files
+        written += plot_files + transition_files
     written += pages
     ctx = site.ctx
     filters = {
