@@ -30,6 +30,7 @@ pay); `medpanel report --processes N` asks for N (1: this process alone).
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import pickle
 import select
@@ -197,6 +198,12 @@ class _Workers(Generic[T, R]):
         os.close(writer)  # empty is the end: every process reads EOF once the chunks are taken
         self.notices, notify = os.pipe()
         self.files: list[IO[bytes]] = [tempfile.TemporaryFile(prefix="medpanel-report-") for _ in range(count)]
+        # What this process holds now is left out of the collector's passes while the workers live:
+        # a pass writes to every object it walks, and each page written would become a copy here
+        # while the worker keeps the original (the report's peak memory grew by the whole heap).
+        self.froze = gc.get_freeze_count() == 0
+        if self.froze:
+            gc.freeze()
         _flush()
         try:
             for n in range(count):
@@ -301,6 +308,8 @@ class _Workers(Generic[T, R]):
             for pid in self.pids:
                 _reap(pid)
         finally:
+            if self.froze:
+                gc.unfreeze()
             os.close(self.queue)
             os.close(self.notices)
             for f in self.files:
