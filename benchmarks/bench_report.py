@@ -14,7 +14,7 @@ transcripts in several processes (`experiments/analysis/fanout.py`; the count it
 printed): a figure's CPU is the command's process and its workers' together (`RUSAGE_CHILDREN` once
 they are waited for), and its peak memory is the most the process and its workers held at once, the
 sum of their proportional set sizes (`Pss` of /proc/PID/smaps_rollup: a page the forked workers
-share with the parent counted once, split between them), read every 20 ms from this process; the
+share with the parent counted once, split between them), read every 10 ms from this process; the
 parent's own peak RSS and the largest worker's are printed beside it. The whole process is
 `python -m medpanel report RUN_DIR` from exec to exit, imports included. `--breakdown` also prints
 where one `report`'s CPU goes, in a fresh process and in one process (each part timed alone): the
@@ -193,7 +193,7 @@ def measure(run_dir: Path, name: str) -> tuple[float, float, float, float, float
         tree = 0.0
         while proc.poll() is None:
             tree = max(tree, _pss_mb(proc.pid))
-            time.sleep(0.02)
+            time.sleep(0.01)
         if proc.returncode:
             raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
         stdout.seek(0)
