@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Callable
@@ -232,3 +233,27 @@ def test_the_process_count_follows_the_cpus_this_process_may_use(monkeypatch: py
 def test_a_bad_process_count_is_one_line(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_main(capsys, "report", str(run_dir), "--processes", "0")
     assert code == 2 and "--processes" in err and "Traceback" not in err
+
+
+def test_a_worker_that_dies_leaves_its_chunk_to_the_parent() -> None:
+    parent = os.getpid()
+
+    def work(i: int) -> fanout.Done[int]:
+        if os.getpid() != parent:
+            os._exit(9)  # killed on its first chunk, without a word
+        return fanout.Done(i * 10)
+
+    out = fanout.fan_out(list(range(6)), work, 2, encode=pickle.dumps, decode=lambda _c, b: pickle.loads(b))
+    assert out == [0, 10, 20, 30, 40, 50]
+
+
+def test_a_worker_s_unexpected_error_is_raised_at_its_place_in_the_order() -> None:
+    def work(i: int) -> fanout.Done[int]:
+        if i in (3, 5):
+            raise ValueError(f"chunk {i}")
+        return fanout.Done(i)
+
+    with pytest.raises(ValueError, match="chunk 3"):
+        fanout.fan_out(list(range(8)), work, 3, encode=pickle.dumps, decode=lambda _c, b: pickle.loads(b))
+    assert fanout.fan_out(list(range(3)), work, 3, encode=pickle.dumps,
+                          decode=lambda _c, b: pickle.loads(b)) == [0, 1, 2]

@@ -207,7 +207,10 @@ class _Workers(Generic[T, R]):
         _flush()
         try:
             for n in range(count):
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # no more processes now (a limit, memory): the ones started do the work
+                    break
                 if pid == 0:  # pragma: no cover - the child's side; its results are what the tests compare
                     status = 1
                     try:
