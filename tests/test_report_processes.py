@@ -9,6 +9,9 @@ import os
 import pickle
 import re
 import shutil
+import subprocess
+import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -103,17 +106,57 @@ def test_the_run_is_split_into_several_chunks(run_dir: Path) -> None:
     assert all(a[1] == b[0] for a, b in itertools.pairwise(bounds))
 
 
-def test_tables_and_digests_in_several_processes_are_one_process_s(run_dir: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+COUNTING_FORKS = """
+import os, pickle, sys
+from pathlib import Path
+forks = []
+real = os.fork
+def fork():
+    pid = real()
+    if pid:
+        forks.append(pid)
+    return pid
+os.fork = fork
+"""
+
+
+def fresh(code: str) -> None:
+    """`code` run by a fresh interpreter: no thread another test left alive, so the report forks
+    (beside a thread it reads in one process: `test_one_process_beside_another_thread`)."""
+    subprocess.run([sys.executable, "-c", COUNTING_FORKS + code], check=True, timeout=600)
+
+
+def test_tables_and_digests_in_several_processes_are_one_process_s(run_dir: Path, tmp_path: Path) -> None:
     data = load_run(run_dir)
     one = read_run_tables(run_dir, data.rows, data.record, processes=1)
+    out = tmp_path / "many.pickle"
+    fresh(f"""
+from medpanel.experiments.analysis.report import read_run_tables
+from medpanel.experiments.run.store.rundir import load_run
+data = load_run(Path({str(run_dir)!r}))
+many = read_run_tables(data.run_dir, data.rows, data.record, processes=3)
+Path({str(out)!r}).write_bytes(pickle.dumps((len(forks), many.digests, [t.csv() for t in many.tables])))
+""")
+    forks, digests, tables = pickle.loads(out.read_bytes())
+    assert forks == 3  # two readers, then the transitions' tables beside the ledger
+    assert digests == one.digests
+    assert [d.row for d in digests] == data.rows
+    assert tables == [t.csv() for t in one.tables]
+
+
+def test_one_process_beside_another_thread(run_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     forks = counting_forks(monkeypatch)
-    many = read_run_tables(run_dir, data.rows, data.record, processes=3)
-    assert len(forks) == 3  # two readers, then the transitions' tables beside the ledger
-    assert many.digests == one.digests
-    assert [d.row for d in many.digests] == data.rows
-    assert [(t.title, t.csv(), t.markdown()) for t in many.tables] == [(t.title, t.csv(), t.markdown())
-                                                                       for t in one.tables]
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        data = load_run(run_dir)
+        many = read_run_tables(run_dir, data.rows, data.record, processes=3)
+    finally:
+        stop.set()
+        other.join()
+    assert forks == []
+    assert many.digests == read_run_tables(run_dir, data.rows, data.record, processes=1).digests
 
 
 def test_the_cli_report_in_several_processes_prints_and_writes_the_same(run_dir: Path, tmp_path: Path,
@@ -166,16 +209,20 @@ def test_missing_transcripts_are_counted_in_several_processes(run_dir: Path, tmp
     assert [t.csv() for t in many.tables] == [t.csv() for t in one.tables]
 
 
-def test_the_site_in_several_processes_is_one_process_s(run_dir: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_site_in_several_processes_is_one_process_s(run_dir: Path, tmp_path: Path) -> None:
     a, b = copy_run(run_dir, tmp_path / "a" / "run"), copy_run(run_dir, tmp_path / "b" / "run")
     _, one = build_report_site(a, processes=1)
-    forks = counting_forks(monkeypatch)
-    _, many = build_report_site(b, processes=3)
-    assert forks  # the page workers, and the figures'
-    assert one is not None and many is not None
-    assert many.digests == one.digests
-    assert [t.csv() for t in many.tables] == [t.csv() for t in one.tables]
+    out = tmp_path / "many.pickle"
+    fresh(f"""
+from medpanel.experiments.view.viewer import build_report_site
+_, many = build_report_site(Path({str(b)!r}), processes=3)
+Path({str(out)!r}).write_bytes(pickle.dumps((len(forks), many.digests, [t.csv() for t in many.tables])))
+""")
+    forks, digests, tables = pickle.loads(out.read_bytes())
+    assert forks == 4  # two page workers, then the transition figures and tables beside the ledger and index
+    assert one is not None
+    assert digests == one.digests
+    assert tables == [t.csv() for t in one.tables]
     files = site_files(a)
     assert len([f for f in files if f.startswith("report/questions/")]) == 12
     assert any(f.endswith(".png") for f in files) and any(f.endswith(".svg") for f in files)
