@@ -19,7 +19,7 @@ def test_the_tables_are_built_with_the_digests_frozen_and_the_collector_on(monke
     seen: list[tuple[int, bool]] = []
 
     class Built:
-        def complete(self, digests: Any, *, fork: bool) -> list[Any]:
+        def complete(self, digests: Any) -> list[Any]:
             seen.append((gc.get_freeze_count(), gc.isenabled()))
             return []
 

@@ -138,7 +138,7 @@ many = read_run_tables(data.run_dir, data.rows, data.record, processes=3)
 Path({str(out)!r}).write_bytes(pickle.dumps((len(forks), many.digests, [t.csv() for t in many.tables])))
 """)
     forks, digests, tables = pickle.loads(out.read_bytes())
-    assert forks == 3  # two readers, then the transitions' tables beside the ledger
+    assert forks == 2  # the readers
     assert digests == one.digests
     assert [d.row for d in digests] == data.rows
     assert tables == [t.csv() for t in one.tables]
@@ -219,7 +219,7 @@ _, many = build_report_site(Path({str(b)!r}), processes=3)
 Path({str(out)!r}).write_bytes(pickle.dumps((len(forks), many.digests, [t.csv() for t in many.tables])))
 """)
     forks, digests, tables = pickle.loads(out.read_bytes())
-    assert forks == 4  # two page workers, then the transition figures and tables beside the ledger and index
+    assert forks == 3  # two page workers, then the transition figures beside the tables and the index
     assert one is not None
     assert digests == one.digests
     assert tables == [t.csv() for t in one.tables]

@@ -172,7 +172,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
                                fork=count > 1) if plots and data.rows else list
         try:
             tables = (list(shared.tables) if shared is not None else
-                      early.tables.complete(digests, fork=count > 1) if early.tables is not None else [])
+                      early.tables.complete(digests) if early.tables is not None else [])
         finally:
             transition_files: list[Path] = transitions()
         run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
