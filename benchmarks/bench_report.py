@@ -8,12 +8,19 @@ Without `--run-dir` it first runs the c x r panel 2x2 with the scripted model on
 (every subset's test_hard.jsonl, 862 questions x 4 conditions unless `--subsets` names fewer) at
 `--rounds` x `--turns` (the papers' protocol is 3 x 3) into `--keep` or a temporary folder.
 The floor is one decoding of every transcript (its bytes read and parsed as JSON, nothing
-else), in a fresh process like the others; each figure is also printed as a multiple of it (CPU
-over the floor's CPU, which the load average moves less than wall time). The whole process is
+else) in one process, a fresh one like the others; each figure is also printed as a multiple of it
+(CPU over the floor's CPU, which the load average moves less than wall time). `report` reads the
+transcripts in several processes (`experiments/analysis/fanout.py`; the count it chooses here is
+printed): a figure's CPU is the command's process and its workers' together (`RUSAGE_CHILDREN` once
+they are waited for), and its peak memory is the most the process and its workers held at once, the
+sum of their proportional set sizes (`Pss` of /proc/PID/smaps_rollup: a page the forked workers
+share with the parent counted once, split between them), read every 10 ms from this process; the
+parent's own peak RSS and the largest worker's are printed beside it. The whole process is
 `python -m medpanel report RUN_DIR` from exec to exit, imports included. `--breakdown` also prints
-where one `report`'s CPU goes, in a fresh process: the CLI's imports, the store's rows, the
-transcripts read into digests (beside the floor's decoding), the statistics' and model fits' imports
-(SciPy and statsmodels, on first use), the tables, and printing and writing them.
+where one `report`'s CPU goes, in a fresh process and in one process (each part timed alone): the
+CLI's imports, the store's rows, the transcripts read into digests (beside the floor's decoding),
+the statistics' and model fits' imports (SciPy and statsmodels, on first use), the tables, and
+printing and writing them.
 Targets, for the 862 x 4 run at 3 x 3: `report` <= 2x the floor and <= 300 MB, `report --html` <= 6x
 the floor, the whole `medpanel report` process <= 4 s. To compare two checkouts, run each one's
 interpreter on the same `--run-dir`, back to back, and read the load printed beside each figure.
@@ -33,6 +40,7 @@ import time
 from pathlib import Path
 
 import medpanel
+from medpanel.experiments.analysis.fanout import process_count
 from medpanel.experiments.cli.inspect import report
 from medpanel.experiments.run.store.rundir import load_run
 
@@ -91,7 +99,8 @@ def import_first_use() -> None:
 
 
 def phase(run_dir: Path, html: bool) -> None:
-    """One `medpanel report [--html]` in this process; prints `wall cpu peak_mb` on the last line.
+    """One `medpanel report [--html]` in this process and its workers; prints `wall cpu self_peak_mb
+    worker_peak_mb` on the last line (cpu: this process's and its workers').
     What the command imports is imported first (the commands import their analysis when they run,
     and the statistics import SciPy and statsmodels when a test or a fit runs), so the figure is the
     work; the whole process's figure has the imports."""
@@ -101,11 +110,40 @@ def phase(run_dir: Path, html: bool) -> None:
 
     import_first_use()
 
-    w, c = time.perf_counter(), time.process_time()
+    w, c, kids = time.perf_counter(), time.process_time(), _children_cpu()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         report(run_dir, html=html)
+    cpu = time.process_time() - c + _children_cpu() - kids  # the workers are waited for before report returns
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"{time.perf_counter() - w:.2f} {time.process_time() - c:.2f} {peak:.0f}")
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"{time.perf_counter() - w:.2f} {cpu:.2f} {peak:.0f} {workers:.0f}")
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, as /proc lists them now."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        with contextlib.suppress(OSError):
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+    return out
+
+
+def _pss_mb(pid: int) -> float:
+    total = 0
+    for p in _tree(pid):
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1])
+                    break
+    return total / 1024
 
 
 def breakdown(run_dir: Path) -> None:
@@ -146,11 +184,25 @@ def breakdown(run_dir: Path) -> None:
         print(f"{s:.2f} {name}")
 
 
-def measure(run_dir: Path, name: str) -> tuple[float, float, float]:
+def measure(run_dir: Path, name: str) -> tuple[float, float, float, float, float]:
+    """A phase in a fresh process: wall, cpu, the tree's peak PSS (sampled here), the process's own
+    peak RSS and its largest worker's (0 for the floor, which has none)."""
     cmd = [sys.executable, "-m", "benchmarks.bench_report", "--phase", name, str(run_dir)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
-    wall, cpu, peak = (float(x) for x in out[-3:])
-    return wall, cpu, peak
+    with tempfile.TemporaryFile("w+") as stdout:
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, text=True)
+        tree = 0.0
+        while proc.poll() is None:
+            tree = max(tree, _pss_mb(proc.pid))
+            time.sleep(0.01)
+        if proc.returncode:
+            raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}")
+        stdout.seek(0)
+        out = stdout.read().split()
+    if name == "floor":
+        wall, cpu, peak = (float(x) for x in out[-3:])
+        return wall, cpu, tree, peak, 0.0
+    wall, cpu, peak, worker = (float(x) for x in out[-4:])
+    return wall, cpu, tree, peak, worker
 
 
 def size_mb(folder: Path) -> float:
@@ -185,16 +237,19 @@ def main() -> None:
         calls = sum(r.calls for r in data.rows)
         print(f"{len({r.key for r in data.rows})} questions x {len(data.conditions)} conditions = {len(data.rows)} "
               f"rows, {calls} calls, {size_mb(run_dir / 'transcripts'):.0f} MB of transcripts ({run_dir})")
+        print(f"  processes `report` reads them in here: {process_count(None, len(data.rows))} "
+              f"(the CPUs this process may use: {len(os.sched_getaffinity(0))})")
         load = os.getloadavg()[0]
-        f_wall, f_cpu, _ = measure(run_dir, "floor")
-        print(f"  floor (decode every transcript once) wall {f_wall:6.2f} s  cpu {f_cpu:6.2f} s  load {load:.2f}")
+        f_wall, f_cpu, f_tree, _, _ = measure(run_dir, "floor")
+        print(f"  floor (decode every transcript once, one process) wall {f_wall:6.2f} s  cpu {f_cpu:6.2f} s  "
+              f"peak {f_tree:4.0f} MB  load {load:.2f}")
         for name in ("report", "html"):
             load = os.getloadavg()[0]
-            wall, cpu, peak = measure(run_dir, name)
+            wall, cpu, tree, peak, worker = measure(run_dir, name)
             cmd = "report --html" if name == "html" else "report"
-            print(f"  medpanel {cmd:14s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  peak {peak:6.0f} MB  "
-                  f"= {wall / f_wall:5.1f}x the floor's wall, {cpu / f_cpu:5.1f}x its cpu  load {load:.2f}   "
-                  f"target {TARGETS[name]}")
+            print(f"  medpanel {cmd:14s} wall {wall:6.2f} s  cpu {cpu:6.2f} s  peak {tree:4.0f} MB (the process "
+                  f"{peak:.0f} MB RSS, its largest worker {worker:.0f} MB)  = {wall / f_wall:5.1f}x the floor's "
+                  f"wall, {cpu / f_cpu:5.1f}x its cpu  load {load:.2f}   target {TARGETS[name]}")
         load = os.getloadavg()[0]
         wall, cpu = whole_process(run_dir)
         print(f"  whole `python -m medpanel report` process wall {wall:6.2f} s  cpu {cpu:6.2f} s  load {load:.2f}   "

@@ -18,12 +18,17 @@ def test_the_tables_are_built_with_the_digests_frozen_and_the_collector_on(monke
                                                                            tmp_path: Path) -> None:
     seen: list[tuple[int, bool]] = []
 
-    def build(rows: Any, record: Any, *, digests: Any) -> list[Any]:
-        seen.append((gc.get_freeze_count(), gc.isenabled()))
+    class Built:
+        def complete(self, digests: Any) -> list[Any]:
+            seen.append((gc.get_freeze_count(), gc.isenabled()))
+            return []
+
+    def read(run_dir: Any, rows: Any, *, scoring: str, processes: int, meanwhile: Any) -> list[Any]:
+        meanwhile()
         return []
 
-    monkeypatch.setattr(report, "read_digests", lambda run_dir, rows, scoring: iter(()))
-    monkeypatch.setattr(report, "build_tables", build)
+    monkeypatch.setattr(report, "read_digests_spread", read)
+    monkeypatch.setattr(report, "row_tables", lambda rows, record: Built())
     was = gc.isenabled()
     report.read_run_tables(tmp_path, [], SimpleNamespace(scoring="exact_set"))  # type: ignore[arg-type]
     assert seen and seen[0][0] > 0 and seen[0][1] == was  # frozen, collecting what the builders make

@@ -22,7 +22,7 @@ from medpanel.experiments.run.scenario.plan import make_plan
 from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.rundir import load_run, read_transcript
 from medpanel.experiments.run.store.transcript_log import record_path
-from medpanel.experiments.view import viewer
+from medpanel.experiments.view import pages, viewer
 from medpanel.experiments.view.events import event_view
 from medpanel.experiments.view.render import num, pretty, render_event, render_value, safe_url
 
@@ -73,7 +73,7 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     data = load_run(run_dir)
     shared = read_run_tables(run_dir, data.rows, data.record)
     reads: list[str] = []
-    real = viewer.read_document
+    real = pages.read_document
 
     def counting(path: Path) -> Any:
         reads.append(f"{Path(path).name}@{getattr(path, 'offset', '')}")
@@ -82,9 +82,9 @@ def test_report_html_reads_each_transcript_once_for_the_tables_and_builds_them_o
     def no_second_build(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("the tables were built again")
 
-    monkeypatch.setattr(viewer, "read_document", counting)
-    monkeypatch.setattr(viewer, "build_tables", no_second_build)
-    monkeypatch.setattr(report_mod, "build_tables", no_second_build)
+    monkeypatch.setattr(pages, "read_document", counting)
+    monkeypatch.setattr(viewer, "row_tables", no_second_build)
+    monkeypatch.setattr(report_mod, "row_tables", no_second_build)
     monkeypatch.setattr(digest_mod, "read_digest", no_second_build)
     monkeypatch.setattr(digest_mod, "read_with_document", no_second_build)
     viewer.build_site(run_dir, plots=False, n_boot=10000, shared=shared)
@@ -102,7 +102,7 @@ def test_report_html_decodes_each_transcript_once_for_the_pages_the_tables_and_t
     data = load_run(run_dir)
     reads: list[str] = []
     builds: list[int] = []
-    real_read, real_build = digest_mod.read_document, report_mod.build_tables
+    real_read, real_build = digest_mod.read_document, report_mod.row_tables
 
     def counting(path: Path) -> Any:
         reads.append(f"{Path(path).name}@{getattr(path, 'offset', '')}")
@@ -117,9 +117,9 @@ def test_report_html_decodes_each_transcript_once_for_the_pages_the_tables_and_t
 
     monkeypatch.setattr(digest_mod, "read_document", counting)
     monkeypatch.setattr(digest_mod, "read_digest", second_read)
-    monkeypatch.setattr(viewer, "read_document", second_read)
-    monkeypatch.setattr(viewer, "build_tables", building)
-    monkeypatch.setattr(report_mod, "build_tables", building)
+    monkeypatch.setattr(pages, "read_document", second_read)
+    monkeypatch.setattr(viewer, "row_tables", building)
+    monkeypatch.setattr(report_mod, "row_tables", building)
     report(run_dir, html=True)
     expected = [record_path(run_dir, r.transcript) for r in data.rows]
     assert sorted(reads) == sorted(f"{p.name}@{getattr(p, 'offset', '')}" for p in expected)

@@ -69,7 +69,7 @@ def load_provenance(run_dir: Path, extra: Path | None = None) -> dict[tuple[str,
 
 
 @dataclass
-class _RowAudit:
+class RowAudit:
     """One row's checked passages: how many, and each passage that hit with its hits."""
 
     passages: int = 0
@@ -81,8 +81,8 @@ def _key(row: Row) -> tuple[str, str, str, int]:
 
 
 def _audit_row(d: RowDigest, probes: dict[tuple[object, ...], QuestionProbe],
-               provenance: dict[tuple[str, str], dict[str, object]], th: Thresholds) -> _RowAudit:
-    out = _RowAudit()
+               provenance: dict[tuple[str, str], dict[str, object]], th: Thresholds) -> RowAudit:
+    out = RowAudit()
     if not d.passages:
         return out
     q = d.question
@@ -109,13 +109,21 @@ class Audit:
         self.th = thresholds or Thresholds()
         self.provenance = provenance or {}
         self.probes: dict[tuple[object, ...], QuestionProbe] = {}
-        self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, _RowAudit]] = {}
+        self.audited: dict[tuple[str, str, str, int], tuple[RowDigest, RowAudit]] = {}
 
     def check(self, d: RowDigest) -> list[HitRecord]:
         """Check one row's passages; its hits, as the document lists them."""
         checked = _audit_row(d, self.probes, self.provenance, self.th)
         self.audited[_key(d.row)] = (d, checked)
         return [] if d.missing else _hits(d.row, checked)
+
+    def checked(self, row: Row) -> RowAudit:
+        """What `check` found in `row`'s passages (checked before)."""
+        return self.audited[_key(row)][1]
+
+    def keep(self, d: RowDigest, checked: RowAudit) -> None:
+        """A row checked elsewhere (a report worker's `check`), counted as if checked here."""
+        self.audited[_key(d.row)] = (d, checked)
 
     def document(self, rows: list[Row]) -> dict[str, Any]:
         """The leakage.json document of `rows` (each checked before), counted and listed in
@@ -184,7 +192,7 @@ class HitRecord(TypedDict):
     hits: list[HitFields]
 
 
-def _hits(row: Row, checked: _RowAudit) -> list[HitRecord]:
+def _hits(row: Row, checked: RowAudit) -> list[HitRecord]:
     out: list[HitRecord] = []
     for p, found in checked.found:
         item = p.item

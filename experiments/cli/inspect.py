@@ -18,7 +18,7 @@ import typer
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from medpanel.experiments.cli.output import console, print_table, print_transcript
+from medpanel.experiments.cli.output import console, print_table, print_transcript, refuse_without_transcripts
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.outputs import check_output_file, check_output_folder, write_output
@@ -78,19 +78,6 @@ def _missing_transcripts(run_dir: Path) -> tuple[dict[str, list[int]], int]:
         counts[1] += 1
         counts[0] += not path_of(row).is_file()
     return missing, len(data.rows)
-
-
-def _refuse_without_transcripts(run_dir: Path) -> None:
-    """`report --html` shows the debates: with none of them there, nothing asked for can be shown."""
-    rows = load_run(run_dir).rows
-    path_of = transcript_paths(run_dir)
-    paths = [path_of(row) for row in rows]  # a row pointing out of the run is refused here, before any write
-    # The first transcript there answers it: no need to look for all of a finished run's thousands.
-    total = len(rows)
-    if total and not any(path.is_file() for path in paths):
-        raise UserError(f"none of the run's {total} transcripts is there (deleted, or a copy made without them), so "
-                        "the HTML report has no debate to show. Restore transcripts/ from a backup, or run medpanel "
-                        f"report {run_dir} without --html for the tables", file=str(run_dir / "transcripts"))
 
 
 def _warn_missing_transcripts(run_dir: Path, what: str, digests: Sequence[RowDigest] | None = None) -> None:
@@ -277,13 +264,17 @@ def audit(
 
 def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
            html: Annotated[bool, typer.Option("--html", help="Also write the HTML viewer, plots and leakage "
-                                                            "audit.")] = False) -> None:
+                                                            "audit.")] = False,
+           processes: Annotated[int | None, typer.Option(help="Processes reading the transcripts (default: a CPU "
+                                                             "each, at most 8; 1: this one alone).")] = None) -> None:
     """Print and write (report/*.csv, report.md; with --html the viewer and plots) the tables of a run."""
     from medpanel.experiments.analysis.report import read_run_tables
     from medpanel.experiments.cli.output import report_tables
 
+    if processes is not None and processes < 1:
+        raise UserError(f"{processes} is not a number of processes. Give 1 or more", field="--processes")
     if html:
-        _refuse_without_transcripts(run_dir)  # before anything is printed or written
+        refuse_without_transcripts(run_dir)  # before anything is printed or written
     site: list[Path] | None = None
 
     def with_site(rows: list[Row], record: RunRecord) -> RunTables:
@@ -291,12 +282,13 @@ def report(run_dir: Annotated[Path, typer.Argument(help="A run directory.")],
         from medpanel.experiments.view.viewer import build_report_site
 
         nonlocal site
-        site, tables = build_report_site(run_dir)
+        site, tables = build_report_site(run_dir, processes=processes)
         if tables is None or not tables.matches(rows):  # the store changed since: the rows printed
-            return read_run_tables(run_dir, rows, record)
+            return read_run_tables(run_dir, rows, record, processes=processes)
         return tables
 
-    _written, read = report_tables(run_dir, build=with_site if html else None)
+    _written, read = report_tables(run_dir, build=with_site if html else lambda rows, record: read_run_tables(
+        run_dir, rows, record, processes=processes))
     if html:
         paths = site if site is not None else write_html_report(run_dir)
         console.print(f"HTML report: {run_dir / 'report' / 'index.html'} ({len(paths)} files)")

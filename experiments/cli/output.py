@@ -22,10 +22,11 @@ from medpanel.experiments.analysis.protocol import protocol_line
 from medpanel.experiments.cli.console import console as console  # re-exported: the commands print with it
 from medpanel.experiments.cli.console import make_console as make_console
 from medpanel.experiments.cli.fit import dropped_note, fit
+from medpanel.experiments.errors import UserError
 from medpanel.experiments.errors import error_line as error_line  # re-exported: the commands print with it
 from medpanel.experiments.run.store.records import RunRecord, TranscriptRecord
 from medpanel.experiments.run.store.rows import Row
-from medpanel.experiments.run.store.rundir import load_record, read_rows
+from medpanel.experiments.run.store.rundir import load_record, load_run, read_rows, transcript_paths
 from medpanel.inputs import printable as printable  # re-exported: what a command prints from a file
 
 if TYPE_CHECKING:
@@ -194,3 +195,16 @@ def print_transcript(record: TranscriptRecord, *, full: bool = False) -> None:
 
 def _colour(role: str) -> str:
     return {"challenger": "red", "moderator": "magenta", "recruiter": "yellow", "selector": "cyan"}.get(role, "blue")
+
+
+def refuse_without_transcripts(run_dir: Path) -> None:
+    """`report --html` shows the debates: with none of them there, nothing asked for can be shown."""
+    rows = load_run(run_dir).rows
+    path_of = transcript_paths(run_dir)
+    paths = [path_of(row) for row in rows]  # a row pointing out of the run is refused here, before any write
+    # The first transcript there answers it: no need to look for all of a finished run's thousands.
+    total = len(rows)
+    if total and not any(path.is_file() for path in paths):
+        raise UserError(f"none of the run's {total} transcripts is there (deleted, or a copy made without them), so "
+                        "the HTML report has no debate to show. Restore transcripts/ from a backup, or run medpanel "
+                        f"report {run_dir} without --html for the tables", file=str(run_dir / "transcripts"))
