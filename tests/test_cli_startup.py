@@ -15,7 +15,7 @@ import typer
 from medpanel.experiments.cli.lazy import COMMANDS, LazyGroup
 from medpanel.experiments.cli.main import app
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.scenario.runspec import planned_run
+from medpanel.experiments.run.scenario.runspec import planned
 from medpanel.experiments.run.scenario.scenario import load_scenario
 
 HEAVY = ("openai", "autogen_core", "autogen_agentchat", "scipy", "matplotlib", "chromadb", "optuna")
@@ -90,33 +90,33 @@ def test_the_run_path_and_a_child_process_import_no_report_corpus_or_extra_modul
 def test_before_its_imports_run_reads_how_many_processes_a_run_will_use(tmp_path: Path) -> None:
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: x\nrun: {processes: 3, workers: 2}\n")
-    assert planned_run(scenario, None, None).process_count == 3
-    assert planned_run(scenario, None, None, processes=2).process_count == 2  # --processes
-    assert planned_run(scenario, None, ["run.processes=4"]).process_count == 4  # --set, by the scenario's reader
-    assert planned_run(scenario, None, ["run={processes: 5}"]).process_count == 5  # a --set of the whole block
-    assert planned_run(scenario, None, None, storage="postgresql://h/db").process_count == 1  # --storage
+    assert planned(scenario, None, None).run.process_count == 3
+    assert planned(scenario, None, None, processes=2).run.process_count == 2  # --processes
+    assert planned(scenario, None, ["run.processes=4"]).run.process_count == 4  # --set, by the scenario's reader
+    assert planned(scenario, None, ["run={processes: 5}"]).run.process_count == 5  # a --set of the whole block
+    assert planned(scenario, None, None, storage="postgresql://h/db").run.process_count == 1  # --storage
     postgres = tmp_path / "pg.yaml"
     postgres.write_text("name: x\nrun: {processes: 3, storage: 'postgresql://h/db'}\n")
-    assert planned_run(postgres, None, None).process_count == 1  # shared storage: no children
+    assert planned(postgres, None, None).run.process_count == 1  # shared storage: no children
     variable = tmp_path / "var.yaml"
     variable.write_text("name: x\nrun: {processes: ${N_PROC}}\n")
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("N_PROC", "6")
-        assert planned_run(variable, None, None).process_count == 6  # ${VAR}s expanded as the scenario's
+        assert planned(variable, None, None).run.process_count == 6  # ${VAR}s expanded as the scenario's
     broken = tmp_path / "broken.yaml"
     broken.write_text("run: [processes\n")
     with pytest.raises(UserError) as err:  # the line load_scenario gives, before any child starts
-        planned_run(broken, None, None)
+        planned(broken, None, None)
     assert str(err.value) == str(_load_error(broken))
     invalid = tmp_path / "invalid.yaml"
     invalid.write_text("name: x\nrun: {processes: 3, wrokers: 2}\n")
-    assert planned_run(invalid, None, None).process_count == 1  # the scenario's validation names it next
+    assert planned(invalid, None, None).run.process_count == 1  # the scenario's validation names it next
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "run.json").write_text('{"scenario": {"run": {"processes": 2}}}')
-    assert planned_run(None, run_dir, None).process_count == 2  # --resume: the record's
-    assert planned_run(None, run_dir, None, processes=3).process_count == 3
-    assert planned_run(None, tmp_path / "missing", None).process_count == 1
+    assert planned(None, run_dir, None).run.process_count == 2  # --resume: the record's
+    assert planned(None, run_dir, None, processes=3).run.process_count == 3
+    assert planned(None, tmp_path / "missing", None).run.process_count == 1
 
 
 def _load_error(path: Path) -> UserError:
@@ -128,8 +128,6 @@ def _load_error(path: Path) -> UserError:
 
 
 def test_before_its_imports_run_reads_the_pipeline_its_children_import_while_they_wait(tmp_path: Path) -> None:
-    from medpanel.experiments.run.scenario.runspec import planned
-
     scenario = tmp_path / "s.yaml"
     scenario.write_text("name: x\npipeline: generalist\nrun: {processes: 2}\n")
     assert planned(scenario, None, None).pipeline == "generalist"

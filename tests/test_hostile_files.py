@@ -241,17 +241,17 @@ def test_a_corpus_input_that_is_not_a_file_is_one_line(tmp_path: Path, capsys: p
 
 
 def test_the_process_count_lookup_reads_no_special_file(tmp_path: Path) -> None:
-    from medpanel.experiments.run.scenario.runspec import planned_run
+    from medpanel.experiments.run.scenario.runspec import planned
 
     for kind in ("fifo", "dev-zero link", "folder", "latin-1"):
         p, _ = _make(tmp_path, kind, f"{kind}.yaml")
         with pytest.raises(UserError) as err:  # the scenario reader's one line, before any child starts
-            planned_run(p, None, None)
+            planned(p, None, None)
         assert f"{kind}.yaml" in str(err.value)
         run_dir = tmp_path / f"run-{kind}"
         run_dir.mkdir()
         _make(run_dir, kind, "run.json")
-        assert planned_run(None, run_dir, None).process_count == 1  # `Runner.open` names it next
+        assert planned(None, run_dir, None).run.process_count == 1  # `Runner.open` names it next
 
 
 def test_medpanel_run_of_a_fifo_scenario_ends_at_once_as_a_subprocess(tmp_path: Path) -> None:

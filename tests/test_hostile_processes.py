@@ -16,7 +16,7 @@ import pytest
 
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution import children, tether
-from medpanel.experiments.run.scenario.runspec import MAX_PROCESSES, planned_run
+from medpanel.experiments.run.scenario.runspec import MAX_PROCESSES, planned
 
 from .conftest import write
 from .proc_helpers import alive, children_of
@@ -78,21 +78,21 @@ def _wait_gone(pids: list[int], timeout: float) -> list[int]:
 @pytest.mark.parametrize("n", [0, -1, -1000, MAX_PROCESSES + 1, 1000, 10**30])
 def test_a_process_count_out_of_bounds_is_refused_before_reading_anything(n: int) -> None:
     with pytest.raises(UserError) as err:
-        planned_run(Path("/nonexistent.yaml"), None, None, processes=n)
+        planned(Path("/nonexistent.yaml"), None, None, processes=n)
     assert str(err.value).startswith("--processes:") and f"1 to {MAX_PROCESSES}" in str(err.value)
 
 
 @pytest.mark.parametrize("n", [1, 2, MAX_PROCESSES])
 def test_a_count_within_bounds_is_taken(n: int) -> None:
-    assert planned_run(None, None, None, processes=n).process_count == n
+    assert planned(None, None, None, processes=n).run.process_count == n
 
 
 @pytest.mark.parametrize("value", ["0", "-3", str(MAX_PROCESSES + 1), "1000", "1e9", "x", ""])
 def test_a_scenario_or_set_count_out_of_bounds_starts_no_child_ahead(tmp_path: Path, value: str) -> None:
     """Out of bounds in the file or in --set: the guess is 1 (no child ahead); validation names it."""
     sc = write(tmp_path / "s.yaml", SCENARIO.format(n=value or "null"))
-    assert planned_run(sc, None, None).process_count == 1
-    assert planned_run(sc, None, [f"run.processes={value}"]).process_count == 1
+    assert planned(sc, None, None).run.process_count == 1
+    assert planned(sc, None, [f"run.processes={value}"]).run.process_count == 1
 
 
 def test_the_scenario_bound_is_the_same_constant() -> None:

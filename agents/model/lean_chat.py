@@ -193,9 +193,6 @@ class LeanChatClient(ChatCompletionClient):
                                                   timeout=aiohttp.ClientTimeout(total=self.timeout_s))
         return self._session
 
-    def body(self, messages: Sequence[LLMMessage], extra: Mapping[str, object]) -> dict[str, object]:
-        return self.body_of([to_openai(m) for m in messages], extra)
-
     def body_of(self, messages: list[dict[str, Any]], extra: Mapping[str, object]) -> dict[str, object]:
         """The request's body from messages in OpenAI form (`client.to_openai`'s dicts)."""
         # A per-call `max_tokens: None` or `temperature: None` override: no field, the endpoint's own default.

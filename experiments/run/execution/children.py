@@ -14,7 +14,7 @@ is no sooner than a new interpreter importing on a free core (what `run.processe
 is safe only before any thread exists (the progress bar's, the store's, a notebook's own under
 `medpanel.run()`); and a fork before the imports saves only the interpreter's start (about 50 ms).
 
-The count is the resolved run block's (`scenario/runspec.py: planned_run`, its bound checked there,
+The count is the resolved run block's (`scenario/runspec.py: planned`, its bound checked there,
 before a child starts), and no more children start ahead than the machine has cores (the session
 starts the rest once the whole scenario is validated). Each child is tied to the
 process that started it (`tether.py`), so none outlives it, whatever ends it.

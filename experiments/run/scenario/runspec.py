@@ -161,12 +161,6 @@ def planned(scenario: Path | None, resume: Path | None, overrides: list[str] | N
     return Planned(run=updated(run, session, block="run"), pipeline=pipeline if isinstance(pipeline, str) else None)
 
 
-def planned_run(scenario: Path | None, resume: Path | None, overrides: list[str] | None, *,
-                storage: str | None = None, processes: int | None = None) -> RunSpec:
-    """`planned(...).run`: the run block a session will use."""
-    return planned(scenario, resume, overrides, storage=storage, processes=processes).run
-
-
 def session_overrides(**values: object) -> dict[str, object]:
     """The session's overrides by `run:` key (None: not given). Every key of `SESSION_OPTIONS` must be
     passed, so an option added there and not to the command fails every run, not silently."""

@@ -14,17 +14,6 @@ from typing import Any, Generic, TypeVar
 _T = TypeVar("_T")
 
 
-def finish(db: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
-    """`work` inside the transaction `db` has just begun, then its commit; rolled back if either fails."""
-    try:
-        out = work(db)
-        db.commit()
-    except BaseException:
-        db.rollback()
-        raise
-    return out
-
-
 WRITE_WAIT_S = 60.0
 """How long a writer waits for another process's write lock before the store fails (SQLite's
 busy timeout on every other connection of a run)."""
