@@ -39,6 +39,7 @@ from medpanel.experiments.run.store.rundir import RunData, read_questions, sa_ur
 from medpanel.experiments.run.store.runlock import lock_holder
 from medpanel.experiments.run.store.sqlite_read import connect_existing
 from medpanel.experiments.run.store.storage import make_engine
+from medpanel.experiments.view.pages import row_key
 from medpanel.experiments.view.server import json_answer
 from medpanel.experiments.view.viewer import PageContext, environment, page_name, question_page, run_header
 
@@ -218,8 +219,7 @@ class LiveRun:
             return None
         data = RunData(run_dir=self.run_dir, record=self.record, rows=rows,
                        questions=read_questions(self.run_dir), status=self._status())
-        digests = {(d.row.condition, d.row.dataset, d.row.qid, d.row.repeat): d
-                   for d in read_digests(self.run_dir, mine, scoring=self.record.scoring)}
+        digests = {row_key(d.row): d for d in read_digests(self.run_dir, mine, scoring=self.record.scoring)}
         html, _ = question_page(data, mine[0].key, mine, digests, PageContext.of(data, {}, "last"))
         return html
 

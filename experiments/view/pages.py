@@ -54,6 +54,15 @@ def _redact(url: object) -> str:
         return "(redacted)"
 
 
+RowKey = tuple[str, str, str, int]
+"""A result row on a page: condition, dataset, qid, repeat (how `question_page` finds each row's
+digest, document and leakage hits)."""
+
+
+def row_key(row: Row) -> RowKey:
+    return (row.condition, row.dataset, row.qid, row.repeat)
+
+
 def page_name(dataset: str, qid: str) -> str:
     """File name of a question page: a readable prefix plus a hash of the exact (dataset, qid), like
     transcript names, so ids that sanitise alike (`a/b`, `a_b`) get their own pages and long ids fit."""
@@ -93,13 +102,13 @@ class PageContext:
     pairs: list[tuple[str, str]]
     repeats: int
     order: dict[str, int]
-    leaks: dict[tuple[str, str, str, int], list[HitRecord]]
+    leaks: dict[RowKey, list[HitRecord]]
     messages: str
     header: dict[str, object]
     """`run_header(data)`: the same on every page of a build, made once (it counts the whole run's rows)."""
 
     @classmethod
-    def of(cls, data: RunData, leaks: dict[tuple[str, str, str, int], list[HitRecord]],
+    def of(cls, data: RunData, leaks: dict[RowKey, list[HitRecord]],
            messages: str) -> PageContext:
         conditions = data.conditions
         repeats = max([r.repeat for r in data.rows], default=0) + 1
@@ -110,8 +119,8 @@ class PageContext:
 
 
 def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
-                  digest_of: Mapping[tuple[str, str, str, int], RowDigest], ctx: PageContext,
-                  docs: Mapping[tuple[str, str, str, int], dict[str, Any] | None] | None = None
+                  digest_of: Mapping[RowKey, RowDigest], ctx: PageContext,
+                  docs: Mapping[RowKey, dict[str, Any] | None] | None = None
                   ) -> tuple[str, list[dict[str, object]]]:
     """One question's page (every condition's debate on it side by side) and its rows of the index's
     question table. The finished report and the live view build their pages here. `docs`: the
@@ -126,15 +135,16 @@ def question_page(data: RunData, key: tuple[str, str], key_rows: list[Row],
     columns: list[dict[str, Any]] = []
     events_by: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for n, row in enumerate(rows):
-        dg = digest_of[(row.condition, row.dataset, row.qid, row.repeat)]
+        rk = row_key(row)
+        dg = digest_of[rk]
         if docs is not None:
-            doc = docs[(row.condition, row.dataset, row.qid, row.repeat)]
+            doc = docs[rk]
         else:
             doc = None if dg.missing else read_document(transcript_path(data.run_dir, row))
         if doc and not question:
             question = doc.get("question", {})
         col = f"c{n}"
-        row_leaks = leaks.get((row.condition, row.dataset, row.qid, row.repeat), [])
+        row_leaks = leaks.get(rk, [])
         leak_map: dict[tuple[int, str, int], list[HitFields]] = defaultdict(list)
         for h in row_leaks:
             leak_map[(int(h["event"]), h["key"], int(h["index"]))].extend(h["hits"])

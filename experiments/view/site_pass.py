@@ -27,13 +27,9 @@ from medpanel.experiments.analysis.report import RunTables
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.rundir import RunData, transcript_paths
 from medpanel.experiments.run.store.store import Row
-from medpanel.experiments.view.pages import PageContext, page_name, question_page
+from medpanel.experiments.view.pages import PageContext, RowKey, page_name, question_page, row_key
 
 _LENGTH = struct.Struct("<Q")
-
-
-def _key(row: Row) -> tuple[str, str, str, int]:
-    return (row.condition, row.dataset, row.qid, row.repeat)
 
 
 @dataclass
@@ -54,11 +50,11 @@ class SitePass:
     def __init__(self, data: RunData, own: Confined, audit: Audit | None, ctx: PageContext,
                  shared: RunTables | None) -> None:
         self.data, self.own, self.audit, self.ctx = data, own, audit, ctx
-        self.digest_of: dict[tuple[str, str, str, int], RowDigest] = {}
+        self.digest_of: dict[RowKey, RowDigest] = {}
         self.shared = shared is not None
         for d in shared.digests if shared is not None else ():
-            self.digest_of[_key(d.row)] = d
-            ctx.leaks[_key(d.row)] = audit.check(d) if audit is not None else []
+            self.digest_of[row_key(d.row)] = d
+            ctx.leaks[row_key(d.row)] = audit.check(d) if audit is not None else []
         by_q: dict[tuple[str, str], list[Row]] = defaultdict(list)
         for r in data.rows:
             by_q[r.key].append(r)
@@ -84,14 +80,14 @@ class SitePass:
         return Done(chunk)
 
     def _page(self, key: tuple[str, str], chunk: PageChunk) -> None:
-        docs: dict[tuple[str, str, str, int], dict[str, Any] | None] | None = None
+        docs: dict[RowKey, dict[str, Any] | None] | None = None
         if not self.shared:
             docs = {}
             for row in self.by_q[key]:
                 path = self.path_of(row) if row.transcript else None
                 doc, d = read_with_document(path, row, scoring=self.data.record.scoring)
-                docs[_key(row)], self.digest_of[_key(row)] = doc, d
-                self.ctx.leaks[_key(row)] = self.audit.check(d) if self.audit is not None else []
+                docs[row_key(row)], self.digest_of[row_key(row)] = doc, d
+                self.ctx.leaks[row_key(row)] = self.audit.check(d) if self.audit is not None else []
                 chunk.digests.append(d)
                 chunk.audits.append(self.audit.checked(row) if self.audit is not None else None)
         html, rows_here = question_page(self.data, key, self.by_q[key], self.digest_of, self.ctx, docs=docs)
@@ -104,7 +100,7 @@ class SitePass:
     def take(self, chunk: PageChunk) -> None:
         """A chunk's digests and audits, as if made here."""
         for d, checked in zip(chunk.digests, chunk.audits, strict=True):
-            self.digest_of[_key(d.row)] = d
+            self.digest_of[row_key(d.row)] = d
             if self.audit is not None and checked is not None:
                 self.audit.keep(d, checked)
 

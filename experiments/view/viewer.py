@@ -31,12 +31,12 @@ from medpanel.experiments.analysis.study_plots import write_study_plots
 from medpanel.experiments.analysis.transition_plots import write_transition_plots
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.rundir import RunData, load_run
-from medpanel.experiments.run.store.store import Row
 from medpanel.experiments.view.events import comparison_pairs
 from medpanel.experiments.view.pages import PageContext as PageContext  # re-exported: the live view's pages
 from medpanel.experiments.view.pages import environment as environment
 from medpanel.experiments.view.pages import page_name as page_name
 from medpanel.experiments.view.pages import question_page as question_page
+from medpanel.experiments.view.pages import row_key
 from medpanel.experiments.view.pages import run_header as run_header
 from medpanel.experiments.view.render import num as _num
 from medpanel.experiments.view.render import safe_url as safe_url
@@ -93,10 +93,6 @@ def _stale_pages(own: Confined) -> Iterator[_Pages]:
         gone = {p.name for p in questions.glob("*.html")} - pages.kept if failed else pages.stale
         for name in sorted(gone):
             own.unlink(f"report/questions/{name}")
-
-
-def _key(row: Row) -> tuple[str, str, str, int]:
-    return (row.condition, row.dataset, row.qid, row.repeat)
 
 
 @dataclass
@@ -160,7 +156,7 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
             pages += [own.path(f"report/questions/{name}") for name in chunk.pages]
             if chunk.error is not None:
                 raise chunk.error
-    digests = [site.digest_of[_key(r)] for r in data.rows]
+    digests = [site.digest_of[row_key(r)] for r in data.rows]
     written: list[Path] = []
     leak_doc = None
     if audit is not None:
