@@ -75,23 +75,31 @@ def _queued(writers: Writers, n: int) -> None:
         time.sleep(0.001)
 
 
+class _Held:
+    """A writer's work held inside its transaction until `go`, so threads queue behind it meanwhile;
+    then `then` runs in that transaction."""
+
+    def __init__(self, then: Any) -> None:
+        self.inside, self.go, self.then = threading.Event(), threading.Event(), then
+
+    def __call__(self, conn: sqlite3.Connection) -> Any:
+        self.inside.set()
+        assert self.go.wait(10)
+        return self.then(conn)
+
+
 def test_writes_waiting_in_threads_go_into_the_transaction_of_the_writer_at_work(tmp_path: Path) -> None:
     db = _Db(tmp_path / "w.db")
     writers = Writers(db.connect)
-    inside, go = threading.Event(), threading.Event()
-
-    def slow(conn: sqlite3.Connection) -> str:
-        inside.set()
-        assert go.wait(10)
-        return _insert("loop")(conn)  # type: ignore[no-any-return]
+    slow = _Held(_insert("loop"))
 
     out: dict[str, Any] = {}
     loop = threading.Thread(target=lambda: out.update(loop=writers.now(slow)))
     loop.start()
-    assert inside.wait(10)
+    assert slow.inside.wait(10)
     threads = [_waiting(writers, _insert(f"t{i}"), out, f"t{i}") for i in range(3)]
     _queued(writers, 3)
-    go.set()
+    slow.go.set()
     for t in [loop, *threads]:
         t.join(10)
     assert out == {"loop": "loop", "t0": "t0", "t1": "t1", "t2": "t2"}
@@ -103,12 +111,7 @@ def test_writes_waiting_in_threads_go_into_the_transaction_of_the_writer_at_work
 def test_a_waiting_work_that_fails_is_undone_alone_and_raises_in_its_own_thread(tmp_path: Path) -> None:
     db = _Db(tmp_path / "w.db")
     writers = Writers(db.connect)
-    inside, go = threading.Event(), threading.Event()
-
-    def slow(conn: sqlite3.Connection) -> str:
-        inside.set()
-        assert go.wait(10)
-        return _insert("loop")(conn)  # type: ignore[no-any-return]
+    slow = _Held(_insert("loop"))
 
     def half_then_fail(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO t VALUES ('half')")
@@ -117,14 +120,14 @@ def test_a_waiting_work_that_fails_is_undone_alone_and_raises_in_its_own_thread(
     out: dict[str, Any] = {}
     loop = threading.Thread(target=lambda: out.update(loop=writers.now(slow)))
     loop.start()
-    assert inside.wait(10)
+    assert slow.inside.wait(10)
     threads = [_waiting(writers, _insert("before"), out, "before")]
     _queued(writers, 1)
     threads.append(_waiting(writers, half_then_fail, out, "bad"))
     _queued(writers, 2)
     threads.append(_waiting(writers, _insert("after"), out, "after"))
     _queued(writers, 3)
-    go.set()
+    slow.go.set()
     for t in [loop, *threads]:
         t.join(10)
     assert isinstance(out.pop("bad"), ValueError)
@@ -136,15 +139,14 @@ def test_a_waiting_work_that_fails_is_undone_alone_and_raises_in_its_own_thread(
 def test_a_failed_commit_fails_every_work_of_its_transaction(tmp_path: Path) -> None:
     db = _Db(tmp_path / "w.db", foreign_keys=True)
     writers = Writers(db.connect)
-    inside, go = threading.Event(), threading.Event()
 
-    def slow(conn: sqlite3.Connection) -> str:
-        inside.set()
-        assert go.wait(10)
+    def orphan(conn: sqlite3.Connection) -> str:
         # Deferred: the foreign key is checked at the commit, which fails (as a full disk would).
         conn.execute("PRAGMA defer_foreign_keys=ON")
         conn.execute("INSERT INTO child VALUES ('orphan')")
         return "loop"
+
+    slow = _Held(orphan)
 
     with sqlite3.connect(db.path) as setup:
         setup.execute("CREATE TABLE parent (k TEXT PRIMARY KEY)")
@@ -159,10 +161,10 @@ def test_a_failed_commit_fails_every_work_of_its_transaction(tmp_path: Path) -> 
 
     loop = threading.Thread(target=loop_write)
     loop.start()
-    assert inside.wait(10)
+    assert slow.inside.wait(10)
     threads = [_waiting(writers, _insert(f"t{i}"), out, f"t{i}") for i in range(2)]
     _queued(writers, 2)
-    go.set()
+    slow.go.set()
     for t in [loop, *threads]:
         t.join(10)
     assert all(isinstance(v, sqlite3.IntegrityError) for v in out.values()), out
