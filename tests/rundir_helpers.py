@@ -7,13 +7,13 @@ import hashlib
 import os
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from medpanel.experiments.run.execution.runner import Runner
 from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import load_scenario
+from medpanel.experiments.run.scenario.scenario import Scenario, load_scenario
 from tests.test_bad_inputs import GOOD, Result, invoke, shape_problem
 
 __all__ = ["GOOD", "Result", "invoke", "shape_problem"]
@@ -28,6 +28,13 @@ def created_run(root: Path, body: str = SCENARIO, name: str = "run") -> Path:
     scenario.write_text(body, encoding="utf-8")
     plan = make_plan(load_scenario(scenario), base_dir=root)
     return Runner.create(plan, run_dir=root / name, scenario_file=str(scenario)).run_dir
+
+
+def completed(scenario: Mapping[str, object], root: Path) -> Runner:
+    """A scenario given as a dict, run to its end in `root / "run"` by the runner itself (no CLI)."""
+    runner = Runner.create(make_plan(Scenario.model_validate(scenario), base_dir=root), run_dir=root / "run")
+    assert runner.run(install_signals=False)["state"] == "complete"
+    return runner
 
 
 def finished_run(root: Path, body: str = SCENARIO, name: str = "run") -> Path:

@@ -11,14 +11,13 @@ import pytest
 from medpanel.agents.pipelines import registry
 from medpanel.experiments.errors import UserError
 from medpanel.experiments.run.execution.runner import Runner
-from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.records import RUN_FORMAT, TRANSCRIPT_FORMAT
 from medpanel.experiments.run.store.rundir import load_record, load_transcript, read_transcript
 from medpanel.experiments.run.store.storage import Pair  # noqa: F401  (the key type rows and claims share)
 from medpanel.experiments.run.store.store import Store
 from medpanel.experiments.run.store.transcript_log import record_path
 from medpanel.methods.panel.generalist import GeneralistSettings
+from tests.rundir_helpers import completed
 
 SCENARIO = {"name": "rec", "pipeline": "generalist", "flags": {"c": [0, 1]},
             "dataset": {"source": "sample", "subsets": ["medqa-style"], "limit": 2},
@@ -26,9 +25,7 @@ SCENARIO = {"name": "rec", "pipeline": "generalist", "flags": {"c": [0, 1]},
 
 
 def _run(tmp_path: Path) -> Runner:
-    runner = Runner.create(make_plan(Scenario.model_validate(SCENARIO), base_dir=tmp_path), run_dir=tmp_path / "run")
-    assert runner.run(install_signals=False)["state"] == "complete"
-    return runner
+    return completed(SCENARIO, tmp_path)
 
 
 def test_new_records_carry_their_format_versions(tmp_path: Path) -> None:

@@ -20,12 +20,10 @@ import pytest
 from medpanel.experiments.analysis import fanout
 from medpanel.experiments.analysis.report import read_run_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.execution.runner import Runner
-from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.rundir import load_run
 from medpanel.experiments.run.store.transcript_log import RecordPath, record_path
 from medpanel.experiments.view.viewer import build_report_site
+from tests.rundir_helpers import completed
 
 from .cli_helpers import run_main
 
@@ -37,9 +35,7 @@ SCENARIO = {"name": "procs", "pipeline": "panel", "flags": {"c": [0, 1], "r": [0
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("procs")
-    runner = Runner.create(make_plan(Scenario.model_validate(SCENARIO), base_dir=tmp), run_dir=tmp / "run")
-    assert runner.run(install_signals=False)["state"] == "complete"
-    return runner.run_dir
+    return completed(SCENARIO, tmp).run_dir
 
 
 def copy_run(run_dir: Path, dest: Path) -> Path:

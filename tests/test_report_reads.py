@@ -17,14 +17,12 @@ from medpanel.experiments.analysis.audit import audit_run
 from medpanel.experiments.analysis.digest import digest, read_digests
 from medpanel.experiments.analysis.report import read_run_tables
 from medpanel.experiments.errors import UserError
-from medpanel.experiments.run.execution.runner import Runner
-from medpanel.experiments.run.scenario.plan import make_plan
-from medpanel.experiments.run.scenario.scenario import Scenario
 from medpanel.experiments.run.store.rundir import load_run, read_transcript
 from medpanel.experiments.run.store.transcript_log import record_path
 from medpanel.experiments.view import pages, viewer
 from medpanel.experiments.view.events import event_view
 from medpanel.experiments.view.render import num, pretty, render_event, render_value, safe_url
+from tests.rundir_helpers import completed
 
 from .inspect_fixtures import clear_run
 
@@ -36,9 +34,7 @@ SCENARIO = {"name": "reads", "pipeline": "panel", "flags": {"c": [0, 1]},
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("reads")
-    runner = Runner.create(make_plan(Scenario.model_validate(SCENARIO), base_dir=tmp), run_dir=tmp / "run")
-    assert runner.run(install_signals=False)["state"] == "complete"
-    return runner.run_dir
+    return completed(SCENARIO, tmp).run_dir
 
 
 def test_the_tables_read_of_each_transcript_is_what_its_whole_validated_record_gives(run_dir: Path) -> None:
