@@ -6,8 +6,6 @@ interval on the accuracy difference plus an exact McNemar test on the discordant
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -25,20 +23,13 @@ __all__ = [
     "mean_ci",
     "mean_sd",
     "paired_comparison",
+    "percentile_bootstrap",
+    "percentile_bootstraps",
     "wilson_ci",
 ]
 
 # SciPy is imported by the functions that call it (a second of imports): a report whose tables run
 # no bootstrap and no exact test (a single condition, no pairs) never loads it.
-
-
-@functools.cache
-def _rng_kw() -> str:
-    """SciPy 1.15 renamed bootstrap's `random_state` to `rng`; pyproject allows scipy>=1.10, and the
-    old name is slated for deprecation, so pick whichever this SciPy understands."""
-    from scipy import stats
-
-    return "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 def _as_bool_array(values: Iterable[object]) -> np.ndarray:
@@ -50,24 +41,55 @@ def _as_bool_array(values: Iterable[object]) -> np.ndarray:
     return arr.astype(bool)
 
 
+BATCH = 1000
+"""Resamples drawn at once: bounds memory at BATCH x n indices for large question sets."""
+
+
 def percentile_bootstrap(x: np.ndarray, *, n_boot: int, seed: int, level: float) -> tuple[float, float]:
-    """Percentile bootstrap CI of mean(x); (nan, nan) below two observations, where it is meaningless."""
-    if x.size < 2:
-        return float("nan"), float("nan")
+    """Percentile bootstrap CI of mean(x); (nan, nan) below two observations, where it is meaningless.
+
+    The same numbers as `scipy.stats.bootstrap((x,), np.mean, n_resamples=n_boot, batch=BATCH,
+    method="percentile", vectorized=True, rng=np.random.default_rng(seed))`, which the tests check on
+    random inputs: the same indices in the same order, each batch's means, SciPy's quantiles. SciPy
+    gathers the indices by fancy indexing (three times `np.take`'s cost here), validates its
+    inputs and computes a standard error nobody reads; a report runs a hundred of these."""
+    return percentile_bootstraps([x], n_boot=n_boot, seed=seed, level=level)[0]
+
+
+def percentile_bootstraps(xs: Sequence[np.ndarray], *, n_boot: int, seed: int, level: float
+                          ) -> list[tuple[float, float]]:
+    """`percentile_bootstrap` of each of `xs`, in order. With one seed, samples of one size draw the
+    same resamples' indices, so each batch of them is drawn once for all (the draw is most of a
+    bootstrap's cost): each interval is the one it would get alone."""
+    out: list[tuple[float, float]] = [(float("nan"), float("nan"))] * len(xs)
+    by_size: dict[int, list[int]] = {}
+    for i, x in enumerate(xs):
+        if x.size >= 2:
+            by_size.setdefault(x.size, []).append(i)
+    for n, members in by_size.items():
+        rng = np.random.default_rng(seed)
+        means = [np.empty(n_boot, dtype=np.result_type(xs[i].dtype, np.float64)) for i in members]
+        for start in range(0, n_boot, BATCH):
+            size = min(BATCH, n_boot - start)
+            drawn = rng.integers(0, n, (size, n))
+            for i, m in zip(members, means, strict=True):
+                np.mean(np.take(xs[i], drawn), axis=-1, out=m[start:start + size])
+        for i, m in zip(members, means, strict=True):
+            alpha = np.asarray((1 - level) / 2, dtype=m.dtype)
+            low, high = _quantiles(m, np.stack([alpha, 1 - alpha], axis=-1))
+            out[i] = (float(low), float(high))
+    return out
+
+
+def _quantiles(values: np.ndarray, probabilities: np.ndarray) -> np.ndarray:
+    """The quantiles SciPy's bootstrap takes: `scipy.stats.quantile` (linear) since SciPy 1.15,
+    `np.percentile` before it (pyproject allows scipy>=1.10)."""
     from scipy import stats
 
-    res = stats.bootstrap(
-        (x,),
-        np.mean,
-        n_resamples=n_boot,
-        vectorized=True,
-        confidence_level=level,
-        method="percentile",
-        # 1000 resamples per batch bounds memory at ~1000*n indices for large question sets.
-        batch=1000,
-        **{_rng_kw(): np.random.default_rng(seed)},
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    quantile = getattr(stats, "quantile", None)
+    if quantile is None:
+        return np.asarray(np.percentile(values, 100 * probabilities))
+    return np.asarray(quantile(values, probabilities, axis=-1))
 
 
 def accuracy_ci(

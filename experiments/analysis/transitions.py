@@ -39,7 +39,7 @@ from medpanel.agents.tables import OVERALL, Table
 from medpanel.experiments.analysis.digest import RowDigest
 from medpanel.experiments.analysis.inference.ledger import CallCost
 from medpanel.experiments.analysis.methods import reports
-from medpanel.experiments.analysis.stats import percentile_bootstrap
+from medpanel.experiments.analysis.stats import percentile_bootstraps
 from medpanel.experiments.analysis.trajectory import (
     INTERVENTIONS,
     Stage,
@@ -81,7 +81,22 @@ class NetGain:
 
 def net_gain(ts: Sequence[Trajectory], *, n_boot: int = 10000, seed: int = 0) -> NetGain:
     """wrong->right minus right->wrong, with a paired bootstrap CI over questions (in points)."""
-    per_q: dict[tuple[str, str], list[float]] = defaultdict(list)
+    return net_gains([ts], n_boot=n_boot, seed=seed)[0]
+
+
+def net_gains(groups: Sequence[Sequence[Trajectory]], *, n_boot: int = 10000, seed: int = 0) -> list[NetGain]:
+    """`net_gain` of each group, with one bootstrap call for all (`stats.percentile_bootstraps`:
+    groups with as many questions share their resamples' draws; each CI is its own)."""
+    tallies = [_tally(ts) for ts in groups]
+    cis = percentile_bootstraps([means for _n, _gain, means in tallies], n_boot=n_boot, seed=seed, level=0.95)
+    return [NetGain(n, gain, 100.0 * gain / n, 100.0 * low, 100.0 * high) if n else
+            NetGain(0, 0, 0.0, float("nan"), float("nan"))
+            for (n, gain, _means), (low, high) in zip(tallies, cis, strict=True)]
+
+
+def _tally(ts: Sequence[Trajectory]) -> tuple[int, int, np.ndarray]:
+    """Scored rows, their net gain, and each question's mean change (sorted by question)."""
+    per_q: dict[tuple[str, str], list[int]] = defaultdict(list)
     gain = 0
     for t in ts:
         if not t.scored:
@@ -91,13 +106,11 @@ def net_gain(ts: Sequence[Trajectory], *, n_boot: int = 10000, seed: int = 0) ->
         gain += d
         per_q[(t.dataset, t.qid)].append(d)
     n = sum(len(v) for v in per_q.values())
-    if not n:
-        return NetGain(0, 0, 0.0, float("nan"), float("nan"))
     # Repeats of a question are one resampling unit; their mean keeps each row's weight equal
-    # when every question has the same number of repeats (a run's repeats always do).
-    means = np.array([np.mean(v) for _k, v in sorted(per_q.items())], dtype=float)
-    low, high = percentile_bootstrap(means, n_boot=n_boot, seed=seed, level=0.95)
-    return NetGain(n, gain, 100.0 * gain / n, 100.0 * low, 100.0 * high)
+    # when every question has the same number of repeats (a run's repeats always do). The sum of
+    # a few small integers is exact, so sum / len is the float `np.mean` gives, without its call.
+    means = np.array([sum(v) / len(v) for _k, v in sorted(per_q.items())], dtype=float)
+    return n, gain, means
 
 
 def conditions_of(ts: Sequence[Trajectory], conditions: Sequence[str] | None) -> list[str]:
@@ -108,23 +121,31 @@ def conditions_of(ts: Sequence[Trajectory], conditions: Sequence[str] | None) ->
 
 def transition_rows(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None, *,
                     n_boot: int = 10000) -> list[list[object]]:
-    out: list[list[object]] = []
     datasets = sorted({t.dataset for t in ts})
+    by: dict[tuple[str, str], list[Trajectory]] = defaultdict(list)
+    for t in ts:
+        by[(t.condition, t.dataset)].append(t)
+    groups: list[tuple[str, str, list[Trajectory]]] = []
     for cond in conditions_of(ts, conditions):
-        for ds in [*datasets, OVERALL]:
-            sel = [t for t in ts if t.condition == cond and (ds == OVERALL or t.dataset == ds)]
-            if not sel:
-                continue
-            counts = {c: 0 for c in CELLS}
-            for t in sel:
-                counts[cell_of(t)] += 1
-            g = net_gain(sel, n_boot=n_boot)
-            scored = [t for t in sel if t.scored]
-            first_right = sum(1 for t in scored if t.first is not None and t.first.state == "right")
-            final_right = sum(1 for t in scored if t.final.state == "right")
-            out.append([cond, ds, len(sel), *(counts[c] for c in CELLS), g.gain, round(g.points, 1), g.ci(),
-                        round(100.0 * first_right / len(scored), 1) if scored else "-",
-                        round(100.0 * final_right / len(scored), 1) if scored else "-"])
+        for ds in datasets:
+            if by.get((cond, ds)):
+                groups.append((cond, ds, by[(cond, ds)]))
+        # The overall selection in the input's order, as a filter of `ts` would give it.
+        overall = [t for t in ts if t.condition == cond]
+        if overall:
+            groups.append((cond, OVERALL, overall))
+    gains = net_gains([sel for _c, _d, sel in groups], n_boot=n_boot)
+    out: list[list[object]] = []
+    for (cond, ds, sel), g in zip(groups, gains, strict=True):
+        counts = {c: 0 for c in CELLS}
+        for t in sel:
+            counts[cell_of(t)] += 1
+        scored = [t for t in sel if t.scored]
+        first_right = sum(1 for t in scored if t.first is not None and t.first.state == "right")
+        final_right = sum(1 for t in scored if t.final.state == "right")
+        out.append([cond, ds, len(sel), *(counts[c] for c in CELLS), g.gain, round(g.points, 1), g.ci(),
+                    round(100.0 * first_right / len(scored), 1) if scored else "-",
+                    round(100.0 * final_right / len(scored), 1) if scored else "-"])
     return out
 
 
