@@ -11,7 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from medpanel.experiments.analysis.transition_plots import COLOURS, flow_counts, write_transition_plots
+from medpanel.experiments.analysis.transition_plots import (
+    COLOURS,
+    flow_counts,
+    transition_plot_names,
+    write_transition_plots,
+)
 
 from .test_transitions import P1, Q1, Q2, Q3, Q4
 from .transition_fixtures import doc, ev, trajectories, turn, vote
@@ -40,6 +45,10 @@ def test_flow_counts_and_files(tmp_path: Path) -> None:
     assert names == sorted(f"{n}.{x}" for n in ("transitions_c1", "transitions_c0", "transitions")
                            for x in ("png", "svg"))
     assert all(p.stat().st_size > 5000 for p in files if p.suffix == ".png")
+    # The report's index names the figures before another process draws them: the same names, in order.
+    assert transition_plot_names(ts, ["c1", "c0", "ft"]) == [p.stem for p in files if p.suffix == ".png"] == [
+        "transitions_c1", "transitions_c0", "transitions"]
+    assert transition_plot_names([t for t in ts if t.condition == "ft"], ["ft"]) == []
     texts = svg_texts(tmp_path / "plots" / "transitions_c1.svg")
     for label in ("wrong → right: 6", "right → wrong: 1", "invalid → right: 1", "right → error: 1",
                   "right 2", "wrong 6", "invalid 1", "right 7", "wrong 1", "error 1"):

@@ -106,19 +106,33 @@ def _rect(x: float, y: float, w: float, h: float, colour: str) -> Any:
     return Rectangle((x, y), w, h, facecolor=colour, edgecolor="white", linewidth=0.5)
 
 
+def _drawn(ts: Sequence[Trajectory], conditions: Sequence[str] | None) -> list[str]:
+    """The conditions with a scored row, in the figures' order: each gets a flow diagram."""
+    return [c for c in conditions_of(ts, conditions) if any(t.condition == c and t.scored for t in ts)]
+
+
+def transition_plot_names(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> list[str]:
+    """The names (without a suffix) `write_transition_plots` gives its figures, in its order, known
+    before they are drawn: the report's index is built while another process draws them."""
+    order = _drawn(ts, conditions)
+    return [f"transitions_{safe_dir(cond)}" for cond in order] + (["transitions"] if order else [])
+
+
 def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
                            conditions: Sequence[str] | None = None) -> list[Path]:
-    """One flow diagram per condition and the stacked bars of all; returns the files (PNG, SVG)."""
+    """One flow diagram per condition and the stacked bars of all (`transition_plot_names`);
+    returns the files (PNG, SVG)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
-    order = [c for c in conditions_of(ts, conditions) if any(t.condition == c and t.scored for t in ts)]
-    for cond in order:
+    order = _drawn(ts, conditions)
+    names = transition_plot_names(ts, conditions)
+    for cond, name in zip(order, names, strict=False):
         flows = flow_counts([t for t in ts if t.condition == cond])
         n = sum(flows.values())
         gain = flows[("wrong", "right")] - flows[("right", "wrong")]
         fig = new_figure(5.2, 3.4)
         sankey(fig.add_subplot(), flows, f"{cond}: first-turn majority → final (n={n}, net gain {gain:+d})")
-        written += save_figure(fig, out_dir, f"transitions_{safe_dir(cond)}")
+        written += save_figure(fig, out_dir, name)
     if order:
         fig = new_figure(7.0, 1.4 + 0.45 * len(order))
         ax = fig.add_subplot()
@@ -149,5 +163,5 @@ def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
         pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank[p[0]])
         fig.legend([h for _l, h in pairs], [lab for lab, _h in pairs], loc="outside lower center", fontsize=6,
                    ncols=min(5, len(pairs)))
-        written += save_figure(fig, out_dir, "transitions")
+        written += save_figure(fig, out_dir, names[-1])
     return written

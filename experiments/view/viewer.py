@@ -28,7 +28,7 @@ from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.report import RowTables, RunTables, row_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
-from medpanel.experiments.analysis.transition_plots import write_transition_plots
+from medpanel.experiments.analysis.transition_plots import transition_plot_names, write_transition_plots
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.rundir import RunData, load_run
 from medpanel.experiments.view.events import comparison_pairs
@@ -164,32 +164,43 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
         written.append(data.run_dir / "report" / LEAKAGE_FILE)
     with gc_frozen():  # the digests, kept out of the collector's passes while tables and figures are made
         ts = [d.trajectory for d in digests]  # for the transition figures, drawn by a worker meanwhile
+        drawing = plots and bool(data.rows)
         transitions = in_child(lambda: write_transition_plots(ts, out / "plots", data.conditions),
-                               fork=count > 1) if plots and data.rows else list
+                               fork=count > 1) if drawing else list
         try:
             tables = (list(shared.tables) if shared is not None else
                       early.tables.complete(digests) if early.tables is not None else [])
+            run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
+            if leak_doc and data.rows:
+                tables.append(leakage_table(leak_doc))
+            # The index names the transition figures before they are drawn; it is written once they are.
+            names = transition_plot_names(ts, data.conditions) if drawing else []
+            index_html = _index_html(site.ctx, data, tables, table_rows, early.plot_files, names, leak_doc)
         finally:
             transition_files: list[Path] = transitions()
-        run_tables = RunTables(data.rows, digests, list(tables)) if data.rows else None
-        if leak_doc and data.rows:
-            tables.append(leakage_table(leak_doc))
-        plot_files = early.plot_files
-        written += plot_files + transition_files
+        if [p.stem for p in transition_files if p.suffix == ".png"] != names:  # one function names both
+            raise RuntimeError(f"the transition figures drawn ({transition_files}) are not the ones named {names}")
+        written += early.plot_files + transition_files
     written += pages
-    ctx = site.ctx
+    index = own.write("report/index.html", index_html, durable=False)
+    written.append(index)
+    return written, run_tables
+
+
+def _index_html(ctx: PageContext, data: RunData, tables: list[Table], table_rows: list[dict[str, Any]],
+                plot_files: list[Path], transition_names: list[str], leak_doc: dict[str, Any] | None) -> str:
+    """The report's index: the run's header, every table, the figures (the transition figures by
+    name) and the question table."""
     filters = {
         "condition": data.conditions, "dataset": sorted({r.dataset for r in data.rows}),
         "status": ["correct", "wrong", "invalid", "error"],
         "route": sorted({t["route"] for t in table_rows if t["route"]}),
     }
-    index = own.write("report/index.html", ctx.env.get_template("index.html.j2").render(
+    return ctx.env.get_template("index.html.j2").render(
         nonce=ctx.nonce, run=ctx.header, tables=[_table_view(t) for t in tables], rows=table_rows,
         filters=filters,
         plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
                for p in plot_files if p.suffix == ".png"],
-        transition_plots=[{"name": p.stem, "png": f"plots/{p.name}", "svg": f"plots/{p.stem}.svg"}
-                          for p in transition_files if p.suffix == ".png"],
-        leak_hits=len((leak_doc or {}).get("hits", []))), durable=False)
-    written.append(index)
-    return written, run_tables
+        transition_plots=[{"name": name, "png": f"plots/{name}.png", "svg": f"plots/{name}.svg"}
+                          for name in transition_names],
+        leak_hits=len((leak_doc or {}).get("hits", [])))
