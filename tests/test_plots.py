@@ -10,7 +10,7 @@ import pytest
 
 from medpanel.experiments.analysis import plots
 from medpanel.experiments.analysis.plots import PLOTS, pareto_front, write_plots
-from medpanel.experiments.analysis.stats import accuracy_ci
+from medpanel.experiments.analysis.stats import accuracy_cis
 from medpanel.experiments.run.store.store import Row, Store
 
 from .inspect_fixtures import grid_run
@@ -57,16 +57,16 @@ def test_svg_is_deterministic(rows: list[Row], tmp_path: Path) -> None:
 
 
 def test_uses_the_tables_bootstrap(rows: list[Row], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[tuple[int, int]] = []
+    calls: list[tuple[list[int], int]] = []
 
-    def spy(correct: list[bool], **kw: int) -> tuple[float, float, float]:
-        calls.append((len(correct), kw["n_boot"]))
-        return accuracy_ci(correct, **kw)
+    def spy(groups: list[list[bool]], **kw: int) -> list[tuple[float, float, float]]:
+        calls.append(([len(g) for g in groups], kw["n_boot"]))
+        return accuracy_cis(groups, **kw)
 
-    monkeypatch.setattr(plots, "accuracy_ci", spy)
+    monkeypatch.setattr(plots, "accuracy_cis", spy)
     write_plots(rows, CONDITIONS, tmp_path, n_boot=321)
     assert calls and all(n_boot == 321 for _, n_boot in calls)
-    assert sorted(n for n, _ in calls[:4]) == [3, 3, 3, 3]  # one CI per condition first
+    assert calls[0][0] == [3, 3, 3, 3]  # one CI per condition first
 
 
 def test_single_question_and_unknown_condition(rows: list[Row], tmp_path: Path) -> None:

@@ -15,10 +15,13 @@ from medpanel.experiments.analysis.stats import (
     BATCH,
     PairedComparison,
     accuracy_ci,
+    accuracy_cis,
     format_points,
     mean_sd,
     paired_comparison,
+    paired_comparisons,
     percentile_bootstrap,
+    percentile_bootstraps,
     wilson_ci,
 )
 
@@ -242,3 +245,28 @@ def test_percentile_bootstrap_report_size_matches_scipy() -> None:
     """The report's own case: 862 questions, 10,000 resamples, seed 0."""
     x = np.random.default_rng(7).integers(-3, 4, 862) / 3.0
     assert percentile_bootstrap(x, n_boot=10_000, seed=0, level=0.95) == _scipy_percentile_ci(x, 10_000, 0, 0.95)
+
+
+def test_joint_bootstraps_are_each_samples_own() -> None:
+    """Samples of one size share their resamples' draws in one call; each interval must still be
+    the one its sample gets alone (and SciPy's), whatever else is in the call and in what order."""
+    g = np.random.default_rng(11)
+    xs = [g.integers(0, 2, 300).astype(float), g.integers(-3, 4, 300) / 3.0, g.normal(size=57),
+          g.integers(0, 2, 300).astype(float), np.array([1.0]), g.normal(size=57)]
+    joint = percentile_bootstraps(xs, n_boot=2500, seed=3, level=0.95)
+    alone = [percentile_bootstrap(x, n_boot=2500, seed=3, level=0.95) for x in xs]
+    assert repr(joint) == repr(alone)  # repr: every float exactly, and nan equal to nan
+    assert joint[0] == _scipy_percentile_ci(xs[0], 2500, 3, 0.95)
+    assert math.isnan(joint[4][0]) and math.isnan(joint[4][1])  # one observation: no interval
+    assert repr(percentile_bootstraps(xs[::-1], n_boot=2500, seed=3, level=0.95)) == repr(alone[::-1])
+    assert percentile_bootstraps([], n_boot=100, seed=0, level=0.95) == []
+
+
+def test_joint_paired_comparisons_and_accuracies_match_one_at_a_time() -> None:
+    a, b, c = _results({1, 2, 3, 5, 8}, 40), _results({2, 3, 4, 5, 9, 10, 11}, 40), _results({1, 7}, 12)
+    pairs = [("a", a, "b", b), ("b", b, "a", a), ("a", a, "c", c)]
+    assert paired_comparisons(pairs, n_boot=1500) == [paired_comparison(*p, n_boot=1500) for p in pairs]
+    groups = [[True, False, True], [False] * 5 + [True] * 35, [True, True, False]]
+    assert accuracy_cis(groups, n_boot=1500) == [accuracy_ci(g, n_boot=1500) for g in groups]
+    with pytest.raises(ValueError, match="at least one result"):
+        accuracy_cis([[True], []])

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from medpanel.experiments.analysis.stats import accuracy_ci
+from medpanel.experiments.analysis.stats import accuracy_cis
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.rows import Row
 
@@ -56,8 +56,13 @@ def save_figure(fig: Figure, out_dir: Path, name: str) -> list[Path]:
 
 def accuracy_interval(sel: list[Row], n_boot: int) -> tuple[float, float, float]:
     """Accuracy and CI in percent; the CI is nan below two questions (no interval to draw)."""
-    acc, lo, hi = accuracy_ci([r.correct for r in sel], n_boot=n_boot)
-    return 100 * acc, 100 * lo, 100 * hi
+    return accuracy_intervals([sel], n_boot)[0]
+
+
+def accuracy_intervals(groups: list[list[Row]], n_boot: int) -> list[tuple[float, float, float]]:
+    """`accuracy_interval` of each group, from one bootstrap call (`stats.accuracy_cis`)."""
+    return [(100 * acc, 100 * lo, 100 * hi)
+            for acc, lo, hi in accuracy_cis([[r.correct for r in sel] for sel in groups], n_boot=n_boot)]
 
 
 def error_bars(accs: list[float], los: list[float], his: list[float]) -> list[list[float]]:
@@ -82,7 +87,7 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
         return []
     datasets = sorted({r.dataset for r in rows})
     by_cond = {c: [r for r in rows if r.condition == c] for c in conditions}
-    stats = {c: accuracy_interval(sel, n_boot) for c, sel in by_cond.items()}
+    stats = dict(zip(by_cond, accuracy_intervals(list(by_cond.values()), n_boot), strict=True))
     written: list[Path] = []
     x = list(range(len(conditions)))
     width = max(4.5, 0.9 * len(conditions) + 2)
@@ -103,13 +108,15 @@ def write_plots(rows: list[Row], conditions: list[str], out_dir: Path, *, n_boot
     fig = new_figure(max(5.0, 1.2 * len(datasets) * max(1, len(conditions)) * 0.45 + 2), 3.6)
     ax = fig.add_subplot()
     bw = 0.8 / len(conditions)
+    cells = {(c, ds): [r for r in by_cond[c] if r.dataset == ds] for c in conditions for ds in datasets}
+    cells = {k: sel for k, sel in cells.items() if sel}
+    intervals = dict(zip(cells, accuracy_intervals(list(cells.values()), n_boot), strict=True))
     for j, c in enumerate(conditions):
         xs, ys, los, his = [], [], [], []
         for i, ds in enumerate(datasets):
-            sel = [r for r in by_cond[c] if r.dataset == ds]
-            if not sel:
+            if (c, ds) not in intervals:
                 continue
-            a, lo, hi = accuracy_interval(sel, n_boot)
+            a, lo, hi = intervals[(c, ds)]
             xs.append(i - 0.4 + bw * (j + 0.5))
             ys.append(a)
             los.append(lo)

@@ -22,7 +22,7 @@ from medpanel.experiments.analysis.fanout import process_count
 from medpanel.experiments.analysis.free_text_pairs import free_text_pair_table
 from medpanel.experiments.analysis.inference.contrasts import holm
 from medpanel.experiments.analysis.methods import reports
-from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparison
+from medpanel.experiments.analysis.stats import NOTHING_TO_TEST, mean_sd, paired_comparisons
 from medpanel.experiments.analysis.trajectory_types import Trajectory
 from medpanel.experiments.analysis.transitions import call_events, transition_tables
 from medpanel.experiments.run.scenario.axes import expand_pairs
@@ -140,18 +140,19 @@ def comparison_pairs(record: RunRecord, conditions: list[str]) -> list[tuple[str
 
 
 def paired_table(rows: list[Row], pairs: list[tuple[str, str]], *, n_boot: int = 10000, seed: int = 0) -> Table:
-    out: list[list[object]] = []
-    comps = []
+    asked: list[tuple[str, dict[tuple[str, str], bool], str, dict[tuple[str, str], bool]]] = []
+    repeats: list[int] = []
     for a, b in pairs:
         for rep in sorted({r.repeat for r in rows}):
             ma = {r.key: r.correct for r in rows if r.condition == a and r.repeat == rep}
             mb = {r.key: r.correct for r in rows if r.condition == b and r.repeat == rep}
-            if not (set(ma) & set(mb)):
-                continue
-            c = paired_comparison(a, ma, b, mb, n_boot=n_boot, seed=seed)
-            out.append([a, b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1), round(c.diff_points, 1),
-                        c.ci_text, c.b_only, c.a_only])
-            comps.append(c)
+            if set(ma) & set(mb):
+                asked.append((a, ma, b, mb))
+                repeats.append(rep)
+    comps = paired_comparisons(asked, n_boot=n_boot, seed=seed)
+    out: list[list[object]] = [[c.a, c.b, rep, c.n, round(100 * c.acc_a, 1), round(100 * c.acc_b, 1),
+                                round(c.diff_points, 1), c.ci_text, c.b_only, c.a_only]
+                               for c, rep in zip(comps, repeats, strict=True)]
     # Holm over every comparison of the table: with m tests at 0.05 each, the chance of
     # at least one false "better" grows towards 1 - 0.95^m; the verdict reads the adjusted p.
     p_holm = holm([c.p_mcnemar for c in comps])

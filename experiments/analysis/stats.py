@@ -19,10 +19,12 @@ K = TypeVar("K", bound=Hashable)
 __all__ = [
     "PairedComparison",
     "accuracy_ci",
+    "accuracy_cis",
     "format_points",
     "mean_ci",
     "mean_sd",
     "paired_comparison",
+    "paired_comparisons",
     "percentile_bootstrap",
     "percentile_bootstraps",
     "wilson_ci",
@@ -96,11 +98,18 @@ def accuracy_ci(
     correct: Sequence[bool], *, n_boot: int = 10000, seed: int = 0, level: float = 0.95
 ) -> tuple[float, float, float]:
     """Return (accuracy, ci_low, ci_high) with a percentile bootstrap CI (fractions, not points)."""
-    x = _as_bool_array(correct).astype(float)
-    if x.size == 0:
+    return accuracy_cis([correct], n_boot=n_boot, seed=seed, level=level)[0]
+
+
+def accuracy_cis(groups: Sequence[Sequence[bool]], *, n_boot: int = 10000, seed: int = 0, level: float = 0.95
+                 ) -> list[tuple[float, float, float]]:
+    """`accuracy_ci` of each group, in order, from one `percentile_bootstraps` call (groups of one
+    size share their resamples' draws; each interval is the one it gets alone)."""
+    xs = [_as_bool_array(correct).astype(float) for correct in groups]
+    if any(x.size == 0 for x in xs):
         raise ValueError("accuracy_ci needs at least one result")
-    low, high = percentile_bootstrap(x, n_boot=n_boot, seed=seed, level=level)
-    return float(x.mean()), low, high
+    cis = percentile_bootstraps(xs, n_boot=n_boot, seed=seed, level=level)
+    return [(float(x.mean()), low, high) for x, (low, high) in zip(xs, cis, strict=True)]
 
 
 def mean_ci(values: Sequence[float] | np.ndarray, *, n_boot: int = 10000, seed: int = 0,
@@ -180,6 +189,33 @@ def paired_comparison(
     seed: int = 0,
 ) -> PairedComparison:
     """Compare two conditions on the questions both answered (keys such as (dataset, qid))."""
+    return paired_comparisons([(a_name, a, b_name, b)], n_boot=n_boot, seed=seed)[0]
+
+
+def paired_comparisons(pairs: Sequence[tuple[str, Mapping[K, bool], str, Mapping[K, bool]]], *,
+                       n_boot: int = 10000, seed: int = 0) -> list[PairedComparison]:
+    """`paired_comparison` of each (a_name, a, b_name, b), in order, their intervals from one
+    `percentile_bootstraps` call: pairs on as many questions share their resamples' draws (a
+    report's pairs are usually all on the same questions); each interval is the one it gets alone."""
+    prepared = [_paired_counts(a_name, a, b_name, b) for a_name, a, b_name, b in pairs]
+    cis = percentile_bootstraps([d for *_rest, d in prepared], n_boot=n_boot, seed=seed, level=0.95)
+    out = []
+    for (a_name, _a, b_name, _b), (n, ra, rb, b_only, a_only, _d), (low, high) in zip(pairs, prepared, cis,
+                                                                                     strict=True):
+        # Exact McNemar: under H0 each discordant question is equally likely to favour a or b.
+        discordant = b_only + a_only
+        p = _binomial_p(b_only, discordant) if discordant else 1.0
+        acc_a, acc_b = float(ra.mean()), float(rb.mean())
+        out.append(PairedComparison(a=a_name, b=b_name, n=n, acc_a=acc_a, acc_b=acc_b,
+                                    diff_points=100.0 * (acc_b - acc_a), ci_low=100.0 * low, ci_high=100.0 * high,
+                                    b_only=b_only, a_only=a_only, p_mcnemar=p))
+    return out
+
+
+def _paired_counts(a_name: str, a: Mapping[K, bool], b_name: str, b: Mapping[K, bool]
+                   ) -> tuple[int, np.ndarray, np.ndarray, int, int, np.ndarray]:
+    """The shared questions' count, both conditions' correctness on them, the discordant counts and
+    the per-question differences b - a that the bootstrap resamples."""
     # Sort by repr so the bootstrap draw depends on the key set, not on dict insertion order,
     # and so mixed key types never fail to compare.
     keys = sorted(a.keys() & b.keys(), key=repr)
@@ -187,29 +223,10 @@ def paired_comparison(
         raise ValueError(f"{a_name!r} and {b_name!r} share no questions; nothing to compare")
     ra = _as_bool_array(a[k] for k in keys)
     rb = _as_bool_array(b[k] for k in keys)
-    b_only = int(np.sum(rb & ~ra))
-    a_only = int(np.sum(ra & ~rb))
-    # Exact McNemar: under H0 each discordant question is equally likely to favour a or b.
-    discordant = b_only + a_only
-    p = _binomial_p(b_only, discordant) if discordant else 1.0
     # Resampling per-question differences is resampling questions jointly for both conditions,
     # which keeps the pairing (and its variance reduction) intact.
     d = rb.astype(float) - ra.astype(float)
-    low, high = percentile_bootstrap(d, n_boot=n_boot, seed=seed, level=0.95)
-    acc_a, acc_b = float(ra.mean()), float(rb.mean())
-    return PairedComparison(
-        a=a_name,
-        b=b_name,
-        n=len(keys),
-        acc_a=acc_a,
-        acc_b=acc_b,
-        diff_points=100.0 * (acc_b - acc_a),
-        ci_low=100.0 * low,
-        ci_high=100.0 * high,
-        b_only=b_only,
-        a_only=a_only,
-        p_mcnemar=p,
-    )
+    return len(keys), ra, rb, int(np.sum(rb & ~ra)), int(np.sum(ra & ~rb)), d
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
