@@ -122,17 +122,33 @@ def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
                            conditions: Sequence[str] | None = None) -> list[Path]:
     """One flow diagram per condition and the stacked bars of all (`transition_plot_names`);
     returns the files (PNG, SVG)."""
+    return write_flow_plots(ts, out_dir, conditions) + write_transition_bars(ts, out_dir, conditions)
+
+
+def write_flow_plots(ts: Sequence[Trajectory], out_dir: Path, conditions: Sequence[str] | None = None
+                     ) -> list[Path]:
+    """`write_transition_plots`' flow diagrams, one per condition (the report's index is built, and
+    the bars drawn, while another process draws these)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     order = _drawn(ts, conditions)
-    names = transition_plot_names(ts, conditions)
-    for cond, name in zip(order, names, strict=False):
+    for cond, name in zip(order, transition_plot_names(ts, conditions), strict=False):
         flows = flow_counts([t for t in ts if t.condition == cond])
         n = sum(flows.values())
         gain = flows[("wrong", "right")] - flows[("right", "wrong")]
         fig = new_figure(5.2, 3.4)
         sankey(fig.add_subplot(), flows, f"{cond}: first-turn majority → final (n={n}, net gain {gain:+d})")
         written += save_figure(fig, out_dir, name)
+    return written
+
+
+def write_transition_bars(ts: Sequence[Trajectory], out_dir: Path, conditions: Sequence[str] | None = None
+                          ) -> list[Path]:
+    """`write_transition_plots`' stacked bars of every condition's transitions (none without a
+    scored row)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    order = _drawn(ts, conditions)
     if order:
         fig = new_figure(7.0, 1.4 + 0.45 * len(order))
         ax = fig.add_subplot()
@@ -163,5 +179,5 @@ def write_transition_plots(ts: Sequence[Trajectory], out_dir: Path,
         pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank[p[0]])
         fig.legend([h for _l, h in pairs], [lab for lab, _h in pairs], loc="outside lower center", fontsize=6,
                    ncols=min(5, len(pairs)))
-        written += save_figure(fig, out_dir, names[-1])
+        written += save_figure(fig, out_dir, transition_plot_names(ts, conditions)[-1])
     return written

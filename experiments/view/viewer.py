@@ -28,7 +28,11 @@ from medpanel.experiments.analysis.methods import reports
 from medpanel.experiments.analysis.plots import write_plots
 from medpanel.experiments.analysis.report import RowTables, RunTables, row_tables
 from medpanel.experiments.analysis.study_plots import write_study_plots
-from medpanel.experiments.analysis.transition_plots import transition_plot_names, write_transition_plots
+from medpanel.experiments.analysis.transition_plots import (
+    transition_plot_names,
+    write_flow_plots,
+    write_transition_bars,
+)
 from medpanel.experiments.run.store.confined import Confined
 from medpanel.experiments.run.store.rundir import RunData, load_run
 from medpanel.experiments.view.events import comparison_pairs
@@ -165,8 +169,10 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
     with gc_frozen():  # the digests, kept out of the collector's passes while tables and figures are made
         ts = [d.trajectory for d in digests]  # for the transition figures, drawn by a worker meanwhile
         drawing = plots and bool(data.rows)
-        transitions = in_child(lambda: write_transition_plots(ts, out / "plots", data.conditions),
-                               fork=count > 1) if drawing else list
+        # A forked worker draws the flow diagrams; this process the tables, the index and the bars.
+        flows = in_child(lambda: write_flow_plots(ts, out / "plots", data.conditions),
+                         fork=count > 1) if drawing else list
+        bars: list[Path] = []
         try:
             tables = (list(shared.tables) if shared is not None else
                       early.tables.complete(digests) if early.tables is not None else [])
@@ -176,8 +182,9 @@ def build_report_site(run_dir: Path, *, plots: bool = True, n_boot: int = 10000,
             # The index names the transition figures before they are drawn; it is written once they are.
             names = transition_plot_names(ts, data.conditions) if drawing else []
             index_html = _index_html(site.ctx, data, tables, table_rows, early.plot_files, names, leak_doc)
+            bars = write_transition_bars(ts, out / "plots", data.conditions) if drawing else []
         finally:
-            transition_files: list[Path] = transitions()
+            transition_files: list[Path] = flows() + bars
         if [p.stem for p in transition_files if p.suffix == ".png"] != names:  # one function names both
             raise RuntimeError(f"the transition figures drawn ({transition_files}) are not the ones named {names}")
         written += early.plot_files + transition_files
