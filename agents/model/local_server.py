@@ -21,8 +21,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-import httpx
-
 from medpanel.agents.model import serve_child
 from medpanel.agents.model.errors import LocalModelError as LocalModelError  # re-exported where it always was
 
@@ -108,6 +106,8 @@ class ServerProcess(StartedInWith):
             # A new session: the runner's Ctrl-C must reach the runner first, which then stops the
             # server itself after the questions in flight are saved. The child keeps its own log descriptor.
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        import httpx  # here: a run imports this module on its way to its first question, launching or not
+
         deadline = time.monotonic() + self.startup_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
