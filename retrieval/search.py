@@ -19,14 +19,15 @@ import re
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol, runtime_checkable
-
-import httpx
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from medpanel.retrieval.errors import SearchBackendError, SourceConfigError
 from medpanel.retrieval.evidence import Evidence
 from medpanel.retrieval.quality import assess_source
 from medpanel.retrieval.retrievers import BM25Retriever, Retriever, open_retriever
+
+if TYPE_CHECKING:
+    import httpx
 
 TAVILY_BASE_URL = "https://api.tavily.com"
 TAVILY_KEY_ENV = "TAVILY_API_KEY"
@@ -115,6 +116,9 @@ class TavilySearch:
         self.search_depth = search_depth
         self.timeout = timeout
         self.max_reply_bytes = max_reply_bytes
+        # httpx is imported by a Tavily search only: every panel imports this module for its sources.
+        import httpx
+
         # No redirect is followed (httpx's default, stated): the request would carry the query elsewhere.
         self._client = httpx.Client(timeout=timeout, headers={"Authorization": f"Bearer {key}"}, transport=transport,
                                     follow_redirects=False)
@@ -135,6 +139,8 @@ class TavilySearch:
             raise ValueError(f"k must be at least 1, got {k}")
         # Tavily caps max_results at 20 and rejects more; ask for what it can give.
         body = {"query": query, "max_results": min(k, TAVILY_MAX_RESULTS), "search_depth": self.search_depth}
+        import httpx  # loaded by __init__: a dictionary lookup
+
         try:
             with self._client.stream("POST", f"{self.base_url}/search", json=body) as response:
                 raw = self._read(response)

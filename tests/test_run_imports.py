@@ -48,6 +48,17 @@ def test_the_run_command_and_its_runner_import_no_corpus_or_web_client() -> None
     assert found == [], {m: NOT_ON_THE_RUN_PATH[m] for m in found}
 
 
+def test_the_panels_pipeline_imports_no_web_client() -> None:
+    # The panel's knowledge channel imports the sources (corpus and web) for its settings; the web
+    # client is imported by a Tavily search only.
+    found = _loaded_after("""
+        from medpanel.agents.pipelines.registry import get_pipeline
+        get_pipeline("panel")
+        from medpanel.retrieval.search import SnapshotSearch, TavilySearch
+    """)
+    assert "httpx" not in found, found
+
+
 def test_a_retrieval_name_loads_its_own_submodule() -> None:
     assert _loaded_after("from medpanel.retrieval import RetrievalError") == []
     assert "medpanel.retrieval.corpus" in _loaded_after("from medpanel.retrieval import ingest")
