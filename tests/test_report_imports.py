@@ -11,6 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from .import_probe import loaded_after
+
 # Module -> why the report's command path must not import it when it is resolved.
 NOT_ON_THE_REPORT_PATH = {
     "autogen_core": "the model client: a report sends nothing",
@@ -27,18 +29,7 @@ NOT_ON_THE_REPORT_PATH = {
 
 
 def _imported_after(code: str) -> list[str]:
-    probe = textwrap.dedent(f"""
-        import sys
-        {code}
-        heavy = {sorted(NOT_ON_THE_REPORT_PATH)!r}
-        loaded = {{name.split(".")[0] for name in sys.modules}} | set(sys.modules)
-        print("HEAVY", ",".join(m for m in heavy if m in loaded or any(k.startswith(m + ".") for k in sys.modules)))
-    """)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    line = proc.stdout.strip().splitlines()[-1]
-    assert line.startswith("HEAVY"), proc.stdout
-    return [m for m in line.removeprefix("HEAVY").strip().split(",") if m]
+    return loaded_after(code, sorted(NOT_ON_THE_REPORT_PATH))
 
 
 def test_the_report_command_and_its_analysis_import_no_heavy_module() -> None:

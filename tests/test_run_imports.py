@@ -5,13 +5,11 @@ first use. Each check runs in a fresh interpreter, so what another test imported
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 import medpanel.retrieval as retrieval
+
+from .import_probe import loaded_after
 
 NOT_ON_THE_RUN_PATH = {
     "httpx": "the web search backends and the local server's launch poll",
@@ -24,16 +22,7 @@ NOT_ON_THE_RUN_PATH = {
 
 
 def _loaded_after(code: str) -> list[str]:
-    probe = textwrap.dedent(f"""
-        import sys
-        {code}
-        print("LOADED", ",".join(m for m in {sorted(NOT_ON_THE_RUN_PATH)!r} if m in sys.modules))
-    """)
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    line = proc.stdout.strip().splitlines()[-1]
-    assert line.startswith("LOADED"), proc.stdout
-    return [m for m in line.removeprefix("LOADED").strip().split(",") if m]
+    return loaded_after(code, sorted(NOT_ON_THE_RUN_PATH))
 
 
 def test_the_run_command_and_its_runner_import_no_corpus_or_web_client() -> None:
