@@ -114,7 +114,11 @@ def _drawn(ts: Sequence[Trajectory], conditions: Sequence[str] | None) -> list[s
 def transition_plot_names(ts: Sequence[Trajectory], conditions: Sequence[str] | None = None) -> list[str]:
     """The names (without a suffix) `write_transition_plots` gives its figures, in its order, known
     before they are drawn: the report's index is built while another process draws them."""
-    order = _drawn(ts, conditions)
+    return _names(_drawn(ts, conditions))
+
+
+def _names(order: list[str]) -> list[str]:
+    """The figures' names for the conditions drawn: a flow diagram each, then the bars."""
     return [f"transitions_{safe_dir(cond)}" for cond in order] + (["transitions"] if order else [])
 
 
@@ -132,7 +136,7 @@ def write_flow_plots(ts: Sequence[Trajectory], out_dir: Path, conditions: Sequen
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     order = _drawn(ts, conditions)
-    for cond, name in zip(order, transition_plot_names(ts, conditions), strict=False):
+    for cond, name in zip(order, _names(order), strict=False):
         flows = flow_counts([t for t in ts if t.condition == cond])
         n = sum(flows.values())
         gain = flows[("wrong", "right")] - flows[("right", "wrong")]
@@ -179,5 +183,5 @@ def write_transition_bars(ts: Sequence[Trajectory], out_dir: Path, conditions: S
         pairs = sorted(zip(labels, handles, strict=True), key=lambda p: rank[p[0]])
         fig.legend([h for _l, h in pairs], [lab for lab, _h in pairs], loc="outside lower center", fontsize=6,
                    ncols=min(5, len(pairs)))
-        written += save_figure(fig, out_dir, transition_plot_names(ts, conditions)[-1])
+        written += save_figure(fig, out_dir, _names(order)[-1])
     return written
