@@ -20,9 +20,10 @@ pipelines, model backends), `medpanel.retrieval` (corpora, retrievers, evidence 
 docs/architecture.md says which room holds what.
 """
 
-from importlib import import_module as _import_module
 from importlib import metadata as _metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from medpanel.lazy_names import lazy_names
 
 if TYPE_CHECKING:
 
@@ -91,17 +92,8 @@ _NAMES: dict[str, tuple[str, str]] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _NAMES:
-        raise AttributeError(f"module 'medpanel' has no attribute {name!r}")
-    module, attr = _NAMES[name]
-    value = getattr(_import_module(module), attr)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_NAMES))
+if not TYPE_CHECKING:  # the type checker reads the imports above, where a misspelt name is an error
+    __getattr__, __dir__ = lazy_names(globals(), _NAMES)
 
 
 try:

@@ -9,8 +9,9 @@ process's start, retrieval or not.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from medpanel.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from medpanel.retrieval.corpus import (
@@ -102,18 +103,8 @@ _MODULE_OF: dict[str, str] = {
 
 
 if not TYPE_CHECKING:  # for the type checker the names are the imports above, and a misspelt one an error
-
-    def __getattr__(name: str) -> Any:
-        module = _MODULE_OF.get(name)
-        if module is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-        globals()[name] = value  # looked up here from now on
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_names(globals(), {name: (f"{__name__}.{module}", name)
+                                                  for name, module in _MODULE_OF.items()})
 
 
 __all__ = [
