@@ -23,7 +23,7 @@ docs/architecture.md says which room holds what.
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
-from medpanel.lazy_names import lazy_names
+from medpanel.plugins.lazy_names import lazy_names
 
 if TYPE_CHECKING:
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from medpanel.lazy_names import lazy_names
+from medpanel.plugins.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from medpanel.retrieval.corpus import (

@@ -3,7 +3,7 @@
 A package that imported every name it re-exports would load each submodule with itself: `medpanel`
 would bring AutoGen, openai and SciPy to a `--help`, and `medpanel.retrieval` the corpus store and
 the web client to every run's first question. Both packages map each name to where it lives and
-take these two functions from here.
+take these two functions from here, on the lowest floor, which `medpanel.retrieval` may import.
 """
 
 from __future__ import annotations
